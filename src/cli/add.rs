@@ -1,0 +1,105 @@
+//! `git swarm add`: a new open task.
+
+use std::path::PathBuf;
+
+use git_swarm::model::{Kind, MAX_TASK_FILE_BYTES, MAX_TITLE_LEN, validate_label};
+use git_swarm::ops::{self, Actor, NewTask};
+
+use super::output::task_json;
+use super::{CliError, CliResult, Ctx, parse_id, parse_kind};
+
+#[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// The task's title (one line).
+    title: String,
+    /// The task's description.
+    #[arg(long, conflicts_with = "body_file")]
+    body: Option<String>,
+    /// Read the description from a file (`-` for stdin).
+    #[arg(long, value_name = "PATH")]
+    body_file: Option<PathBuf>,
+    /// Wait for this task to be done before this one is ready (repeatable).
+    #[arg(long = "after", value_name = "ID", value_parser = parse_id)]
+    after: Vec<String>,
+    /// Higher runs first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i64,
+    /// A label (repeatable).
+    #[arg(long = "label", value_name = "LABEL")]
+    labels: Vec<String>,
+    /// `work` (code to write) or `plan` (an area to plan).
+    #[arg(long, default_value = "work", value_parser = parse_kind)]
+    kind: Kind,
+    /// The plan task this one belongs to.
+    #[arg(long, value_name = "ID", value_parser = parse_id)]
+    parent: Option<String>,
+}
+
+pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
+    let title = args.title.trim().to_string();
+    if title.is_empty() {
+        return Err(CliError::usage("add: the title is empty"));
+    }
+    if title.contains(['\n', '\r']) {
+        return Err(CliError::usage(
+            "add: the title must be one line; put the rest in --body",
+        ));
+    }
+    if title.len() > MAX_TITLE_LEN {
+        return Err(CliError::usage(format!(
+            "add: the title is longer than {MAX_TITLE_LEN} bytes; put the rest in --body"
+        )));
+    }
+    for l in &args.labels {
+        validate_label(l).map_err(|e| CliError::usage(format!("--label: {e}")))?;
+    }
+    let body = match (&args.body, &args.body_file) {
+        (Some(b), _) => b.clone(),
+        (None, Some(p)) if p.as_os_str() == "-" => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .map_err(|e| CliError::io(format!("--body-file -: cannot read stdin: {e}")))?;
+            s
+        }
+        (None, Some(p)) => std::fs::read_to_string(p)
+            .map_err(|e| CliError::io(format!("--body-file {}: {e}", p.display())))?,
+        (None, None) => String::new(),
+    };
+    // Leave room for the other fields within the file limit.
+    let max_body = (MAX_TASK_FILE_BYTES as usize) / 2;
+    if body.len() > max_body {
+        return Err(CliError::usage(format!(
+            "add: the body is {} bytes, more than the limit of {max_body}; link to a file in the repository instead",
+            body.len()
+        )));
+    }
+    let new = NewTask {
+        title,
+        body,
+        kind: args.kind,
+        priority: args.priority,
+        deps: args.after,
+        labels: args.labels,
+        parent: args.parent,
+    };
+    let (_swarm, c) = ctx.transact(|snap, now, agent| {
+        let actor = Actor {
+            agent: agent.to_string(),
+            now,
+        };
+        ops::add(&snap.board, &actor, vec![new.clone()], &mut mint_id)
+    })?;
+    let now = ctx.now();
+    for t in &c.value {
+        ctx.out.line(&t.id);
+    }
+    if let [t] = c.value.as_slice() {
+        ctx.out.doc(&task_json(t, now));
+    }
+    Ok(())
+}
+
+/// A fresh id: `t-` and 6 random hex digits (collisions with the board are re-drawn by `ops::add`).
+pub fn mint_id() -> String {
+    format!("t-{:06x}", fastrand::u32(0..0x100_0000))
+}

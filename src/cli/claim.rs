@@ -1,0 +1,40 @@
+//! `git swarm claim [<id>]`: claim a task, or the best ready one of a kind.
+
+use std::time::Duration;
+
+use git_swarm::model::Kind;
+use git_swarm::ops::{self, Actor};
+
+use super::output::task_json;
+use super::{CliResult, Ctx, parse_id, parse_kind, parse_lease};
+
+#[derive(Debug, clap::Args)]
+pub struct ClaimArgs {
+    /// The task to claim [default: the best ready task of --kind].
+    #[arg(value_parser = parse_id)]
+    id: Option<String>,
+    /// How long the claim lasts unless renewed [default: the swarm's lease].
+    #[arg(long, value_name = "DUR", value_parser = parse_lease)]
+    lease: Option<Duration>,
+    /// The kind of task a claim without id takes.
+    #[arg(long, default_value = "work", value_parser = parse_kind)]
+    kind: Kind,
+}
+
+pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
+    let (_swarm, c) = ctx.transact(|snap, now, agent| {
+        let lease = args.lease.unwrap_or(snap.board.config.lease);
+        let actor = Actor {
+            agent: agent.to_string(),
+            now,
+        };
+        ops::claim(&snap.board, &actor, args.id.as_deref(), args.kind, lease)
+    })?;
+    let t = c.value;
+    if let Some(claim) = &t.claim {
+        ctx.remember_epoch(&claim.agent, &t.id, claim.epoch);
+    }
+    ctx.out.line(&t.id);
+    ctx.out.doc(&task_json(&t, ctx.now()));
+    Ok(())
+}

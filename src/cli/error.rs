@@ -1,0 +1,112 @@
+//! The one error type of the command line: a kind (→ exit code), a message, and hints.
+
+use git_swarm::ops::DomainError;
+use git_swarm::remote::RemoteError;
+use git_swarm::txn::TxnError;
+
+/// Exit codes of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 1: I/O, git, network, a state ref that cannot be read.
+    Error = 1,
+    /// 2: unknown command or flag, bad value.
+    Usage = 2,
+    /// 3: `claim` without an id found no ready task.
+    NothingReady = 3,
+    /// 4: refused by the swarm's state.
+    Refused = 4,
+}
+
+#[derive(Debug)]
+pub struct CliError {
+    pub exit: Exit,
+    pub message: String,
+    pub hints: Vec<String>,
+}
+
+pub type CliResult<T> = Result<T, CliError>;
+
+impl CliError {
+    pub fn new(exit: Exit, message: impl Into<String>) -> Self {
+        CliError {
+            exit,
+            message: message.into(),
+            hints: vec![],
+        }
+    }
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(Exit::Usage, message)
+    }
+    pub fn io(message: impl Into<String>) -> Self {
+        Self::new(Exit::Error, message)
+    }
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+    pub fn code(&self) -> u8 {
+        self.exit as u8
+    }
+
+    /// `error: …` and `hint: …` lines on stderr; with `--json` also a JSON object on stdout so that scripts always
+    /// get one document.
+    pub fn report(&self, json: bool) {
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "error: {}", self.message);
+        for h in &self.hints {
+            let _ = writeln!(err, "hint: {h}");
+        }
+        if json {
+            let doc = serde_json::json!({"error": {"code": self.code(), "message": self.message, "hints": self.hints}});
+            let _ = writeln!(std::io::stdout().lock(), "{doc}");
+        }
+    }
+}
+
+impl From<DomainError> for CliError {
+    fn from(e: DomainError) -> Self {
+        let msg = e.to_string();
+        match &e {
+            DomainError::NothingReady { .. } => CliError::new(Exit::NothingReady, msg)
+                .hint("see what waits on what with `git swarm list`"),
+            DomainError::UnknownTask(_) => CliError::new(Exit::Refused, msg).hint("see the board with `git swarm list`"),
+            DomainError::ClaimedByOther { .. } => {
+                CliError::new(Exit::Refused, msg).hint("take the best ready task instead with `git swarm claim`")
+            }
+            DomainError::NotMine { .. } | DomainError::StaleEpoch { .. } | DomainError::NotClaimed { .. } => {
+                CliError::new(Exit::Refused, msg).hint("your claim has ended (another agent took the task over, or it was released); claim another task")
+            }
+            DomainError::DepsNotDone { .. } => {
+                CliError::new(Exit::Refused, msg).hint("`git swarm ready` lists the tasks that can be claimed now")
+            }
+            DomainError::AttemptsExhausted { .. } | DomainError::Final { .. } => CliError::new(Exit::Refused, msg),
+            DomainError::IdSpaceExhausted(_) => CliError::new(Exit::Error, msg),
+        }
+    }
+}
+
+impl From<git_swarm::store::StoreError> for CliError {
+    fn from(e: git_swarm::store::StoreError) -> Self {
+        TxnError::from(e).into()
+    }
+}
+
+impl From<TxnError> for CliError {
+    fn from(e: TxnError) -> Self {
+        let msg = e.to_string();
+        match e {
+            TxnError::Domain(d) => d.into(),
+            TxnError::NotInitialized { .. } => CliError::io(msg)
+                .hint("create it with `git swarm init`, or name another remote with --remote"),
+            TxnError::Contention { .. } => CliError::io(msg).hint(
+                "many agents are writing at once; try again, or raise GIT_SWARM_MAX_RETRY_SECS",
+            ),
+            TxnError::Remote(RemoteError::Unreachable { .. }) => CliError::io(msg)
+                .hint("check the remote's URL and your access with `git ls-remote <remote>`"),
+            TxnError::Remote(RemoteError::Refused { .. }) => CliError::io(msg)
+                .hint("the remote's hooks or protection rules must allow pushes to refs/swarm/*"),
+            _ => CliError::io(msg),
+        }
+    }
+}

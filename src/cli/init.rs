@@ -1,0 +1,72 @@
+//! `git swarm init`: create the state ref on the remote; a second run changes nothing.
+
+use std::time::Duration;
+
+use git_swarm::model::Config;
+use git_swarm::time::Timestamp;
+use serde_json::json;
+
+use super::{CliError, CliResult, Ctx, parse_lease};
+
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// The branch workers land code on [default: the current branch, else main].
+    #[arg(long, value_name = "BRANCH")]
+    target: Option<String>,
+    /// Default lease of a claim.
+    #[arg(long, value_name = "DUR", value_parser = parse_lease)]
+    lease: Option<Duration>,
+    /// Attempts (fails and expired leases) before a task is failed.
+    #[arg(long, value_name = "N")]
+    max_attempts: Option<u32>,
+}
+
+pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
+    let agent = ctx.agent()?;
+    let swarm = ctx.swarm()?;
+    let mut config = Config::default();
+    config.target = match args.target {
+        Some(t) => t,
+        None => current_branch(&swarm.local.repo).unwrap_or_else(|| "main".into()),
+    };
+    if let Some(l) = args.lease {
+        config.lease = l;
+    }
+    if let Some(n) = args.max_attempts {
+        config.max_attempts = n;
+    }
+    config
+        .validate()
+        .map_err(|e| CliError::usage(format!("init: {e}")))?;
+    let who = Ctx::identity(&swarm, &agent);
+    let offset = ctx.now().0 as i64 - Timestamp::now_with_offset(0).0 as i64;
+    let clock = move || Timestamp::now_with_offset(offset);
+    let (commit, created) = swarm.init(&ctx.retry, &who, &clock, &config, &agent)?;
+    let refname = swarm.ref_name();
+    if created {
+        ctx.out.line(format!(
+            "initialized swarm '{}' on {} ({refname} at {})",
+            swarm.name,
+            swarm.remote_label,
+            short(commit)
+        ));
+    } else {
+        ctx.out.line(format!(
+            "swarm '{}' already exists on {} ({refname} at {}); nothing changed",
+            swarm.name,
+            swarm.remote_label,
+            short(commit)
+        ));
+    }
+    ctx.out.doc(&json!({"ref": refname, "commit": commit.to_string(), "created": created, "remote": swarm.remote_label}));
+    Ok(())
+}
+
+fn short(id: gix::ObjectId) -> String {
+    id.to_hex_with_len(12).to_string()
+}
+
+fn current_branch(repo: &gix::Repository) -> Option<String> {
+    let head = repo.head_name().ok()??;
+    Some(head.shorten().to_string())
+}

@@ -1,0 +1,39 @@
+//! `git swarm log`: the audit log of the swarm, newest first (one commit of the state ref per op).
+
+use serde_json::json;
+
+use super::{CliResult, Ctx};
+
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// Show at most this many ops.
+    #[arg(short = 'n', long = "max-count", value_name = "N")]
+    max_count: Option<usize>,
+}
+
+pub fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
+    let swarm = ctx.swarm()?;
+    let snap = swarm.read()?;
+    let entries = swarm
+        .store()
+        .log(snap.commit, args.max_count.unwrap_or(usize::MAX))?;
+    for e in &entries {
+        ctx.out.line(format!(
+            "{}  {}  {:<12} {}",
+            &e.commit[..12.min(e.commit.len())],
+            e.time,
+            e.agent.as_deref().unwrap_or("-"),
+            git_swarm::escape::line(&e.summary)
+        ));
+    }
+    ctx.out.doc(&serde_json::Value::Array(
+        entries
+            .iter()
+            .map(|e| {
+                json!({"commit": e.commit, "time": e.time.to_string(), "op": e.op, "task": e.task,
+                       "agent": e.agent, "epoch": e.epoch, "summary": e.summary})
+            })
+            .collect(),
+    ));
+    Ok(())
+}

@@ -1,0 +1,408 @@
+//! The command line: parsing (clap derive), the context every subcommand gets, and dispatch.
+//! One file per subcommand; each has an `XArgs` struct and `run(ctx, args)`.
+
+mod add;
+mod claim;
+mod done;
+mod error;
+mod fail;
+mod init;
+mod list;
+mod log;
+mod output;
+mod ready;
+mod release;
+mod renew;
+mod show;
+mod status;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use git_swarm::model::{Kind, validate_agent};
+use git_swarm::ops::DomainError;
+use git_swarm::store::{Identity, Snapshot};
+use git_swarm::time::Timestamp;
+use git_swarm::txn::{Retry, Swarm, TxnError};
+
+pub use error::{CliError, CliResult};
+use output::Printer;
+
+/// Coordinate many coding agents on one repository, with no server: a task board in a git ref, changed only by
+/// compare-and-swap.
+#[derive(Debug, Parser)]
+#[command(
+    name = "git-swarm",
+    bin_name = "git swarm",
+    version,
+    about,
+    max_term_width = 100
+)]
+#[command(propagate_version = true, disable_help_subcommand = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes, before or after its name.
+#[derive(Debug, clap::Args)]
+pub struct GlobalArgs {
+    /// Run as if started in <DIR>, like `git -C`.
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The shared remote holding the swarm: a remote's name, a URL or a path
+    /// [default: git config swarm.remote, else origin, else this repository].
+    #[arg(long, global = true, value_name = "NAME-OR-URL")]
+    pub remote: Option<String>,
+    /// Which swarm: the ref refs/swarm/<NAME> [default: git config swarm.name, else default].
+    #[arg(long, global = true, value_name = "NAME")]
+    pub swarm: Option<String>,
+    /// This agent's identity (letters, digits, '-', '_', '.') [default: $GIT_SWARM_AGENT, else user-host].
+    #[arg(long, global = true, value_name = "ID")]
+    pub agent: Option<String>,
+    /// Machine output on stdout: one JSON document.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the swarm's state ref on the remote (a second run changes nothing).
+    Init(init::InitArgs),
+    /// Add an open task; prints its id.
+    Add(add::AddArgs),
+    /// List every task.
+    List(list::ListArgs),
+    /// Show one task.
+    Show(show::ShowArgs),
+    /// The tasks a claim without id could take now, best first.
+    Ready(ready::ReadyArgs),
+    /// Claim a task (or the best ready one); prints its id.
+    Claim(claim::ClaimArgs),
+    /// Extend the lease of my claim (all my claims without id).
+    Renew(renew::RenewArgs),
+    /// Give my claim back: the task is open again.
+    Release(release::ReleaseArgs),
+    /// Mark my claimed task done.
+    Done(done::DoneArgs),
+    /// Mark my claimed task failed (open again while attempts remain).
+    Fail(fail::FailArgs),
+    /// Counts by status, agents and what they hold, expired leases.
+    Status(status::StatusArgs),
+    /// The audit log of the swarm, newest first.
+    Log(log::LogArgs),
+}
+
+/// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
+pub struct Ctx {
+    pub global: GlobalArgs,
+    pub out: Printer,
+    repo: Option<gix::Repository>,
+    pub swarm_name: String,
+    remote: Option<String>,
+    transport: git_swarm::Transport,
+    clock_offset: i64,
+    pub retry: Retry,
+    common_dir: PathBuf,
+}
+
+impl Ctx {
+    fn new(global: GlobalArgs) -> CliResult<Ctx> {
+        let out = Printer::new(global.json);
+        let dir = match &global.dir {
+            Some(d) => d.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| CliError::io(format!("cannot read the current directory: {e}")))?,
+        };
+        if !dir.is_dir() {
+            return Err(CliError::usage(format!(
+                "-C {}: not a directory",
+                dir.display()
+            )));
+        }
+        let repo = git_swarm::discover(&dir).map_err(|e| CliError::from(TxnError::from(e)))?;
+        let cfg = repo.config_snapshot();
+        let get = |key: &str| {
+            cfg.string(key)
+                .map(|v| v.to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let swarm_name = global
+            .swarm
+            .clone()
+            .or_else(|| get("swarm.name"))
+            .unwrap_or_else(|| "default".into());
+        git_swarm::model::validate_swarm_name(&swarm_name)
+            .map_err(|e| CliError::usage(format!("--swarm: {e}")))?;
+        let remote = global.remote.clone().or_else(|| get("swarm.remote"));
+        let transport = match std::env::var("GIT_SWARM_TRANSPORT")
+            .ok()
+            .or_else(|| get("swarm.transport"))
+        {
+            Some(t) => t
+                .parse()
+                .map_err(|e: String| CliError::usage(format!("swarm.transport: {e}")))?,
+            None => git_swarm::Transport::Auto,
+        };
+        drop(cfg);
+        let common_dir = repo.common_dir().to_path_buf();
+        let clock_offset = match std::env::var("GIT_SWARM_CLOCK_OFFSET") {
+            Ok(v) => v.parse::<i64>().map_err(|_| {
+                CliError::usage(format!(
+                    "GIT_SWARM_CLOCK_OFFSET='{v}' is not a number of seconds"
+                ))
+            })?,
+            Err(_) => 0,
+        };
+        let mut retry = Retry::default();
+        if let Ok(v) = std::env::var("GIT_SWARM_MAX_RETRY_SECS") {
+            let secs = v.parse::<u64>().map_err(|_| {
+                CliError::usage(format!("GIT_SWARM_MAX_RETRY_SECS='{v}' is not a number"))
+            })?;
+            retry.max_elapsed = Duration::from_secs(secs);
+        }
+        Ok(Ctx {
+            global,
+            out,
+            repo: Some(repo),
+            swarm_name,
+            remote,
+            transport,
+            clock_offset,
+            retry,
+            common_dir,
+        })
+    }
+
+    /// This agent's id: `--agent`, `$GIT_SWARM_AGENT`, else `<user>-<host>`.
+    pub fn agent(&self) -> CliResult<String> {
+        let agent = match self.global.agent.clone().or_else(|| {
+            std::env::var("GIT_SWARM_AGENT")
+                .ok()
+                .filter(|a| !a.is_empty())
+        }) {
+            Some(a) => a,
+            None => default_agent(),
+        };
+        validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
+        Ok(agent)
+    }
+
+    pub fn now(&self) -> Timestamp {
+        Timestamp::now_with_offset(self.clock_offset)
+    }
+
+    /// Open the swarm (once).
+    pub fn swarm(&mut self) -> CliResult<Swarm> {
+        let repo = self
+            .repo
+            .take()
+            .ok_or_else(|| CliError::io("internal: the swarm was opened twice"))?;
+        Ok(git_swarm::open_swarm(
+            repo,
+            self.remote.as_deref(),
+            &self.swarm_name,
+            self.transport,
+        )?)
+    }
+
+    /// The identity written on state commits: the configured user, else the agent.
+    pub fn identity(swarm: &Swarm, agent: &str) -> Identity {
+        let cfg = swarm.local.repo.config_snapshot();
+        let name = cfg
+            .string("user.name")
+            .map(|v| v.to_string())
+            .filter(|v| !v.trim().is_empty());
+        let email = cfg
+            .string("user.email")
+            .map(|v| v.to_string())
+            .filter(|v| !v.trim().is_empty());
+        Identity {
+            name: name.unwrap_or_else(|| agent.to_string()),
+            email: email.unwrap_or_else(|| format!("{agent}@git-swarm.invalid")),
+        }
+    }
+
+    /// Run one op through the transaction loop, reporting unreadable files on the way.
+    pub fn transact<T>(
+        &mut self,
+        op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
+    ) -> CliResult<(Swarm, git_swarm::txn::Committed<T>)> {
+        let mut op = op;
+        let agent = self.agent()?;
+        let swarm = self.swarm()?;
+        let who = Self::identity(&swarm, &agent);
+        let offset = self.clock_offset;
+        let clock = move || Timestamp::now_with_offset(offset);
+        let res = swarm.transact(&self.retry, &who, &clock, |snap, now| op(snap, now, &agent));
+        match res {
+            Ok(c) => {
+                self.out.problems(&c.problems);
+                Ok((swarm, c))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Read the newest board, reporting unreadable files.
+    pub fn read(&mut self) -> CliResult<Snapshot> {
+        let swarm = self.swarm()?;
+        let snap = swarm.read()?;
+        self.out.problems(&snap.problems);
+        Ok(snap)
+    }
+
+    /// The local record of the epoch this agent claimed a task under, so that a later `done`/`fail` of a stale
+    /// holder is fenced off even when it has the same agent id.
+    fn held_path(&self, agent: &str, id: &str) -> PathBuf {
+        self.common_dir
+            .join("swarm")
+            .join("held")
+            .join(&self.swarm_name)
+            .join(agent)
+            .join(id)
+    }
+
+    pub fn remember_epoch(&self, agent: &str, id: &str, epoch: u64) {
+        let p = self.held_path(agent, id);
+        // Best effort: without the record, fencing falls back to the agent id alone.
+        if let Some(parent) = p.parent()
+            && std::fs::create_dir_all(parent).is_ok()
+        {
+            let _ = std::fs::write(&p, epoch.to_string());
+        }
+    }
+
+    pub fn recalled_epoch(&self, agent: &str, id: &str) -> Option<u64> {
+        std::fs::read_to_string(self.held_path(agent, id))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    pub fn forget_epoch(&self, agent: &str, id: &str) {
+        let _ = std::fs::remove_file(self.held_path(agent, id));
+    }
+
+    /// The shape of `release`, `done` and `fail`: an op by the holder of `id`, under `epoch` (the flag, else the
+    /// recorded one), then the task printed as `<verb> <id>` or as JSON.
+    pub fn holder_op(
+        &mut self,
+        id: &str,
+        epoch: Option<u64>,
+        verb: &str,
+        op: impl Fn(
+            &git_swarm::ops::Board,
+            &git_swarm::ops::Actor,
+            Option<u64>,
+        ) -> Result<(git_swarm::ops::Change, git_swarm::model::Task), DomainError>,
+    ) -> CliResult<()> {
+        let agent = self.agent()?;
+        let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
+        let (_swarm, c) = self.transact(|snap, now, agent| {
+            let actor = git_swarm::ops::Actor {
+                agent: agent.to_string(),
+                now,
+            };
+            op(&snap.board, &actor, epoch)
+        })?;
+        self.forget_epoch(&agent, id);
+        let t = c.value;
+        self.out.line(format!(
+            "{verb} {}: {}",
+            t.id,
+            git_swarm::escape::line(&t.title)
+        ));
+        self.out.doc(&output::task_json(&t, self.now()));
+        Ok(())
+    }
+}
+
+fn default_agent() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "agent".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .unwrap_or_else(|| "host".into());
+    let clean = |s: &str| -> String {
+        s.trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect()
+    };
+    let id = format!("{}-{}", clean(&user), clean(&host));
+    let id: String = id.trim_matches('-').chars().take(64).collect();
+    if id.is_empty() { "agent".into() } else { id }
+}
+
+/// Parse a `--kind`.
+pub fn parse_kind(s: &str) -> Result<Kind, String> {
+    match s {
+        "work" => Ok(Kind::Work),
+        "plan" => Ok(Kind::Plan),
+        _ => Err(format!("unknown kind '{s}' (work or plan)")),
+    }
+}
+
+/// Parse a `--lease` or other duration flag.
+pub fn parse_lease(s: &str) -> Result<Duration, String> {
+    git_swarm::time::parse_duration(s)
+}
+
+/// Parse a task id argument.
+pub fn parse_id(s: &str) -> Result<String, String> {
+    git_swarm::model::validate_id(s)?;
+    Ok(s.to_string())
+}
+
+/// The entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let json = cli.global.json;
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            e.report(json);
+            ExitCode::from(e.code())
+        }
+    }
+}
+
+fn run(cli: Cli) -> CliResult<()> {
+    let mut ctx = Ctx::new(cli.global)?;
+    match cli.command {
+        Command::Init(a) => init::run(&mut ctx, a),
+        Command::Add(a) => add::run(&mut ctx, a),
+        Command::List(a) => list::run(&mut ctx, a),
+        Command::Show(a) => show::run(&mut ctx, a),
+        Command::Ready(a) => ready::run(&mut ctx, a),
+        Command::Claim(a) => claim::run(&mut ctx, a),
+        Command::Renew(a) => renew::run(&mut ctx, a),
+        Command::Release(a) => release::run(&mut ctx, a),
+        Command::Done(a) => done::run(&mut ctx, a),
+        Command::Fail(a) => fail::run(&mut ctx, a),
+        Command::Status(a) => status::run(&mut ctx, a),
+        Command::Log(a) => log::run(&mut ctx, a),
+    }
+}

@@ -1,0 +1,183 @@
+//! The one printer: data on stdout (human lines, or one JSON document with `--json`), diagnostics on stderr.
+//! Task text goes through `escape` before it reaches a terminal. A closed stdout (`| head`) ends output quietly.
+
+use std::io::Write;
+
+use git_swarm::escape;
+use git_swarm::model::Task;
+use git_swarm::store::Problem;
+use git_swarm::time::Timestamp;
+use serde_json::{Value, json};
+
+pub struct Printer {
+    pub json: bool,
+}
+
+impl Printer {
+    pub fn new(json: bool) -> Self {
+        Printer { json }
+    }
+
+    /// A line of human output (ignored under `--json`).
+    pub fn line(&self, s: impl AsRef<str>) {
+        if !self.json {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", s.as_ref());
+        }
+    }
+
+    /// The JSON document (only under `--json`).
+    pub fn doc(&self, v: &Value) {
+        if self.json {
+            let mut out = std::io::stdout().lock();
+            let _ = serde_json::to_writer_pretty(&mut out, v);
+            let _ = writeln!(out);
+        }
+    }
+
+    pub fn warn(&self, s: impl AsRef<str>) {
+        let _ = writeln!(std::io::stderr().lock(), "warning: {}", s.as_ref());
+    }
+
+    /// Unreadable files of the state ref, one `warning:` line each.
+    pub fn problems(&self, problems: &[Problem]) {
+        for p in problems {
+            self.warn(format!("skipped {p}"));
+        }
+    }
+}
+
+/// The task object of the contract (`docs/json.md`), with the extra fields after the contract's.
+pub fn task_json(t: &Task, now: Timestamp) -> Value {
+    let claim = t.claim.as_ref().map(|c| {
+        json!({"agent": c.agent, "epoch": c.epoch, "lease_until": c.lease_until.to_string(), "expired": c.lease_until <= now})
+    });
+    let result = t.result.as_ref().map(|r| {
+        json!({"commit": r.commit, "note": r.note, "agent": r.agent, "epoch": r.epoch, "at": r.at.map(|a| a.to_string())})
+    });
+    json!({
+        "id": t.id,
+        "title": t.title,
+        "body": t.body,
+        "kind": t.kind.as_str(),
+        "status": t.status.as_str(),
+        "priority": t.priority,
+        "deps": t.deps,
+        "labels": t.labels,
+        "attempts": t.attempts,
+        "claim": claim,
+        "result": result,
+        "parent": t.parent,
+        "epoch": t.epoch,
+        "created_by": t.created_by,
+        "created_at": t.created_at.map(|a| a.to_string()),
+        "failures": t.failures.iter().map(|f| json!({
+            "agent": f.agent, "epoch": f.epoch, "at": f.at.to_string(), "reason": f.reason
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn tasks_json<'a>(tasks: impl IntoIterator<Item = &'a Task>, now: Timestamp) -> Value {
+    Value::Array(tasks.into_iter().map(|t| task_json(t, now)).collect())
+}
+
+/// One line for a task: `t-3f9a2c  claimed  p0  title  (alice until 14:05:00)`.
+pub fn task_line(t: &Task, now: Timestamp) -> String {
+    let mut s = format!(
+        "{}  {:<9} p{:<3} {}",
+        t.id,
+        t.status.as_str(),
+        t.priority,
+        escape::line(&t.title)
+    );
+    if t.kind != git_swarm::model::Kind::Work {
+        s.push_str(&format!("  [{}]", t.kind));
+    }
+    if let Some(c) = &t.claim {
+        let state = if c.lease_until <= now {
+            "expired"
+        } else {
+            "until"
+        };
+        s.push_str(&format!(
+            "  ({} {state} {})",
+            c.agent,
+            c.lease_until.clock()
+        ));
+    }
+    if !t.deps.is_empty() {
+        s.push_str(&format!("  after {}", t.deps.join(",")));
+    }
+    s
+}
+
+/// The full human view of a task for `show`.
+pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String]) -> String {
+    let mut s = String::new();
+    let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<10} {v}\n"));
+    kv("id", t.id.clone());
+    kv("title", escape::line(&t.title));
+    kv("kind", t.kind.to_string());
+    kv("status", t.status.to_string());
+    kv("priority", t.priority.to_string());
+    if !t.deps.is_empty() {
+        let w = if waiting.is_empty() {
+            String::new()
+        } else {
+            format!(" (waiting on {})", waiting.join(", "))
+        };
+        kv("deps", format!("{}{w}", t.deps.join(", ")));
+    }
+    if !t.labels.is_empty() {
+        kv("labels", t.labels.join(", "));
+    }
+    if let Some(p) = &t.parent {
+        kv("parent", p.clone());
+    }
+    if let Some(c) = &t.claim {
+        let state = if c.lease_until <= now {
+            "expired at"
+        } else {
+            "until"
+        };
+        kv(
+            "claim",
+            format!("{} (epoch {}) {state} {}", c.agent, c.epoch, c.lease_until),
+        );
+    }
+    kv("attempts", t.attempts.to_string());
+    if let Some(r) = &t.result {
+        if let Some(c) = &r.commit {
+            kv("commit", escape::line(c));
+        }
+        if let Some(n) = &r.note {
+            kv("note", escape::line(n));
+        }
+        if let Some(a) = &r.agent {
+            kv("done by", a.clone());
+        }
+    }
+    for f in &t.failures {
+        kv(
+            "failure",
+            format!(
+                "{} (epoch {}) at {}: {}",
+                f.agent,
+                f.epoch,
+                f.at,
+                escape::line(&f.reason)
+            ),
+        );
+    }
+    if let (Some(by), Some(at)) = (&t.created_by, &t.created_at) {
+        kv("created", format!("by {by} at {at}"));
+    }
+    if !t.body.is_empty() {
+        s.push('\n');
+        s.push_str(&escape::block(&t.body));
+        if !t.body.ends_with('\n') {
+            s.push('\n');
+        }
+    }
+    s.trim_end().to_string()
+}

@@ -1,0 +1,50 @@
+//! `git swarm renew [<id>]`: extend the lease of my claim, or of all my claims.
+
+use std::time::Duration;
+
+use git_swarm::ops::{self, Actor};
+
+use super::output::tasks_json;
+use super::{CliResult, Ctx, parse_id, parse_lease};
+
+#[derive(Debug, clap::Args)]
+pub struct RenewArgs {
+    /// The task [default: every task I hold].
+    #[arg(value_parser = parse_id)]
+    id: Option<String>,
+    /// The new lease, from now [default: the swarm's lease].
+    #[arg(long, value_name = "DUR", value_parser = parse_lease)]
+    lease: Option<Duration>,
+    /// The epoch I claimed under [default: the one recorded by my claim in this clone].
+    #[arg(long)]
+    epoch: Option<u64>,
+}
+
+pub fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
+    let agent = ctx.agent()?;
+    let epoch = match (&args.id, args.epoch) {
+        (_, Some(e)) => Some(e),
+        (Some(id), None) => ctx.recalled_epoch(&agent, id),
+        (None, None) => None,
+    };
+    let (_swarm, c) = ctx.transact(|snap, now, agent| {
+        let lease = args.lease.unwrap_or(snap.board.config.lease);
+        let actor = Actor {
+            agent: agent.to_string(),
+            now,
+        };
+        ops::renew(&snap.board, &actor, args.id.as_deref(), epoch, lease)
+    })?;
+    if c.value.is_empty() {
+        ctx.out
+            .line(format!("{agent} holds no claims; nothing to renew"));
+    }
+    for t in &c.value {
+        if let Some(cl) = &t.claim {
+            ctx.out
+                .line(format!("renewed {} until {}", t.id, cl.lease_until));
+        }
+    }
+    ctx.out.doc(&tasks_json(c.value.iter(), ctx.now()));
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! `git swarm status`: counts by status, agents and what they hold, expired leases.
+
+use std::collections::BTreeMap;
+
+use git_swarm::model::{Kind, Status};
+use git_swarm::ops;
+use serde_json::json;
+
+use super::{CliResult, Ctx};
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {}
+
+pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
+    let snap = ctx.read()?;
+    let now = ctx.now();
+    let board = &snap.board;
+    let mut counts: BTreeMap<&str, usize> = Status::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+    let mut agents: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+    let mut expired = Vec::new();
+    for s in board.tasks.values() {
+        let t = &s.task;
+        *counts.entry(t.status.as_str()).or_default() += 1;
+        if let Some(c) = t.live_claim(now) {
+            agents.entry(&c.agent).or_default().push(json!({
+                "id": t.id, "title": t.title, "epoch": c.epoch, "lease_until": c.lease_until.to_string()
+            }));
+        }
+        if let Some(c) = t.expired_claim(now) {
+            expired.push(json!({
+                "id": t.id, "title": t.title, "agent": c.agent, "epoch": c.epoch,
+                "lease_until": c.lease_until.to_string(), "attempts": t.attempts
+            }));
+        }
+    }
+    let ready_work = ops::ready(board, Kind::Work, now).len();
+    let ready_plan = ops::ready(board, Kind::Plan, now).len();
+    let problems: Vec<_> = snap
+        .problems
+        .iter()
+        .map(|p| json!({"path": p.path, "commit": p.commit, "message": p.message}))
+        .collect();
+
+    let total: usize = counts.values().sum();
+    let summary: Vec<String> = counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    ctx.out.line(format!(
+        "swarm {} at {} · target {} · lease {}",
+        ctx.swarm_name,
+        &snap.commit.to_hex_with_len(12),
+        board.config.target,
+        git_swarm::time::format_duration(board.config.lease)
+    ));
+    ctx.out.line(format!(
+        "{total} tasks{}{} · ready: {ready_work} work, {ready_plan} plan",
+        if summary.is_empty() { "" } else { ": " },
+        summary.join(", ")
+    ));
+    if !agents.is_empty() {
+        ctx.out.line("agents:");
+        for (a, held) in &agents {
+            let ids: Vec<String> = held
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{} (until {})",
+                        h["id"].as_str().unwrap_or("?"),
+                        short_clock(&h["lease_until"])
+                    )
+                })
+                .collect();
+            ctx.out.line(format!("  {a}: {}", ids.join(", ")));
+        }
+    }
+    if !expired.is_empty() {
+        ctx.out.line("expired leases (claimable by anyone):");
+        for e in &expired {
+            ctx.out.line(format!(
+                "  {} held by {} until {}",
+                e["id"].as_str().unwrap_or("?"),
+                e["agent"].as_str().unwrap_or("?"),
+                e["lease_until"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        ctx.out.line(format!(
+            "unreadable files: {} (see the warnings above)",
+            problems.len()
+        ));
+    }
+    ctx.out.doc(&json!({
+        "commit": snap.commit.to_string(),
+        "target": board.config.target,
+        "lease": git_swarm::time::format_duration(board.config.lease),
+        "total": total,
+        "counts": counts,
+        "ready": {"work": ready_work, "plan": ready_plan},
+        "agents": agents.iter().map(|(a, h)| json!({"agent": a, "tasks": h})).collect::<Vec<_>>(),
+        "expired": expired,
+        "problems": problems,
+    }));
+    Ok(())
+}
+
+fn short_clock(v: &serde_json::Value) -> String {
+    v.as_str()
+        .and_then(|s| s.get(11..19))
+        .unwrap_or("?")
+        .to_string()
+}

@@ -1,0 +1,141 @@
+//! # git-swarm
+//!
+//! Many coding agents, one repository, no server. The coordination state of a swarm — its settings and its task
+//! board — lives in one git ref, `refs/swarm/<name>`, on the shared remote, and changes only by compare-and-swap of
+//! that ref. This crate is the engine; the `git-swarm` binary is a thin command line over it.
+//!
+//! Layers (arrows point down; nothing points up):
+//!
+//! * [`txn`] — the optimistic loop (read → op → commit → CAS → retry); the only writer of the state ref.
+//! * [`ops`] — the operations as pure functions over a [`ops::Board`].
+//! * [`store`] — the state tree in a git object database, with gix; [`remote`] — where the ref lives and how it
+//!   is fetched and pushed.
+//! * [`model`] — tasks and settings, and the validation of everything read from git.
+//!
+//! The engine does no terminal I/O and reads no user configuration on its own: the caller passes every choice.
+
+pub mod escape;
+pub mod model;
+pub mod ops;
+pub mod remote;
+pub mod store;
+pub mod time;
+pub mod txn;
+
+use std::path::Path;
+
+use crate::remote::{FetchWith, Location};
+use crate::store::{Store, StoreError};
+use crate::txn::{Swarm, TxnError};
+
+/// How to reach the state ref.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// In-process for the repository itself and local paths; gix fetch and `git push` for URLs.
+    #[default]
+    Auto,
+    /// Always through git's transport (gix fetch, `git push`), local paths too.
+    Git,
+    /// `git fetch` and `git push` subprocesses for every remote but the repository itself.
+    GitFetch,
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Transport::Auto),
+            "git" => Ok(Transport::Git),
+            "git-fetch" => Ok(Transport::GitFetch),
+            other => Err(format!(
+                "unknown transport '{other}' (auto, git or git-fetch)"
+            )),
+        }
+    }
+}
+
+/// Open the swarm `name` as seen from the repository `repo`.
+///
+/// `remote` is a configured remote's name, a URL, or a path; `None` means `origin` when it is configured, else the
+/// repository itself.
+pub fn open_swarm(
+    repo: gix::Repository,
+    remote: Option<&str>,
+    name: &str,
+    transport: Transport,
+) -> Result<Swarm, TxnError> {
+    model::validate_swarm_name(name).map_err(|message| StoreError::Git {
+        context: "bad swarm name".into(),
+        message,
+    })?;
+    let config = repo.config_snapshot();
+    let url_of = |remote_name: &str| {
+        config
+            .string(format!("remote.{remote_name}.url").as_str())
+            .map(|u| u.to_string())
+    };
+    let (label, remote_name, url) = match remote {
+        None => match url_of("origin") {
+            Some(url) => ("origin".to_string(), Some("origin".to_string()), Some(url)),
+            None => ("this repository".to_string(), None, None),
+        },
+        Some(spec) => match url_of(spec) {
+            Some(url) => (spec.to_string(), Some(spec.to_string()), Some(url)),
+            None => (spec.to_string(), None, Some(spec.to_string())),
+        },
+    };
+    drop(config);
+    let location = match url {
+        None => {
+            let store = Store::open(repo.git_dir())?;
+            let path = repo.git_dir().to_path_buf();
+            Location::InProcess { store, path }
+        }
+        Some(url) if remote::is_local_path(&url) && transport == Transport::Auto => {
+            let path = remote::resolve_path(&repo, &url);
+            let store = remote::open_local(&path)?;
+            Location::InProcess { store, path }
+        }
+        Some(url) => {
+            // A configured remote is pushed by name (git applies pushurl and insteadOf); a bare URL as it is.
+            let push_to = remote_name.clone().unwrap_or_else(|| url.clone());
+            let fetch_url = if remote::is_local_path(&url) {
+                remote::resolve_path(&repo, &url)
+                    .to_string_lossy()
+                    .into_owned()
+            } else {
+                url.clone()
+            };
+            let is_http = url.starts_with("http://") || url.starts_with("https://");
+            let fetch_with = if transport == Transport::GitFetch || is_http {
+                FetchWith::Git
+            } else {
+                FetchWith::Gix
+            };
+            let mirror_key = remote::mirror_key(remote_name.as_deref(), &url);
+            Location::Url {
+                url: fetch_url,
+                push_to,
+                mirror_key,
+                fetch_with,
+            }
+        }
+    };
+    Ok(Swarm {
+        local: Store::from_repo(repo),
+        location,
+        name: name.to_string(),
+        remote_label: label,
+    })
+}
+
+/// Open the repository at or above `dir`, as git does.
+pub fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
+    use crate::store::GitContext;
+    gix::discover(dir).git(|| {
+        format!(
+            "not a git repository (or any parent up to the root): {}",
+            dir.display()
+        )
+    })
+}

@@ -1,0 +1,748 @@
+//! The operations of the protocol as pure functions: `fn(&Board, args) -> Result<Change, DomainError>`.
+//!
+//! Nothing in here does I/O or reads a clock: the caller passes `now` and the agent. `txn` runs these against the
+//! newest state and re-runs them when it loses a race, so an op must be a function of its inputs alone.
+//! Property tests (`tests` below and `tests/ops_props.rs`) hammer these with random interleavings.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::model::{Claim, Config, Failure, Kind, Status, Task, TaskResult};
+use crate::time::Timestamp;
+
+/// The board as read from one commit of the state ref: the settings and every readable task.
+#[derive(Debug, Clone, Default)]
+pub struct Board {
+    pub config: Config,
+    pub tasks: BTreeMap<String, Stored>,
+}
+
+/// A task with the path it was read from (writes go back to the same path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub path: String,
+    pub task: Task,
+}
+
+/// Who is acting, and when.
+#[derive(Debug, Clone)]
+pub struct Actor {
+    pub agent: String,
+    pub now: Timestamp,
+}
+
+/// The effect of one operation: the task files to write and what the commit says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub op: &'static str,
+    pub agent: String,
+    /// The task the op is about (first task for a batch).
+    pub task: Option<String>,
+    pub epoch: Option<u64>,
+    /// One line for the commit subject (already free of control characters).
+    pub summary: String,
+    pub writes: Vec<Stored>,
+}
+
+impl Change {
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+}
+
+/// Why the swarm's state refuses an op. Each maps to exit code 4 (or 3 for `NothingReady`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DomainError {
+    #[error("no task {0}")]
+    UnknownTask(String),
+    #[error("no ready {kind} task to claim")]
+    NothingReady { kind: Kind },
+    #[error("task {id} is claimed by {agent} until {until}")]
+    ClaimedByOther {
+        id: String,
+        agent: String,
+        until: Timestamp,
+    },
+    #[error("task {id} is {status}, not claimed")]
+    NotClaimed { id: String, status: Status },
+    #[error("task {id} is claimed by {holder}, not by {agent}")]
+    NotMine {
+        id: String,
+        holder: String,
+        agent: String,
+    },
+    #[error("task {id} was claimed again since epoch {mine} (now epoch {current})")]
+    StaleEpoch { id: String, mine: u64, current: u64 },
+    #[error("task {id} waits for {}", waiting.join(", "))]
+    DepsNotDone { id: String, waiting: Vec<String> },
+    #[error("task {id} is {status}; that is final")]
+    Final { id: String, status: Status },
+    #[error("task {id} has used all {attempts} attempts")]
+    AttemptsExhausted { id: String, attempts: u32 },
+    #[error("could not mint a fresh task id after {0} tries")]
+    IdSpaceExhausted(u32),
+}
+
+/// A task to add.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    pub title: String,
+    pub body: String,
+    pub kind: Kind,
+    pub priority: i64,
+    pub deps: Vec<String>,
+    pub labels: Vec<String>,
+    pub parent: Option<String>,
+}
+
+/// Where a task with this id is stored when we create it: `tasks/<2 hex>/<id>.toml`, a fan-out that keeps every
+/// tree an op rewrites small however large the board grows.
+pub fn task_path(id: &str) -> String {
+    let hex: String = id
+        .chars()
+        .filter(|c| c.is_ascii_hexdigit())
+        .take(2)
+        .collect();
+    let shard = if hex.len() == 2 {
+        hex.to_ascii_lowercase()
+    } else {
+        "xx".to_string()
+    };
+    format!("tasks/{shard}/{id}.toml")
+}
+
+/// Add tasks in one op. `mint` proposes ids; one already on the board is thrown away and another asked for.
+pub fn add(
+    board: &Board,
+    actor: &Actor,
+    new: Vec<NewTask>,
+    mint: &mut dyn FnMut() -> String,
+) -> Result<(Change, Vec<Task>), DomainError> {
+    let mut writes = Vec::with_capacity(new.len());
+    let mut taken: std::collections::BTreeSet<String> = Default::default();
+    for n in new {
+        for dep in n.deps.iter().chain(n.parent.iter()) {
+            if !board.tasks.contains_key(dep) && !taken.contains(dep) {
+                return Err(DomainError::UnknownTask(dep.clone()));
+            }
+        }
+        let mut tries = 0;
+        let id = loop {
+            let id = mint();
+            if !board.tasks.contains_key(&id) && !taken.contains(&id) {
+                break id;
+            }
+            tries += 1;
+            if tries >= 64 {
+                return Err(DomainError::IdSpaceExhausted(tries));
+            }
+        };
+        taken.insert(id.clone());
+        let task = Task {
+            id: id.clone(),
+            title: n.title,
+            body: n.body,
+            kind: n.kind,
+            status: Status::Open,
+            priority: n.priority,
+            deps: n.deps,
+            labels: n.labels,
+            parent: n.parent,
+            attempts: 0,
+            epoch: 0,
+            created_by: Some(actor.agent.clone()),
+            created_at: Some(actor.now),
+            claim: None,
+            result: None,
+            failures: vec![],
+        };
+        writes.push(Stored {
+            path: task_path(&id),
+            task,
+        });
+    }
+    let tasks: Vec<Task> = writes.iter().map(|w| w.task.clone()).collect();
+    let summary = match tasks.as_slice() {
+        [one] => format!("add {}: {}", one.id, subject(&one.title)),
+        many => format!("add {} tasks", many.len()),
+    };
+    let change = Change {
+        op: "add",
+        agent: actor.agent.clone(),
+        task: tasks.first().map(|t| t.id.clone()),
+        epoch: None,
+        summary,
+        writes,
+    };
+    Ok((change, tasks))
+}
+
+/// Is `task` claimable by a claim without id at `now`? (open, or claimed with an expired lease and attempts left;
+/// every dep done).
+pub fn is_ready(board: &Board, task: &Task, now: Timestamp) -> bool {
+    let takeable = match task.status {
+        Status::Open => true,
+        Status::Claimed => {
+            task.expired_claim(now).is_some() && task.attempts + 1 < board.config.max_attempts
+        }
+        _ => false,
+    };
+    takeable && waiting_on(board, task).is_empty()
+}
+
+/// The deps of `task` that are not done (unknown ids count as not done).
+pub fn waiting_on(board: &Board, task: &Task) -> Vec<String> {
+    task.deps
+        .iter()
+        .filter(|d| {
+            board
+                .tasks
+                .get(*d)
+                .is_none_or(|s| s.task.status != Status::Done)
+        })
+        .cloned()
+        .collect()
+}
+
+/// The ready tasks of `kind`, best first: higher priority, then older, then by id.
+pub fn ready<'a>(board: &'a Board, kind: Kind, now: Timestamp) -> Vec<&'a Task> {
+    let mut v: Vec<&Task> = board
+        .tasks
+        .values()
+        .map(|s| &s.task)
+        .filter(|t| t.kind == kind && is_ready(board, t, now))
+        .collect();
+    v.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then_with(|| a.created_at.cmp(&b.created_at))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    v
+}
+
+fn get<'a>(board: &'a Board, id: &str) -> Result<&'a Stored, DomainError> {
+    board
+        .tasks
+        .get(id)
+        .ok_or_else(|| DomainError::UnknownTask(id.to_string()))
+}
+
+/// Claim `id`, or the best ready task of `kind`. Claiming a task I already hold renews it.
+pub fn claim(
+    board: &Board,
+    actor: &Actor,
+    id: Option<&str>,
+    kind: Kind,
+    lease: Duration,
+) -> Result<(Change, Task), DomainError> {
+    let now = actor.now;
+    let mut writes = Vec::new();
+    let stored = match id {
+        Some(id) => {
+            let s = get(board, id)?;
+            let t = &s.task;
+            if t.status.is_final() {
+                return Err(DomainError::Final {
+                    id: t.id.clone(),
+                    status: t.status,
+                });
+            }
+            if let Some(c) = &t.claim {
+                if c.agent == actor.agent {
+                    return renew_one(s, actor, None, lease, "claim").map(|(w, t)| {
+                        (
+                            change("claim", actor, &t, format!("claim {} again", t.id), vec![w]),
+                            t,
+                        )
+                    });
+                }
+                if c.lease_until > now {
+                    return Err(DomainError::ClaimedByOther {
+                        id: t.id.clone(),
+                        agent: c.agent.clone(),
+                        until: c.lease_until,
+                    });
+                }
+                if t.attempts + 1 >= board.config.max_attempts {
+                    return Err(DomainError::AttemptsExhausted {
+                        id: t.id.clone(),
+                        attempts: t.attempts + 1,
+                    });
+                }
+            }
+            let waiting = waiting_on(board, t);
+            if !waiting.is_empty() {
+                return Err(DomainError::DepsNotDone {
+                    id: t.id.clone(),
+                    waiting,
+                });
+            }
+            s
+        }
+        None => {
+            // Expired claims whose attempts are spent cannot be taken; the first claim that passes them by records
+            // them as failed so that nothing stays stuck.
+            for s in board.tasks.values() {
+                let t = &s.task;
+                if t.kind == kind
+                    && t.expired_claim(now).is_some()
+                    && t.attempts + 1 >= board.config.max_attempts
+                {
+                    let mut t = t.clone();
+                    expire(&mut t, now);
+                    t.status = Status::Failed;
+                    writes.push(Stored {
+                        path: s.path.clone(),
+                        task: t,
+                    });
+                }
+            }
+            let best = ready(board, kind, now)
+                .into_iter()
+                .next()
+                .ok_or(DomainError::NothingReady { kind })?;
+            get(board, &best.id)?
+        }
+    };
+    let mut t = stored.task.clone();
+    if t.expired_claim(now).is_some() {
+        expire(&mut t, now);
+    }
+    t.epoch += 1;
+    t.status = Status::Claimed;
+    t.claim = Some(Claim {
+        agent: actor.agent.clone(),
+        epoch: t.epoch,
+        lease_until: now.plus(lease),
+    });
+    writes.push(Stored {
+        path: stored.path.clone(),
+        task: t.clone(),
+    });
+    let summary = format!("claim {}: {}", t.id, subject(&t.title));
+    Ok((change("claim", actor, &t, summary, writes), t))
+}
+
+/// Record that the claim of `t` ran out without a result: one attempt spent.
+fn expire(t: &mut Task, now: Timestamp) {
+    if let Some(c) = t.claim.take() {
+        t.attempts += 1;
+        t.failures.push(Failure {
+            agent: c.agent,
+            epoch: c.epoch,
+            at: now,
+            reason: format!("lease expired at {}", c.lease_until),
+        });
+    }
+    t.status = Status::Open;
+}
+
+/// Check that `t` is claimed by `agent` (under `epoch` when given). The lease may have run out: the holder may
+/// still finish as long as nobody has claimed the task since.
+pub fn check_holder<'a>(
+    t: &'a Task,
+    agent: &str,
+    epoch: Option<u64>,
+) -> Result<&'a Claim, DomainError> {
+    if t.status.is_final() {
+        return Err(DomainError::Final {
+            id: t.id.clone(),
+            status: t.status,
+        });
+    }
+    let c = t.claim.as_ref().ok_or(DomainError::NotClaimed {
+        id: t.id.clone(),
+        status: t.status,
+    })?;
+    if c.agent != agent {
+        return Err(DomainError::NotMine {
+            id: t.id.clone(),
+            holder: c.agent.clone(),
+            agent: agent.to_string(),
+        });
+    }
+    if let Some(e) = epoch
+        && e != c.epoch
+    {
+        return Err(DomainError::StaleEpoch {
+            id: t.id.clone(),
+            mine: e,
+            current: c.epoch,
+        });
+    }
+    Ok(c)
+}
+
+fn renew_one(
+    s: &Stored,
+    actor: &Actor,
+    epoch: Option<u64>,
+    lease: Duration,
+    _why: &str,
+) -> Result<(Stored, Task), DomainError> {
+    check_holder(&s.task, &actor.agent, epoch)?;
+    let mut t = s.task.clone();
+    if let Some(c) = t.claim.as_mut() {
+        c.lease_until = actor.now.plus(lease);
+    }
+    Ok((
+        Stored {
+            path: s.path.clone(),
+            task: t.clone(),
+        },
+        t,
+    ))
+}
+
+/// Extend the lease of my claim on `id`, or of every claim I hold.
+pub fn renew(
+    board: &Board,
+    actor: &Actor,
+    id: Option<&str>,
+    epoch: Option<u64>,
+    lease: Duration,
+) -> Result<(Change, Vec<Task>), DomainError> {
+    let mut writes = Vec::new();
+    let mut tasks = Vec::new();
+    match id {
+        Some(id) => {
+            let (w, t) = renew_one(get(board, id)?, actor, epoch, lease, "renew")?;
+            writes.push(w);
+            tasks.push(t);
+        }
+        None => {
+            for s in board.tasks.values() {
+                if s.task.status == Status::Claimed
+                    && s.task
+                        .claim
+                        .as_ref()
+                        .is_some_and(|c| c.agent == actor.agent)
+                {
+                    let (w, t) = renew_one(s, actor, None, lease, "renew")?;
+                    writes.push(w);
+                    tasks.push(t);
+                }
+            }
+        }
+    }
+    let summary = match tasks.as_slice() {
+        [one] => format!("renew {}: until {}", one.id, actor.now.plus(lease)),
+        many => format!("renew {} claims of {}", many.len(), actor.agent),
+    };
+    let mut ch = Change {
+        op: "renew",
+        agent: actor.agent.clone(),
+        task: tasks.first().map(|t| t.id.clone()),
+        epoch: None,
+        summary,
+        writes,
+    };
+    if let [one] = tasks.as_slice() {
+        ch.epoch = one.claim.as_ref().map(|c| c.epoch);
+    }
+    Ok((ch, tasks))
+}
+
+/// Give my claim back: the task is open again, no attempt spent.
+pub fn release(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    epoch: Option<u64>,
+) -> Result<(Change, Task), DomainError> {
+    let s = get(board, id)?;
+    let c = check_holder(&s.task, &actor.agent, epoch)?;
+    let ep = c.epoch;
+    let mut t = s.task.clone();
+    t.status = Status::Open;
+    t.claim = None;
+    let summary = format!("release {}: {}", t.id, subject(&t.title));
+    let mut ch = change(
+        "release",
+        actor,
+        &t,
+        summary,
+        vec![Stored {
+            path: s.path.clone(),
+            task: t.clone(),
+        }],
+    );
+    ch.epoch = Some(ep);
+    Ok((ch, t))
+}
+
+/// My claimed task is done. Final.
+pub fn done(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    epoch: Option<u64>,
+    commit: Option<String>,
+    note: Option<String>,
+) -> Result<(Change, Task), DomainError> {
+    let s = get(board, id)?;
+    let ep = check_holder(&s.task, &actor.agent, epoch)?.epoch;
+    let mut t = s.task.clone();
+    t.status = Status::Done;
+    t.claim = None;
+    t.result = Some(TaskResult {
+        commit,
+        note,
+        agent: Some(actor.agent.clone()),
+        epoch: Some(ep),
+        at: Some(actor.now),
+    });
+    let summary = format!("done {}: {}", t.id, subject(&t.title));
+    let mut ch = change(
+        "done",
+        actor,
+        &t,
+        summary,
+        vec![Stored {
+            path: s.path.clone(),
+            task: t.clone(),
+        }],
+    );
+    ch.epoch = Some(ep);
+    Ok((ch, t))
+}
+
+/// My claimed task failed: one attempt spent; open again while attempts remain, else `failed`.
+pub fn fail(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    epoch: Option<u64>,
+    reason: String,
+) -> Result<(Change, Task), DomainError> {
+    let s = get(board, id)?;
+    let ep = check_holder(&s.task, &actor.agent, epoch)?.epoch;
+    let mut t = s.task.clone();
+    t.claim = None;
+    t.attempts += 1;
+    t.failures.push(Failure {
+        agent: actor.agent.clone(),
+        epoch: ep,
+        at: actor.now,
+        reason,
+    });
+    t.status = if t.attempts >= board.config.max_attempts {
+        Status::Failed
+    } else {
+        Status::Open
+    };
+    let summary = format!("fail {}: {}", t.id, subject(&t.title));
+    let mut ch = change(
+        "fail",
+        actor,
+        &t,
+        summary,
+        vec![Stored {
+            path: s.path.clone(),
+            task: t.clone(),
+        }],
+    );
+    ch.epoch = Some(ep);
+    Ok((ch, t))
+}
+
+fn change(
+    op: &'static str,
+    actor: &Actor,
+    t: &Task,
+    summary: String,
+    writes: Vec<Stored>,
+) -> Change {
+    Change {
+        op,
+        agent: actor.agent.clone(),
+        task: Some(t.id.clone()),
+        epoch: t.claim.as_ref().map(|c| c.epoch),
+        summary,
+        writes,
+    }
+}
+
+/// A title fit for a commit subject: one line, no control characters, at most 72 characters.
+fn subject(title: &str) -> String {
+    let one: String = title
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let one = one.trim();
+    if one.chars().count() > 72 {
+        let cut: String = one.chars().take(71).collect();
+        format!("{cut}…")
+    } else {
+        one.to_string()
+    }
+}
+
+/// Apply a change to a board in memory (what committing it would give), for tests and for chaining ops.
+pub fn apply(board: &mut Board, change: &Change) {
+    for w in &change.writes {
+        board.tasks.insert(w.task.id.clone(), w.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn actor(a: &str, now: u64) -> Actor {
+        Actor {
+            agent: a.into(),
+            now: Timestamp(now),
+        }
+    }
+
+    fn board_with(n: usize) -> (Board, Vec<String>) {
+        let mut b = Board::default();
+        let mut k = 0;
+        let mut mint = || {
+            k += 1;
+            format!("t-{k:06x}")
+        };
+        let new = (0..n)
+            .map(|i| NewTask {
+                title: format!("task {i}"),
+                ..Default::default()
+            })
+            .collect();
+        let (ch, tasks) = add(&b, &actor("p", 100), new, &mut mint).expect("add");
+        apply(&mut b, &ch);
+        (b, tasks.into_iter().map(|t| t.id).collect())
+    }
+
+    #[test]
+    fn claim_done_is_final_and_fenced() {
+        let (mut b, ids) = board_with(1);
+        let lease = Duration::from_secs(10);
+        let (ch, t) = claim(&b, &actor("a", 100), None, Kind::Work, lease).expect("claim");
+        assert_eq!(t.epoch, 1);
+        apply(&mut b, &ch);
+        // b cannot claim while the lease is live.
+        assert!(matches!(
+            claim(&b, &actor("b", 105), Some(&ids[0]), Kind::Work, lease),
+            Err(DomainError::ClaimedByOther { .. })
+        ));
+        // after expiry b takes over with a higher epoch; a is fenced.
+        let (ch, t) =
+            claim(&b, &actor("b", 111), Some(&ids[0]), Kind::Work, lease).expect("takeover");
+        assert_eq!((t.epoch, t.attempts), (2, 1));
+        apply(&mut b, &ch);
+        assert!(matches!(
+            done(&b, &actor("a", 112), &ids[0], None, None, None),
+            Err(DomainError::NotMine { .. })
+        ));
+        assert!(matches!(
+            done(&b, &actor("b", 112), &ids[0], Some(1), None, None),
+            Err(DomainError::StaleEpoch { .. })
+        ));
+        let (ch, t) = done(
+            &b,
+            &actor("b", 112),
+            &ids[0],
+            Some(2),
+            None,
+            Some("ok".into()),
+        )
+        .expect("done");
+        assert_eq!(t.status, Status::Done);
+        apply(&mut b, &ch);
+        assert!(matches!(
+            claim(&b, &actor("c", 999), Some(&ids[0]), Kind::Work, lease),
+            Err(DomainError::Final { .. })
+        ));
+        assert!(matches!(
+            fail(&b, &actor("b", 113), &ids[0], None, "x".into()),
+            Err(DomainError::Final { .. })
+        ));
+    }
+
+    #[test]
+    fn deps_and_priority_order_ready() {
+        let (mut b, ids) = board_with(3);
+        let mut t = b.tasks[&ids[1]].task.clone();
+        t.deps = vec![ids[0].clone()];
+        b.tasks.get_mut(&ids[1]).expect("present").task = t;
+        b.tasks.get_mut(&ids[2]).expect("present").task.priority = 5;
+        let r: Vec<&str> = ready(&b, Kind::Work, Timestamp(100))
+            .iter()
+            .map(|t| t.id.as_str())
+            .collect();
+        assert_eq!(r, vec![ids[2].as_str(), ids[0].as_str()]);
+        assert!(matches!(
+            claim(
+                &b,
+                &actor("a", 100),
+                Some(&ids[1]),
+                Kind::Work,
+                Duration::from_secs(5)
+            ),
+            Err(DomainError::DepsNotDone { .. })
+        ));
+    }
+
+    #[test]
+    fn fail_spends_attempts_until_failed() {
+        let (mut b, ids) = board_with(1);
+        b.config.max_attempts = 2;
+        let lease = Duration::from_secs(10);
+        for (i, want) in [(0, Status::Open), (1, Status::Failed)] {
+            let (ch, _) =
+                claim(&b, &actor("a", 100 + i), Some(&ids[0]), Kind::Work, lease).expect("claim");
+            apply(&mut b, &ch);
+            let (ch, t) =
+                fail(&b, &actor("a", 100 + i), &ids[0], None, "broke".into()).expect("fail");
+            assert_eq!(t.status, want);
+            apply(&mut b, &ch);
+        }
+        assert_eq!(b.tasks[&ids[0]].task.failures.len(), 2);
+    }
+
+    #[test]
+    fn expired_claims_with_no_attempts_left_are_swept() {
+        let (mut b, ids) = board_with(2);
+        b.config.max_attempts = 1;
+        let lease = Duration::from_secs(10);
+        let (ch, _) = claim(&b, &actor("a", 100), Some(&ids[0]), Kind::Work, lease).expect("claim");
+        apply(&mut b, &ch);
+        let (ch, t) = claim(&b, &actor("b", 200), None, Kind::Work, lease).expect("claim other");
+        assert_eq!(t.id, ids[1]);
+        apply(&mut b, &ch);
+        assert_eq!(b.tasks[&ids[0]].task.status, Status::Failed);
+    }
+
+    #[test]
+    fn ids_never_collide() {
+        let (b, _) = board_with(1);
+        let mut calls = 0;
+        let mut mint = || {
+            calls += 1;
+            if calls < 3 {
+                "t-000001".to_string()
+            } else {
+                "t-000002".to_string()
+            }
+        };
+        let (_, tasks) = add(
+            &b,
+            &actor("p", 1),
+            vec![NewTask {
+                title: "x".into(),
+                ..Default::default()
+            }],
+            &mut mint,
+        )
+        .expect("add");
+        assert_eq!(tasks[0].id, "t-000002");
+    }
+
+    #[test]
+    fn paths_fan_out_by_hex() {
+        assert_eq!(task_path("t-3f9a2c"), "tasks/3f/t-3f9a2c.toml");
+        assert_eq!(task_path("zz"), "tasks/xx/zz.toml");
+    }
+}

@@ -1,0 +1,449 @@
+//! Where the swarm's state ref lives, and how it is read and compare-and-swapped there.
+//!
+//! * The repository itself, or a remote that is a plain local path: the state ref is read and swapped in-process
+//!   with gix in that repository (objects written into its object database, ref updated by a gix transaction
+//!   with `PreviousValue::MustExistAndMatch`). No subprocess at all.
+//! * Any URL (`file://`, `git://`, `ssh://`, `https://`): fetched with gix into a private mirror ref
+//!   `refs/swarm-remotes/<remote>/<name>` of the local repository, and pushed with the system `git` as
+//!   `git push --porcelain --force-with-lease=<ref>:<base>`, whose porcelain output is parsed (never human text).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+
+use gix::ObjectId;
+use gix::bstr::ByteSlice;
+
+use crate::store::{GitContext, Store, StoreError};
+
+/// How a URL remote is fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchWith {
+    /// In-process with gix (the default).
+    Gix,
+    /// `git fetch` subprocess (transports this build of gix lacks, like https, and for comparison).
+    Git,
+}
+
+/// Where the state ref is.
+#[derive(Debug)]
+pub enum Location {
+    /// This repository or a local path: in-process CAS.
+    InProcess { store: Store, path: PathBuf },
+    /// A URL: gix fetch + `git push`.
+    Url {
+        url: String,
+        push_to: String,
+        mirror_key: String,
+        fetch_with: FetchWith,
+    },
+}
+
+/// The result of one CAS attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Publish {
+    Done,
+    /// The ref was not at the base we read (or moved while we pushed): re-read and re-apply.
+    LostRace(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Could not talk to the remote: network, permissions, a missing repository. May pass.
+    #[error("cannot reach {remote}: {message}")]
+    Unreachable { remote: String, message: String },
+    /// The remote refused the push for a reason other than a lost race (a hook, permissions, protection rules).
+    #[error("{remote} refused the update of {refname}: {reason}")]
+    Refused {
+        remote: String,
+        refname: String,
+        reason: String,
+    },
+    #[error("cannot run git: {0}")]
+    Spawn(String),
+}
+
+/// Is this remote URL a plain local path (as opposed to `file://` or a network URL)?
+pub fn is_local_path(url: &str) -> bool {
+    if url.contains("://") {
+        return false;
+    }
+    // scp-like `host:path` (but not a Windows drive `C:\`): a ':' before any '/'.
+    match (url.find(':'), url.find('/')) {
+        (Some(c), Some(s)) => c > s || (c == 1 && url.len() > 2 && url.as_bytes()[2] == b'\\'),
+        (Some(c), None) => c == 1 && url.len() > 2 && url.as_bytes()[2] == b'\\',
+        (None, _) => true,
+    }
+}
+
+/// Resolve a local-path remote against the repository it is configured in (as git does: relative to the work
+/// tree's top, or to the git dir of a bare repository).
+pub fn resolve_path(repo: &gix::Repository, url: &str) -> PathBuf {
+    let p = Path::new(url);
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    let base = repo
+        .workdir()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| repo.git_dir().to_path_buf());
+    base.join(p)
+}
+
+/// A name for the mirror ref of a remote: the remote's name, or for a bare URL a digest of it.
+pub fn mirror_key(name: Option<&str>, url: &str) -> String {
+    match name {
+        Some(n) => n
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect(),
+        None => {
+            // FNV-1a: stable across runs and platforms, short, no dependency.
+            let mut h: u64 = 0xcbf29ce484222325;
+            for b in url.bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x100000001b3);
+            }
+            format!("url-{h:016x}")
+        }
+    }
+}
+
+/// Fetch `refname` from `url` into `mirror` in `local`, and say where the remote's ref is (None: it does not exist).
+pub fn fetch(
+    local: &Store,
+    url: &str,
+    push_to: &str,
+    refname: &str,
+    mirror: &str,
+    with: FetchWith,
+) -> Result<Option<ObjectId>, RemoteError> {
+    match with {
+        FetchWith::Gix => fetch_gix(local, url, refname, mirror),
+        FetchWith::Git => fetch_git(local, push_to, refname, mirror),
+    }
+}
+
+fn unreachable(url: &str, e: impl std::fmt::Display) -> RemoteError {
+    RemoteError::Unreachable {
+        remote: url.to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn fetch_gix(
+    local: &Store,
+    url: &str,
+    refname: &str,
+    mirror: &str,
+) -> Result<Option<ObjectId>, RemoteError> {
+    use gix::remote::Direction;
+    let repo = &local.repo;
+    let spec = format!("+{refname}:{mirror}");
+    let remote = repo
+        .remote_at(url)
+        .map_err(|e| unreachable(url, e))?
+        .with_fetch_tags(gix::remote::fetch::Tags::None)
+        .with_refspecs([spec.as_str()], Direction::Fetch)
+        .map_err(|e| unreachable(url, e))?;
+    let conn = remote
+        .connect(Direction::Fetch)
+        .map_err(|e| unreachable(url, e))?;
+    let prepared = conn
+        .prepare_fetch(gix::progress::Discard, Default::default())
+        .map_err(|e| unreachable(url, e))?;
+    let tip = prepared.ref_map().remote_refs.iter().find_map(|r| {
+        let (name, target, _) = r.unpack();
+        (name == refname.as_bytes().as_bstr())
+            .then(|| target.map(|t| t.to_owned()))
+            .flatten()
+    });
+    if tip.is_none() {
+        // Nothing to fetch; don't let gix complain about an empty mapping.
+        drop(prepared);
+        return Ok(None);
+    }
+    let interrupt = AtomicBool::new(false);
+    prepared
+        .receive(gix::progress::Discard, &interrupt)
+        .map_err(|e| unreachable(url, e))?;
+    Ok(tip)
+}
+
+fn git(local: &Store) -> Command {
+    let mut cmd = Command::new("git");
+    let dir = local.repo.workdir().unwrap_or_else(|| local.repo.git_dir());
+    cmd.current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn fetch_git(
+    local: &Store,
+    remote: &str,
+    refname: &str,
+    mirror: &str,
+) -> Result<Option<ObjectId>, RemoteError> {
+    // ls-remote first would cost a second connection; instead fetch and tell "no such ref" apart from the rest.
+    let out = git(local)
+        .args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-gc",
+            "--no-recurse-submodules",
+        ])
+        .arg(remote)
+        .arg(format!("+{refname}:{mirror}"))
+        .output()
+        .map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("couldn't find remote ref") {
+            return Ok(None);
+        }
+        return Err(unreachable(remote, err.trim()));
+    }
+    Ok(local.read_ref(mirror)?)
+}
+
+/// `git push --porcelain --force-with-lease=<ref>:<base> <remote> <new>:<ref>`, classified.
+pub fn push(
+    local: &Store,
+    remote: &str,
+    updates: &[(&str, Option<ObjectId>, ObjectId)],
+) -> Result<Publish, RemoteError> {
+    let mut cmd = git(local);
+    // Not `--quiet`: it drops the porcelain lines of refs that were updated.
+    cmd.args(["push", "--porcelain", "--no-verify"]);
+    if updates.len() > 1 {
+        cmd.arg("--atomic");
+    }
+    for (refname, base, _) in updates {
+        let base = base.map(|b| b.to_hex().to_string()).unwrap_or_default();
+        cmd.arg(format!("--force-with-lease={refname}:{base}"));
+    }
+    cmd.arg(remote);
+    for (refname, _, new) in updates {
+        cmd.arg(format!("{new}:{refname}"));
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines = parse_porcelain(&stdout);
+    classify(
+        remote,
+        updates.iter().map(|u| u.0),
+        &lines,
+        out.status.success(),
+        &stderr,
+    )
+}
+
+/// One ref's line of `git push --porcelain`: `<flag>\t<from>:<to>\t<summary> (<reason>)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushLine {
+    pub flag: char,
+    pub from: String,
+    pub to: String,
+    pub summary: String,
+    pub reason: Option<String>,
+}
+
+/// Parse the porcelain output of `git push`; lines that are not ref lines (`To …`, `Done`) are skipped.
+pub fn parse_porcelain(out: &str) -> Vec<PushLine> {
+    out.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, '\t');
+            let flag = parts.next()?;
+            let refs = parts.next()?;
+            let rest = parts.next().unwrap_or_default();
+            let mut fc = flag.chars();
+            let flag = fc.next()?;
+            if fc.next().is_some() || !matches!(flag, ' ' | '+' | '-' | '*' | '!' | '=') {
+                return None;
+            }
+            let (from, to) = refs.split_once(':')?;
+            let (summary, reason) = match rest.find(" (") {
+                Some(i) if rest.ends_with(')') => {
+                    (&rest[..i], Some(rest[i + 2..rest.len() - 1].to_string()))
+                }
+                _ => (rest, None),
+            };
+            Some(PushLine {
+                flag,
+                from: from.into(),
+                to: to.into(),
+                summary: summary.into(),
+                reason,
+            })
+        })
+        .collect()
+}
+
+/// Reasons that mean "somebody else moved the ref first".
+fn is_race(line: &PushLine) -> bool {
+    let reason = line.reason.as_deref().unwrap_or_default();
+    if line.summary == "[rejected]" {
+        return [
+            "stale info",
+            "fetch first",
+            "non-fast-forward",
+            "atomic push failed",
+            "already exists",
+        ]
+        .iter()
+        .any(|r| reason.contains(r));
+    }
+    if line.summary == "[remote rejected]" {
+        return [
+            "incorrect old value",
+            "failed to update ref",
+            "failed to lock",
+            "cannot lock",
+            "atomic",
+            "transaction failed",
+        ]
+        .iter()
+        .any(|r| reason.contains(r));
+    }
+    false
+}
+
+/// What a push did to our refs.
+pub fn classify<'a>(
+    remote: &str,
+    refs: impl Iterator<Item = &'a str>,
+    lines: &[PushLine],
+    success: bool,
+    stderr: &str,
+) -> Result<Publish, RemoteError> {
+    let mut race = None;
+    let mut seen = 0;
+    for refname in refs {
+        let Some(line) = lines.iter().find(|l| l.to == refname) else {
+            continue;
+        };
+        seen += 1;
+        match line.flag {
+            ' ' | '+' | '*' | '=' => {}
+            _ if is_race(line) => {
+                race.get_or_insert_with(|| {
+                    format!("{} {}", line.summary, line.reason.as_deref().unwrap_or(""))
+                });
+            }
+            _ => {
+                return Err(RemoteError::Refused {
+                    remote: remote.to_string(),
+                    refname: refname.to_string(),
+                    reason: format!("{} {}", line.summary, line.reason.as_deref().unwrap_or(""))
+                        .trim()
+                        .to_string(),
+                });
+            }
+        }
+    }
+    if let Some(r) = race {
+        return Ok(Publish::LostRace(r.trim().to_string()));
+    }
+    if seen == 0 || !success {
+        let msg = stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(RemoteError::Unreachable {
+            remote: remote.to_string(),
+            message: if msg.is_empty() {
+                "git push failed without saying why".into()
+            } else {
+                msg
+            },
+        });
+    }
+    Ok(Publish::Done)
+}
+
+/// Check that a local path is a git repository we can use as a remote.
+pub fn open_local(path: &Path) -> Result<Store, RemoteError> {
+    let repo =
+        gix::open(path).git(|| format!("the remote {} is not a git repository", path.display()))?;
+    Ok(Store::from_repo(repo))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_lines_parse() {
+        let out = "To /tmp/r.git\n!\tabc:refs/swarm/default\t[rejected] (stale info)\n \tdef:refs/heads/main\tabc..def\nDone\n";
+        let lines = parse_porcelain(out);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].flag, '!');
+        assert_eq!(lines[0].to, "refs/swarm/default");
+        assert_eq!(lines[0].summary, "[rejected]");
+        assert_eq!(lines[0].reason.as_deref(), Some("stale info"));
+        assert_eq!(lines[1].reason, None);
+    }
+
+    #[test]
+    fn races_and_refusals_are_told_apart() {
+        let race = parse_porcelain(
+            "!\ta:refs/swarm/x\t[remote rejected] (incorrect old value provided)\n",
+        );
+        assert_eq!(
+            classify("o", ["refs/swarm/x"].into_iter(), &race, false, ""),
+            Ok(Publish::LostRace(
+                "[remote rejected] incorrect old value provided".into()
+            ))
+        );
+        let hook =
+            parse_porcelain("!\ta:refs/swarm/x\t[remote rejected] (pre-receive hook declined)\n");
+        assert!(matches!(
+            classify("o", ["refs/swarm/x"].into_iter(), &hook, false, ""),
+            Err(RemoteError::Refused { .. })
+        ));
+        assert!(matches!(
+            classify(
+                "o",
+                ["refs/swarm/x"].into_iter(),
+                &[],
+                false,
+                "fatal: could not read from remote"
+            ),
+            Err(RemoteError::Unreachable { .. })
+        ));
+        let ok = parse_porcelain("*\ta:refs/swarm/x\t[new reference]\n");
+        assert_eq!(
+            classify("o", ["refs/swarm/x"].into_iter(), &ok, true, ""),
+            Ok(Publish::Done)
+        );
+    }
+
+    #[test]
+    fn local_paths_are_told_from_urls() {
+        assert!(is_local_path("/tmp/r.git"));
+        assert!(is_local_path("../r.git"));
+        assert!(is_local_path("./a:b"));
+        assert!(!is_local_path("file:///tmp/r.git"));
+        assert!(!is_local_path("git://127.0.0.1/r.git"));
+        assert!(!is_local_path("git@github.com:o/r.git"));
+    }
+}

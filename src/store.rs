@@ -1,0 +1,596 @@
+//! The state tree in a git object database, read and written in-process with gix.
+//!
+//! Reading is forgiving: a task file that cannot be read becomes a [`Problem`] (path, commit, reason) and the rest of
+//! the board is read as usual. A broken `swarm.toml` is an error: without settings no op can be judged.
+//! Writing turns a [`Change`] into blobs, an edited tree and one commit whose parent is the base that was read.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gix::ObjectId;
+use gix::bstr::ByteSlice;
+use gix::objs::tree::EntryKind;
+use gix::refs::transaction::{Change as RefChange, LogChange, PreviousValue, RefEdit, RefLog};
+
+use crate::model::{self, Config, Task};
+use crate::ops::{Board, Change, Stored};
+use crate::time::Timestamp;
+
+pub const CONFIG_PATH: &str = "swarm.toml";
+pub const TASKS_DIR: &str = "tasks";
+const README_PATH: &str = "README.md";
+/// Task files nested deeper than this under `tasks/` are reported, not read.
+const MAX_DEPTH: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{context}: {message}")]
+    Git { context: String, message: String },
+    #[error("{path} in commit {commit}: {message}")]
+    BadConfig {
+        path: String,
+        commit: String,
+        message: String,
+    },
+    #[error("commit {commit} of the state ref has no {CONFIG_PATH}")]
+    MissingConfig { commit: String },
+}
+
+/// Attach a context to any gix error, with its whole chain of causes.
+pub(crate) trait GitContext<T> {
+    fn git(self, context: impl FnOnce() -> String) -> Result<T, StoreError>;
+}
+
+impl<T, E: std::fmt::Display> GitContext<T> for Result<T, E> {
+    fn git(self, context: impl FnOnce() -> String) -> Result<T, StoreError> {
+        self.map_err(|e| StoreError::Git {
+            context: context(),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// A file of the state ref that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    pub path: String,
+    pub commit: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} in commit {}: {}",
+            crate::escape::line(&self.path),
+            short(&self.commit),
+            self.message
+        )
+    }
+}
+
+pub fn short(hex: &str) -> &str {
+    hex.get(..12).unwrap_or(hex)
+}
+
+/// The board at one commit of the state ref.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub commit: ObjectId,
+    pub board: Board,
+    pub problems: Vec<Problem>,
+}
+
+/// Who writes the commits.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub name: String,
+    pub email: String,
+}
+
+/// An object database plus refs: the user's repository, or the remote's when it is a local path.
+#[derive(Debug)]
+pub struct Store {
+    pub repo: gix::Repository,
+}
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let repo =
+            gix::open(path).git(|| format!("cannot open the repository at {}", path.display()))?;
+        Ok(Store { repo })
+    }
+
+    pub fn from_repo(repo: gix::Repository) -> Store {
+        Store { repo }
+    }
+
+    /// The commit a ref points at, if the ref exists.
+    pub fn read_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        let r = self
+            .repo
+            .try_find_reference(name)
+            .git(|| format!("cannot read {name}"))?;
+        match r {
+            None => Ok(None),
+            Some(mut r) => {
+                let id = r.peel_to_id().git(|| format!("cannot resolve {name}"))?;
+                Ok(Some(id.detach()))
+            }
+        }
+    }
+
+    /// Read the board at `commit`.
+    pub fn read(&self, commit: ObjectId) -> Result<Snapshot, StoreError> {
+        let commit_hex = commit.to_hex().to_string();
+        let c = self
+            .repo
+            .find_commit(commit)
+            .git(|| format!("cannot read state commit {commit_hex}"))?;
+        let tree_id = c
+            .tree_id()
+            .git(|| format!("state commit {commit_hex} has no tree"))?
+            .detach();
+        let tree = self
+            .repo
+            .find_tree(tree_id)
+            .git(|| format!("cannot read the tree of {commit_hex}"))?;
+        let mut config = None;
+        let mut tasks_tree = None;
+        for entry in tree.iter() {
+            let entry = entry.git(|| format!("cannot decode the tree of {commit_hex}"))?;
+            match entry.filename().to_str() {
+                Ok(CONFIG_PATH) => config = Some((entry.mode().kind(), entry.object_id())),
+                Ok(TASKS_DIR) => tasks_tree = Some((entry.mode().kind(), entry.object_id())),
+                _ => {}
+            }
+        }
+        let bad = |message: String| StoreError::BadConfig {
+            path: CONFIG_PATH.into(),
+            commit: commit_hex.clone(),
+            message,
+        };
+        let config = match config {
+            None => return Err(StoreError::MissingConfig { commit: commit_hex }),
+            Some((kind, _)) if kind != EntryKind::Blob && kind != EntryKind::BlobExecutable => {
+                return Err(bad(format!("is a {kind:?}, not a file")));
+            }
+            Some((_, id)) => {
+                let bytes = self
+                    .blob_limited(id, model::MAX_CONFIG_BYTES)
+                    .map_err(bad)?;
+                let text =
+                    std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+                let cfg: Config = toml::from_str(text)
+                    .map_err(|e| bad(format!("invalid TOML: {}", one_line(&e.to_string()))))?;
+                cfg.validate().map_err(bad)?;
+                cfg
+            }
+        };
+        let mut board = Board {
+            config,
+            tasks: BTreeMap::new(),
+        };
+        let mut problems = Vec::new();
+        match tasks_tree {
+            None => {}
+            Some((EntryKind::Tree, id)) => {
+                self.read_tasks_dir(id, TASKS_DIR, 0, &commit_hex, &mut board, &mut problems)?;
+            }
+            Some((kind, _)) => problems.push(Problem {
+                path: TASKS_DIR.into(),
+                commit: commit_hex.clone(),
+                message: format!("is a {kind:?}, not a folder; no task can be read"),
+            }),
+        }
+        Ok(Snapshot {
+            commit,
+            board,
+            problems,
+        })
+    }
+
+    fn read_tasks_dir(
+        &self,
+        tree_id: ObjectId,
+        dir: &str,
+        depth: usize,
+        commit: &str,
+        board: &mut Board,
+        problems: &mut Vec<Problem>,
+    ) -> Result<(), StoreError> {
+        let tree = self
+            .repo
+            .find_tree(tree_id)
+            .git(|| format!("cannot read tree {dir} of {commit}"))?;
+        let problem = |path: String, message: String| Problem {
+            path,
+            commit: commit.to_string(),
+            message,
+        };
+        for entry in tree.iter() {
+            let entry = entry.git(|| format!("cannot decode tree {dir} of {commit}"))?;
+            let name = entry.filename();
+            let path = format!("{dir}/{}", name.to_str_lossy());
+            let Ok(name) = name.to_str() else {
+                problems.push(problem(path, "the file name is not UTF-8".into()));
+                continue;
+            };
+            match entry.mode().kind() {
+                EntryKind::Tree if depth + 1 >= MAX_DEPTH => {
+                    problems.push(problem(
+                        path,
+                        format!("nested deeper than {MAX_DEPTH} folders; not read"),
+                    ));
+                }
+                EntryKind::Tree => {
+                    self.read_tasks_dir(
+                        entry.object_id(),
+                        &path,
+                        depth + 1,
+                        commit,
+                        board,
+                        problems,
+                    )?;
+                }
+                _ if !name.ends_with(".toml") => {}
+                EntryKind::Link => {
+                    problems.push(problem(path, "is a symbolic link, not a task file".into()))
+                }
+                EntryKind::Commit => problems.push(problem(
+                    path,
+                    "is a submodule entry, not a task file".into(),
+                )),
+                EntryKind::Blob | EntryKind::BlobExecutable => {
+                    match self.read_task(entry.object_id(), name.trim_end_matches(".toml")) {
+                        Err(message) => problems.push(problem(path, message)),
+                        Ok(task) => match board.tasks.get(&task.id) {
+                            Some(first) => problems.push(problem(
+                                path,
+                                format!(
+                                    "a second file for task {}; {} is used",
+                                    task.id, first.path
+                                ),
+                            )),
+                            None => {
+                                board.tasks.insert(task.id.clone(), Stored { path, task });
+                            }
+                        },
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn blob_limited(&self, id: ObjectId, limit: u64) -> Result<Vec<u8>, String> {
+        let header = self
+            .repo
+            .find_header(id)
+            .map_err(|e| format!("cannot read blob {id}: {e}"))?;
+        if header.size() > limit {
+            return Err(format!(
+                "{} bytes, more than the limit of {limit}; not read",
+                header.size()
+            ));
+        }
+        let blob = self
+            .repo
+            .find_blob(id)
+            .map_err(|e| format!("cannot read blob {id}: {e}"))?;
+        Ok(blob.detach().data)
+    }
+
+    fn read_task(&self, id: ObjectId, stem: &str) -> Result<Task, String> {
+        let bytes = self.blob_limited(id, model::MAX_TASK_FILE_BYTES)?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+        let task: Task = toml::from_str(text)
+            .map_err(|e| format!("invalid task: {}", one_line(&e.to_string())))?;
+        task.validate()?;
+        if task.id != stem {
+            return Err(format!(
+                "the file name says {} but the id inside is {}",
+                crate::escape::line(stem),
+                task.id
+            ));
+        }
+        Ok(task)
+    }
+
+    /// Write `change` on top of `base` (or a new root with `config` when there is no base). Returns the commit.
+    pub fn write(
+        &self,
+        base: Option<&Snapshot>,
+        config: Option<&Config>,
+        change: &Change,
+        who: &Identity,
+        now: Timestamp,
+    ) -> Result<ObjectId, StoreError> {
+        let base_tree = match base {
+            Some(s) => self
+                .repo
+                .find_commit(s.commit)
+                .and_then(|c| c.tree_id())
+                .git(|| format!("cannot read the tree of {}", s.commit))?
+                .detach(),
+            None => ObjectId::empty_tree(self.repo.object_hash()),
+        };
+        let mut editor = self
+            .repo
+            .edit_tree(base_tree)
+            .git(|| "cannot edit the state tree".into())?;
+        if let Some(cfg) = config {
+            let text = toml::to_string(cfg).git(|| "cannot write swarm.toml".into())?;
+            let id = self
+                .repo
+                .write_blob(text.as_bytes())
+                .git(|| "cannot write a blob".into())?;
+            editor
+                .upsert(CONFIG_PATH, EntryKind::Blob, id)
+                .git(|| "cannot edit the state tree".into())?;
+            if base.is_none() {
+                let id = self
+                    .repo
+                    .write_blob(STATE_README.as_bytes())
+                    .git(|| "cannot write a blob".into())?;
+                editor
+                    .upsert(README_PATH, EntryKind::Blob, id)
+                    .git(|| "cannot edit the state tree".into())?;
+            }
+        }
+        for w in &change.writes {
+            let text =
+                toml::to_string(&w.task).git(|| format!("cannot serialize task {}", w.task.id))?;
+            let id = self
+                .repo
+                .write_blob(text.as_bytes())
+                .git(|| "cannot write a blob".into())?;
+            editor
+                .upsert(w.path.as_str(), EntryKind::Blob, id)
+                .git(|| format!("cannot place {}", w.path))?;
+        }
+        let tree = editor
+            .write()
+            .git(|| "cannot write the state tree".into())?
+            .detach();
+        let sig = gix::actor::Signature {
+            name: who.name.as_str().into(),
+            email: who.email.as_str().into(),
+            time: gix::date::Time {
+                seconds: now.0 as i64,
+                offset: 0,
+            },
+        };
+        let commit = gix::objs::Commit {
+            tree,
+            parents: base.map(|s| s.commit).into_iter().collect(),
+            author: sig.clone(),
+            committer: sig,
+            encoding: None,
+            message: commit_message(change).into(),
+            extra_headers: vec![],
+        };
+        Ok(self
+            .repo
+            .write_object(&commit)
+            .git(|| "cannot write the state commit".into())?
+            .detach())
+    }
+
+    /// Move `name` from `expected` (None: must not exist) to `new`, atomically. `Ok(false)` when the ref was not at
+    /// `expected` (a lost race) or its lock was held by another writer at that moment.
+    pub fn cas_ref(
+        &self,
+        name: &str,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+        why: &str,
+    ) -> Result<bool, StoreError> {
+        let edit = RefEdit {
+            change: RefChange::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: why.into(),
+                },
+                expected: match expected {
+                    Some(id) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(id)),
+                    None => PreviousValue::MustNotExist,
+                },
+                new: gix::refs::Target::Object(new),
+            },
+            name: name.try_into().git(|| format!("bad ref name {name}"))?,
+            deref: false,
+        };
+        match self.repo.edit_reference(edit) {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                // A mismatch or a held lock is a lost race; anything else is a real error. Tell them apart by
+                // looking again: the ref moved, or its lock file is there.
+                let now = self.read_ref(name)?;
+                let lock = self.repo.common_dir().join(format!("{name}.lock"));
+                if now != expected || lock.exists() || is_lock_error(&e.to_string()) {
+                    Ok(false)
+                } else {
+                    Err(StoreError::Git {
+                        context: format!("cannot update {name}"),
+                        message: e.to_string(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Point `name` at `new` whatever it was (for the local mirror of a remote's state ref).
+    pub fn set_ref(&self, name: &str, new: ObjectId, why: &str) -> Result<(), StoreError> {
+        let edit = RefEdit {
+            change: RefChange::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: why.into(),
+                },
+                expected: PreviousValue::Any,
+                new: gix::refs::Target::Object(new),
+            },
+            name: name.try_into().git(|| format!("bad ref name {name}"))?,
+            deref: false,
+        };
+        self.repo
+            .edit_reference(edit)
+            .git(|| format!("cannot update {name}"))?;
+        Ok(())
+    }
+
+    /// Is `wanted` the commit `tip` or one of its first `depth` first-parent ancestors?
+    pub fn has_ancestor(
+        &self,
+        tip: ObjectId,
+        wanted: ObjectId,
+        depth: usize,
+    ) -> Result<bool, StoreError> {
+        let mut at = tip;
+        for _ in 0..depth {
+            if at == wanted {
+                return Ok(true);
+            }
+            let c = self
+                .repo
+                .find_commit(at)
+                .git(|| format!("cannot read state commit {at}"))?;
+            match c.parent_ids().next() {
+                Some(p) => at = p.detach(),
+                None => return Ok(false),
+            }
+        }
+        Ok(false)
+    }
+
+    /// The ops on the state ref from `tip`, newest first, at most `limit`.
+    pub fn log(&self, tip: ObjectId, limit: usize) -> Result<Vec<LogEntry>, StoreError> {
+        let walk = self
+            .repo
+            .rev_walk([tip])
+            .all()
+            .git(|| "cannot walk the state ref".into())?;
+        let mut out = Vec::new();
+        for info in walk.take(limit) {
+            let info = info.git(|| "cannot walk the state ref".into())?;
+            let c = info.object().git(|| "cannot read a state commit".into())?;
+            let msg = c.message_raw_sloppy().to_str_lossy().into_owned();
+            let time = c
+                .time()
+                .map(|t| Timestamp(t.seconds.max(0) as u64))
+                .unwrap_or_default();
+            out.push(LogEntry::parse(info.id.to_hex().to_string(), time, &msg));
+        }
+        Ok(out)
+    }
+}
+
+fn is_lock_error(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    m.contains("lock")
+        || m.contains("must exist")
+        || m.contains("did not match")
+        || m.contains("already exist")
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// One op of the audit log, parsed from its commit message trailers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LogEntry {
+    pub commit: String,
+    pub time: Timestamp,
+    pub op: Option<String>,
+    pub task: Option<String>,
+    pub agent: Option<String>,
+    pub epoch: Option<u64>,
+    pub summary: String,
+}
+
+impl LogEntry {
+    pub fn parse(commit: String, time: Timestamp, msg: &str) -> LogEntry {
+        let summary = msg.lines().next().unwrap_or_default().to_string();
+        let mut e = LogEntry {
+            commit,
+            time,
+            op: None,
+            task: None,
+            agent: None,
+            epoch: None,
+            summary,
+        };
+        for line in msg.lines().skip(1) {
+            let Some((k, v)) = line.split_once(": ") else {
+                continue;
+            };
+            let v = v.trim().to_string();
+            match k {
+                "Swarm-Op" => e.op = Some(v),
+                "Swarm-Task" => e.task = Some(v),
+                "Swarm-Agent" => e.agent = Some(v),
+                "Swarm-Epoch" => e.epoch = v.parse().ok(),
+                _ => {}
+            }
+        }
+        e
+    }
+}
+
+/// The commit message of an op: a subject and trailers that `git log` and `git swarm log` read back.
+pub fn commit_message(change: &Change) -> String {
+    let mut m = format!("{}\n\nSwarm-Op: {}\n", change.summary, change.op);
+    if let Some(t) = &change.task {
+        m.push_str(&format!("Swarm-Task: {t}\n"));
+    }
+    m.push_str(&format!("Swarm-Agent: {}\n", change.agent));
+    if let Some(e) = change.epoch {
+        m.push_str(&format!("Swarm-Epoch: {e}\n"));
+    }
+    m
+}
+
+const STATE_README: &str = "\
+This tree is the task board of a git swarm (https://crates.io/crates/git-swarm).
+It lives in a ref under refs/swarm/ and is never checked out: edit it with `git swarm`, which changes it only by
+compare-and-swap. swarm.toml holds the settings; every tasks/**/<id>.toml is one task; each commit is one op.
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_entries_read_their_trailers() {
+        let change = Change {
+            op: "claim",
+            agent: "alice".into(),
+            task: Some("t-1".into()),
+            epoch: Some(3),
+            summary: "claim t-1: x".into(),
+            writes: vec![],
+        };
+        let e = LogEntry::parse("c".into(), Timestamp(1), &commit_message(&change));
+        assert_eq!(
+            (
+                e.op.as_deref(),
+                e.task.as_deref(),
+                e.agent.as_deref(),
+                e.epoch,
+                e.summary.as_str()
+            ),
+            (
+                Some("claim"),
+                Some("t-1"),
+                Some("alice"),
+                Some(3),
+                "claim t-1: x"
+            )
+        );
+    }
+}

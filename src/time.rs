@@ -1,0 +1,128 @@
+//! Time stamps and durations as the state files write them: RFC 3339 in UTC to the second, and `30s`/`10m`/`2h`.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Seconds since the Unix epoch, UTC. Written as `2026-11-29T14:05:00Z`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(pub u64);
+
+impl Timestamp {
+    /// The system clock, shifted by `offset_secs` (negative moves it back). Tests use the offset to skew a clock.
+    pub fn now_with_offset(offset_secs: i64) -> Timestamp {
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Timestamp(secs.saturating_add_signed(offset_secs))
+    }
+
+    pub fn plus(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_add(d.as_secs()))
+    }
+
+    /// Seconds from `self` until `later` (0 if `later` is not later).
+    pub fn secs_until(self, later: Timestamp) -> u64 {
+        later.0.saturating_sub(self.0)
+    }
+
+    pub fn parse(s: &str) -> Result<Timestamp, String> {
+        let t = humantime::parse_rfc3339_weak(s.trim_end_matches('Z'))
+            .map_err(|e| format!("'{}' is not an RFC 3339 time ({e})", crate::escape::line(s)))?;
+        Ok(Timestamp(
+            t.duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        ))
+    }
+
+    /// `HH:MM:SS` of the day, UTC, for short human output.
+    pub fn clock(self) -> String {
+        let full = self.to_string();
+        full.get(11..19).unwrap_or(&full).to_string()
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = UNIX_EPOCH + Duration::from_secs(self.0);
+        write!(f, "{}", humantime::format_rfc3339_seconds(t))
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Timestamp::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Parse `30s`, `10m`, `2h`, `1h30m`, `1d`. Zero is refused.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| {
+        format!(
+            "'{}' is not a duration like 30s, 10m or 2h ({e})",
+            crate::escape::line(s)
+        )
+    })?;
+    if d.as_secs() == 0 {
+        return Err(format!("'{s}' is shorter than one second"));
+    }
+    Ok(Duration::from_secs(d.as_secs()))
+}
+
+pub fn format_duration(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs()))
+        .to_string()
+        .replace(' ', "")
+}
+
+/// serde for `Duration` fields written as `10m`.
+pub mod duration_serde {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_duration(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip() {
+        let t = Timestamp(1_795_000_000);
+        let s = t.to_string();
+        assert!(s.ends_with('Z'), "{s}");
+        assert_eq!(Timestamp::parse(&s), Ok(t));
+        assert_eq!(
+            Timestamp::parse("2026-11-29T14:05:00.5Z").map(|t| t.to_string()),
+            Ok("2026-11-29T14:05:00Z".into())
+        );
+        assert!(Timestamp::parse("yesterday").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
+    }
+}

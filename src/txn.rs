@@ -1,0 +1,298 @@
+//! The optimistic transaction: read the newest state → apply a pure op → commit → compare-and-swap the ref → on a
+//! lost race, back off (exponential, full jitter) and do it all again on the new state. The only writer of the
+//! state ref.
+
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+
+use crate::model::Config;
+use crate::ops::{Change, DomainError};
+use crate::remote::{self, Location, Publish, RemoteError};
+use crate::store::{Identity, Problem, Snapshot, Store, StoreError};
+use crate::time::Timestamp;
+
+/// A swarm: a state ref at a location, seen from a local repository.
+pub struct Swarm {
+    /// The user's repository (objects for pushes, the mirror ref).
+    pub local: Store,
+    pub location: Location,
+    /// `default`, or the `--swarm` name.
+    pub name: String,
+    /// What users call the remote in messages (`origin`, a URL, `this repository`).
+    pub remote_label: String,
+}
+
+/// Limits of the retry loop.
+#[derive(Debug, Clone)]
+pub struct Retry {
+    /// Give up after this many lost races…
+    pub max_attempts: u32,
+    /// …or after this long, whichever comes first.
+    pub max_elapsed: Duration,
+    /// First backoff ceiling; doubles each time up to `cap`.
+    pub base: Duration,
+    pub cap: Duration,
+    /// Network errors tried again before giving up (a remote briefly unreachable).
+    pub transient_retries: u32,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            max_attempts: 200,
+            max_elapsed: Duration::from_secs(300),
+            base: Duration::from_millis(20),
+            cap: Duration::from_millis(2000),
+            transient_retries: 3,
+        }
+    }
+}
+
+impl Retry {
+    /// Full jitter: a random sleep in [0, min(cap, base·2^n)].
+    pub fn backoff(&self, n: u32) -> Duration {
+        let ceiling = self.base.saturating_mul(1u32 << n.min(16)).min(self.cap);
+        Duration::from_micros(fastrand::u64(0..=ceiling.as_micros() as u64))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TxnError {
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error("there is no swarm '{swarm}' on {remote}")]
+    NotInitialized { swarm: String, remote: String },
+    #[error(
+        "gave up after {attempts} lost races in {secs:.1}s: the state ref of '{swarm}' keeps changing"
+    )]
+    Contention {
+        swarm: String,
+        attempts: u32,
+        secs: f64,
+    },
+}
+
+/// What a transaction did.
+#[derive(Debug)]
+pub struct Committed<T> {
+    pub value: T,
+    /// The new tip of the state ref; `None` when the op changed nothing.
+    pub commit: Option<ObjectId>,
+    /// Lost races before it went through.
+    pub lost_races: u32,
+    /// Unreadable files seen in the state it was applied to.
+    pub problems: Vec<Problem>,
+}
+
+impl Swarm {
+    pub fn ref_name(&self) -> String {
+        format!("refs/swarm/{}", self.name)
+    }
+
+    fn mirror_ref(&self, key: &str) -> String {
+        format!("refs/swarm-remotes/{key}/{}", self.name)
+    }
+
+    /// The store that holds the objects of the state ref after a read.
+    pub fn store(&self) -> &Store {
+        match &self.location {
+            Location::InProcess { store, .. } => store,
+            Location::Url { .. } => &self.local,
+        }
+    }
+
+    /// Where the state ref is now (fetching it first from a URL remote).
+    pub fn tip(&self) -> Result<Option<ObjectId>, TxnError> {
+        let refname = self.ref_name();
+        Ok(match &self.location {
+            Location::InProcess { store, .. } => store.read_ref(&refname)?,
+            Location::Url {
+                url,
+                push_to,
+                mirror_key,
+                fetch_with,
+            } => remote::fetch(
+                &self.local,
+                url,
+                push_to,
+                &refname,
+                &self.mirror_ref(mirror_key),
+                *fetch_with,
+            )?,
+        })
+    }
+
+    /// The newest state, or `None` when the swarm does not exist.
+    pub fn try_read(&self) -> Result<Option<Snapshot>, TxnError> {
+        match self.tip()? {
+            None => Ok(None),
+            Some(tip) => Ok(Some(self.store().read(tip)?)),
+        }
+    }
+
+    /// The newest state; a missing swarm is an error.
+    pub fn read(&self) -> Result<Snapshot, TxnError> {
+        self.try_read()?.ok_or_else(|| self.not_initialized())
+    }
+
+    fn not_initialized(&self) -> TxnError {
+        TxnError::NotInitialized {
+            swarm: self.name.clone(),
+            remote: self.remote_label.clone(),
+        }
+    }
+
+    /// One compare-and-swap of the state ref from `base` to `new`.
+    fn publish(
+        &self,
+        base: Option<ObjectId>,
+        new: ObjectId,
+        why: &str,
+    ) -> Result<Publish, TxnError> {
+        let refname = self.ref_name();
+        match &self.location {
+            Location::InProcess { store, .. } => Ok(if store.cas_ref(&refname, base, new, why)? {
+                Publish::Done
+            } else {
+                Publish::LostRace("the ref moved".into())
+            }),
+            Location::Url {
+                push_to,
+                mirror_key,
+                ..
+            } => {
+                let r = remote::push(&self.local, push_to, &[(&refname, base, new)])?;
+                if r == Publish::Done {
+                    // Keep the mirror current: the next fetch negotiates from it and may find nothing to do.
+                    self.local
+                        .set_ref(&self.mirror_ref(mirror_key), new, "git swarm: pushed")?;
+                }
+                Ok(r)
+            }
+        }
+    }
+
+    /// Run `op` on the newest state until its change is published or it is refused.
+    pub fn transact<T>(
+        &self,
+        retry: &Retry,
+        who: &Identity,
+        clock: &dyn Fn() -> Timestamp,
+        mut op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
+    ) -> Result<Committed<T>, TxnError> {
+        let started = Instant::now();
+        let mut lost = 0u32;
+        let mut transient = 0u32;
+        // A commit whose push ended in a network error may have landed all the same: before applying the op
+        // again, look for it on the ref, so that an op is never applied twice.
+        let mut in_doubt: Option<(ObjectId, T)> = None;
+        loop {
+            let attempt = (|| -> Result<Result<Committed<T>, Publish>, TxnError> {
+                let snap = self.read()?;
+                if let Some((commit, value)) = in_doubt.take()
+                    && self.store().has_ancestor(snap.commit, commit, 1000)?
+                {
+                    return Ok(Ok(Committed {
+                        value,
+                        commit: Some(commit),
+                        lost_races: lost,
+                        problems: snap.problems,
+                    }));
+                }
+                let now = clock();
+                let (change, value) = op(&snap, now)?;
+                if change.is_empty() {
+                    return Ok(Ok(Committed {
+                        value,
+                        commit: None,
+                        lost_races: lost,
+                        problems: snap.problems,
+                    }));
+                }
+                let commit = self.store().write(Some(&snap), None, &change, who, now)?;
+                match self.publish(Some(snap.commit), commit, &change.summary) {
+                    Ok(Publish::Done) => Ok(Ok(Committed {
+                        value,
+                        commit: Some(commit),
+                        lost_races: lost,
+                        problems: snap.problems,
+                    })),
+                    Ok(race) => Ok(Err(race)),
+                    Err(e) => {
+                        in_doubt = Some((commit, value));
+                        Err(e)
+                    }
+                }
+            })();
+            match attempt {
+                Ok(Ok(done)) => return Ok(done),
+                Ok(Err(_race)) => {
+                    lost += 1;
+                    if lost >= retry.max_attempts || started.elapsed() >= retry.max_elapsed {
+                        return Err(TxnError::Contention {
+                            swarm: self.name.clone(),
+                            attempts: lost,
+                            secs: started.elapsed().as_secs_f64(),
+                        });
+                    }
+                    std::thread::sleep(retry.backoff(lost - 1));
+                }
+                Err(TxnError::Remote(RemoteError::Unreachable { .. }))
+                    if transient < retry.transient_retries =>
+                {
+                    transient += 1;
+                    std::thread::sleep(retry.backoff(transient + 3));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Create the state ref with `config` unless it exists. Returns the tip and whether this call created it.
+    pub fn init(
+        &self,
+        retry: &Retry,
+        who: &Identity,
+        clock: &dyn Fn() -> Timestamp,
+        config: &Config,
+        agent: &str,
+    ) -> Result<(ObjectId, bool), TxnError> {
+        let mut lost = 0u32;
+        loop {
+            if let Some(tip) = self.tip()? {
+                // Make sure what is there is a swarm we can read before calling it done.
+                self.store().read(tip)?;
+                return Ok((tip, false));
+            }
+            let change = Change {
+                op: "init",
+                agent: agent.to_string(),
+                task: None,
+                epoch: None,
+                summary: format!("init swarm {} (target {})", self.name, config.target),
+                writes: vec![],
+            };
+            let now = clock();
+            let commit = self.store().write(None, Some(config), &change, who, now)?;
+            match self.publish(None, commit, &change.summary)? {
+                Publish::Done => return Ok((commit, true)),
+                Publish::LostRace(_) => {
+                    lost += 1;
+                    if lost >= retry.max_attempts {
+                        return Err(TxnError::Contention {
+                            swarm: self.name.clone(),
+                            attempts: lost,
+                            secs: 0.0,
+                        });
+                    }
+                    std::thread::sleep(retry.backoff(lost));
+                }
+            }
+        }
+    }
+}
