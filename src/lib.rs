@@ -47,9 +47,7 @@ impl std::str::FromStr for Transport {
             "auto" => Ok(Transport::Auto),
             "git" => Ok(Transport::Git),
             "git-fetch" => Ok(Transport::GitFetch),
-            other => Err(format!(
-                "unknown transport '{other}' (auto, git or git-fetch)"
-            )),
+            other => Err(format!("unknown transport '{other}' (auto, git or git-fetch)")),
         }
     }
 }
@@ -64,16 +62,10 @@ pub fn open_swarm(
     name: &str,
     transport: Transport,
 ) -> Result<Swarm, TxnError> {
-    model::validate_swarm_name(name).map_err(|message| StoreError::Git {
-        context: "bad swarm name".into(),
-        message,
-    })?;
+    model::validate_swarm_name(name)
+        .map_err(|message| StoreError::Git { context: "bad swarm name".into(), message })?;
     let config = repo.config_snapshot();
-    let url_of = |remote_name: &str| {
-        config
-            .string(format!("remote.{remote_name}.url").as_str())
-            .map(|u| u.to_string())
-    };
+    let url_of = |remote_name: &str| config.string(format!("remote.{remote_name}.url").as_str()).map(|u| u.to_string());
     let (label, remote_name, url) = match remote {
         None => match url_of("origin") {
             Some(url) => ("origin".to_string(), Some("origin".to_string()), Some(url)),
@@ -84,58 +76,36 @@ pub fn open_swarm(
             None => (spec.to_string(), None, Some(spec.to_string())),
         },
     };
-    drop(config);
     let location = match url {
         None => {
-            let store = Store::open(repo.git_dir())?;
+            let store = Box::new(Store::open(repo.git_dir())?);
             let path = repo.git_dir().to_path_buf();
             Location::InProcess { store, path }
         }
         Some(url) if remote::is_local_path(&url) && transport == Transport::Auto => {
             let path = remote::resolve_path(&repo, &url);
-            let store = remote::open_local(&path)?;
+            let store = Box::new(remote::open_local(&path)?);
             Location::InProcess { store, path }
         }
         Some(url) => {
             // A configured remote is pushed by name (git applies pushurl and insteadOf); a bare URL as it is.
             let push_to = remote_name.clone().unwrap_or_else(|| url.clone());
             let fetch_url = if remote::is_local_path(&url) {
-                remote::resolve_path(&repo, &url)
-                    .to_string_lossy()
-                    .into_owned()
+                remote::resolve_path(&repo, &url).to_string_lossy().into_owned()
             } else {
                 url.clone()
             };
             let is_http = url.starts_with("http://") || url.starts_with("https://");
-            let fetch_with = if transport == Transport::GitFetch || is_http {
-                FetchWith::Git
-            } else {
-                FetchWith::Gix
-            };
+            let fetch_with = if transport == Transport::GitFetch || is_http { FetchWith::Git } else { FetchWith::Gix };
             let mirror_key = remote::mirror_key(remote_name.as_deref(), &url);
-            Location::Url {
-                url: fetch_url,
-                push_to,
-                mirror_key,
-                fetch_with,
-            }
+            Location::Url { url: fetch_url, push_to, mirror_key, fetch_with }
         }
     };
-    Ok(Swarm {
-        local: Store::from_repo(repo),
-        location,
-        name: name.to_string(),
-        remote_label: label,
-    })
+    Ok(Swarm { local: Store::from_repo(repo), location, name: name.to_string(), remote_label: label })
 }
 
 /// Open the repository at or above `dir`, as git does.
 pub fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
     use crate::store::GitContext;
-    gix::discover(dir).git(|| {
-        format!(
-            "not a git repository (or any parent up to the root): {}",
-            dir.display()
-        )
-    })
+    gix::discover(dir).git(|| format!("not a git repository (or any parent up to the root): {}", dir.display()))
 }

@@ -43,9 +43,7 @@ impl fmt::Display for Kind {
 }
 
 /// Where a task stands.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, Hash, PartialOrd, Ord,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     #[default]
@@ -57,13 +55,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 5] = [
-        Status::Open,
-        Status::Claimed,
-        Status::Done,
-        Status::Failed,
-        Status::Cancelled,
-    ];
+    pub const ALL: [Status; 5] = [Status::Open, Status::Claimed, Status::Done, Status::Failed, Status::Cancelled];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -93,9 +85,7 @@ impl std::str::FromStr for Status {
         Status::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown status '{s}' (one of open, claimed, done, failed, cancelled)")
-            })
+            .ok_or_else(|| format!("unknown status '{s}' (one of open, claimed, done, failed, cancelled)"))
     }
 }
 
@@ -210,10 +200,7 @@ impl Task {
             (Status::Claimed, Some(c)) => {
                 validate_agent(&c.agent).map_err(|e| format!("claim.agent: {e}"))?;
                 if c.epoch == 0 || c.epoch > self.epoch {
-                    return Err(format!(
-                        "claim.epoch {} does not fit the task's epoch {}",
-                        c.epoch, self.epoch
-                    ));
+                    return Err(format!("claim.epoch {} does not fit the task's epoch {}", c.epoch, self.epoch));
                 }
             }
             (st, Some(_)) => return Err(format!("status is {st} but a [claim] is present")),
@@ -258,10 +245,7 @@ fn validate_word(s: &str, what: &str) -> Result<(), String> {
             crate::escape::line(&s[..s.floor_char_boundary(MAX_NAME_LEN)])
         ));
     }
-    if let Some(c) = s
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-    {
+    if let Some(c) = s.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
         return Err(format!(
             "{what} '{}' has the character {:?}; use letters, digits, '-', '_' and '.'",
             crate::escape::line(s),
@@ -269,9 +253,7 @@ fn validate_word(s: &str, what: &str) -> Result<(), String> {
         ));
     }
     if s.starts_with('.') || s.contains("..") {
-        return Err(format!(
-            "{what} '{s}' may not start with '.' or contain '..'"
-        ));
+        return Err(format!("{what} '{s}' may not start with '.' or contain '..'"));
     }
     Ok(())
 }
@@ -332,10 +314,7 @@ impl Config {
             ));
         }
         if self.target.is_empty() || self.target.chars().any(|c| c.is_control() || c == ' ') {
-            return Err(format!(
-                "target '{}' is not a branch name",
-                crate::escape::line(&self.target)
-            ));
+            return Err(format!("target '{}' is not a branch name", crate::escape::line(&self.target)));
         }
         if self.lease.as_secs() == 0 {
             return Err("lease must be at least 1s".into());
@@ -353,17 +332,7 @@ mod tests {
 
     #[test]
     fn ids_reject_paths_and_controls() {
-        for bad in [
-            "",
-            "a/b",
-            "..",
-            "a..b",
-            ".hidden",
-            "a b",
-            "t-\u{7}",
-            "é",
-            &"x".repeat(65),
-        ] {
+        for bad in ["", "a/b", "..", "a..b", ".hidden", "a b", "t-\u{7}", "é", &"x".repeat(65)] {
             assert!(validate_id(bad).is_err(), "{bad:?} should be refused");
         }
         for good in ["t-3f9a2c", "A.b_c-1", "x"] {
@@ -382,8 +351,7 @@ mod tests {
     #[test]
     fn config_keeps_unknown_settings() {
         let c: Config =
-            toml::from_str("target = \"dev\"\nlease = \"2m\"\n[roles.worker]\ncommand = \"x\"\n")
-                .unwrap_or_default();
+            toml::from_str("target = \"dev\"\nlease = \"2m\"\n[roles.worker]\ncommand = \"x\"\n").unwrap_or_default();
         assert_eq!(c.target, "dev");
         assert_eq!(c.lease.as_secs(), 120);
         assert!(c.extra.contains_key("roles"));

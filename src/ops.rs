@@ -10,11 +10,36 @@ use std::time::Duration;
 use crate::model::{Claim, Config, Failure, Kind, Status, Task, TaskResult};
 use crate::time::Timestamp;
 
-/// The board as read from one commit of the state ref: the settings and every readable task.
+/// The board as read from one commit of the state ref: the settings and the readable tasks.
+///
+/// A board read for an op holds every live task (open or claimed) in `tasks` and knows the finished ones only by
+/// their paths (`closed`): their files sit under `tasks/done/`, `tasks/failed/`, `tasks/cancelled/`, so an op costs
+/// the same with 2,000 finished tasks as with none. A board read in full (for `list`, `show`) has every task in
+/// `tasks` and nothing in `closed`.
 #[derive(Debug, Clone, Default)]
 pub struct Board {
     pub config: Config,
     pub tasks: BTreeMap<String, Stored>,
+    pub closed: BTreeMap<String, Closed>,
+}
+
+/// A finished task known by its path alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closed {
+    pub status: Status,
+    pub path: String,
+}
+
+impl Board {
+    /// Is there a task with this id, read or not?
+    pub fn contains(&self, id: &str) -> bool {
+        self.tasks.contains_key(id) || self.closed.contains_key(id)
+    }
+
+    /// The status of a task, read or not.
+    pub fn status_of(&self, id: &str) -> Option<Status> {
+        self.tasks.get(id).map(|s| s.task.status).or_else(|| self.closed.get(id).map(|c| c.status))
+    }
 }
 
 /// A task with the path it was read from (writes go back to the same path).
@@ -42,11 +67,13 @@ pub struct Change {
     /// One line for the commit subject (already free of control characters).
     pub summary: String,
     pub writes: Vec<Stored>,
+    /// Paths to delete (a task that moved when it finished).
+    pub removes: Vec<String>,
 }
 
 impl Change {
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty()
+        self.writes.is_empty() && self.removes.is_empty()
     }
 }
 
@@ -58,19 +85,11 @@ pub enum DomainError {
     #[error("no ready {kind} task to claim")]
     NothingReady { kind: Kind },
     #[error("task {id} is claimed by {agent} until {until}")]
-    ClaimedByOther {
-        id: String,
-        agent: String,
-        until: Timestamp,
-    },
+    ClaimedByOther { id: String, agent: String, until: Timestamp },
     #[error("task {id} is {status}, not claimed")]
     NotClaimed { id: String, status: Status },
     #[error("task {id} is claimed by {holder}, not by {agent}")]
-    NotMine {
-        id: String,
-        holder: String,
-        agent: String,
-    },
+    NotMine { id: String, holder: String, agent: String },
     #[error("task {id} was claimed again since epoch {mine} (now epoch {current})")]
     StaleEpoch { id: String, mine: u64, current: u64 },
     #[error("task {id} waits for {}", waiting.join(", "))]
@@ -95,20 +114,29 @@ pub struct NewTask {
     pub parent: Option<String>,
 }
 
-/// Where a task with this id is stored when we create it: `tasks/<2 hex>/<id>.toml`, a fan-out that keeps every
-/// tree an op rewrites small however large the board grows.
+/// Where a live task with this id is stored when we create it: `tasks/<2 hex>/<id>.toml`, a fan-out that keeps
+/// every tree an op rewrites small however large the board grows.
 pub fn task_path(id: &str) -> String {
-    let hex: String = id
-        .chars()
-        .filter(|c| c.is_ascii_hexdigit())
-        .take(2)
-        .collect();
-    let shard = if hex.len() == 2 {
-        hex.to_ascii_lowercase()
-    } else {
-        "xx".to_string()
-    };
-    format!("tasks/{shard}/{id}.toml")
+    format!("tasks/{}/{id}.toml", shard(id))
+}
+
+/// Where a finished task is stored: `tasks/<status>/<2 hex>/<id>.toml`.
+pub fn closed_path(status: Status, id: &str) -> String {
+    format!("tasks/{status}/{}/{id}.toml", shard(id))
+}
+
+fn shard(id: &str) -> String {
+    let hex: String = id.chars().filter(|c| c.is_ascii_hexdigit()).take(2).collect();
+    if hex.len() == 2 { hex.to_ascii_lowercase() } else { "xx".to_string() }
+}
+
+/// The write of `t`, read from `from`: finished tasks move under `tasks/<status>/`, live ones stay where they are.
+fn place(t: Task, from: &str, removes: &mut Vec<String>) -> Stored {
+    let path = if t.status.is_final() { closed_path(t.status, &t.id) } else { from.to_string() };
+    if path != from {
+        removes.push(from.to_string());
+    }
+    Stored { path, task: t }
 }
 
 /// Add tasks in one op. `mint` proposes ids; one already on the board is thrown away and another asked for.
@@ -122,14 +150,14 @@ pub fn add(
     let mut taken: std::collections::BTreeSet<String> = Default::default();
     for n in new {
         for dep in n.deps.iter().chain(n.parent.iter()) {
-            if !board.tasks.contains_key(dep) && !taken.contains(dep) {
+            if !board.contains(dep) && !taken.contains(dep) {
                 return Err(DomainError::UnknownTask(dep.clone()));
             }
         }
         let mut tries = 0;
         let id = loop {
             let id = mint();
-            if !board.tasks.contains_key(&id) && !taken.contains(&id) {
+            if !board.contains(&id) && !taken.contains(&id) {
                 break id;
             }
             tries += 1;
@@ -156,10 +184,7 @@ pub fn add(
             result: None,
             failures: vec![],
         };
-        writes.push(Stored {
-            path: task_path(&id),
-            task,
-        });
+        writes.push(Stored { path: task_path(&id), task });
     }
     let tasks: Vec<Task> = writes.iter().map(|w| w.task.clone()).collect();
     let summary = match tasks.as_slice() {
@@ -173,6 +198,7 @@ pub fn add(
         epoch: None,
         summary,
         writes,
+        removes: vec![],
     };
     Ok((change, tasks))
 }
@@ -182,9 +208,7 @@ pub fn add(
 pub fn is_ready(board: &Board, task: &Task, now: Timestamp) -> bool {
     let takeable = match task.status {
         Status::Open => true,
-        Status::Claimed => {
-            task.expired_claim(now).is_some() && task.attempts + 1 < board.config.max_attempts
-        }
+        Status::Claimed => task.expired_claim(now).is_some() && task.attempts + 1 < board.config.max_attempts,
         _ => false,
     };
     takeable && waiting_on(board, task).is_empty()
@@ -192,40 +216,25 @@ pub fn is_ready(board: &Board, task: &Task, now: Timestamp) -> bool {
 
 /// The deps of `task` that are not done (unknown ids count as not done).
 pub fn waiting_on(board: &Board, task: &Task) -> Vec<String> {
-    task.deps
-        .iter()
-        .filter(|d| {
-            board
-                .tasks
-                .get(*d)
-                .is_none_or(|s| s.task.status != Status::Done)
-        })
-        .cloned()
-        .collect()
+    task.deps.iter().filter(|d| board.status_of(d) != Some(Status::Done)).cloned().collect()
 }
 
 /// The ready tasks of `kind`, best first: higher priority, then older, then by id.
-pub fn ready<'a>(board: &'a Board, kind: Kind, now: Timestamp) -> Vec<&'a Task> {
-    let mut v: Vec<&Task> = board
-        .tasks
-        .values()
-        .map(|s| &s.task)
-        .filter(|t| t.kind == kind && is_ready(board, t, now))
-        .collect();
+pub fn ready(board: &Board, kind: Kind, now: Timestamp) -> Vec<&Task> {
+    let mut v: Vec<&Task> =
+        board.tasks.values().map(|s| &s.task).filter(|t| t.kind == kind && is_ready(board, t, now)).collect();
     v.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then_with(|| a.created_at.cmp(&b.created_at))
-            .then_with(|| a.id.cmp(&b.id))
+        b.priority.cmp(&a.priority).then_with(|| a.created_at.cmp(&b.created_at)).then_with(|| a.id.cmp(&b.id))
     });
     v
 }
 
 fn get<'a>(board: &'a Board, id: &str) -> Result<&'a Stored, DomainError> {
-    board
-        .tasks
-        .get(id)
-        .ok_or_else(|| DomainError::UnknownTask(id.to_string()))
+    match (board.tasks.get(id), board.closed.get(id)) {
+        (Some(s), _) => Ok(s),
+        (None, Some(c)) => Err(DomainError::Final { id: id.to_string(), status: c.status }),
+        (None, None) => Err(DomainError::UnknownTask(id.to_string())),
+    }
 }
 
 /// Claim `id`, or the best ready task of `kind`. Claiming a task I already hold renews it.
@@ -238,23 +247,18 @@ pub fn claim(
 ) -> Result<(Change, Task), DomainError> {
     let now = actor.now;
     let mut writes = Vec::new();
+    let mut removes = Vec::new();
     let stored = match id {
         Some(id) => {
             let s = get(board, id)?;
             let t = &s.task;
             if t.status.is_final() {
-                return Err(DomainError::Final {
-                    id: t.id.clone(),
-                    status: t.status,
-                });
+                return Err(DomainError::Final { id: t.id.clone(), status: t.status });
             }
             if let Some(c) = &t.claim {
                 if c.agent == actor.agent {
-                    return renew_one(s, actor, None, lease, "claim").map(|(w, t)| {
-                        (
-                            change("claim", actor, &t, format!("claim {} again", t.id), vec![w]),
-                            t,
-                        )
+                    return renew_one(s, actor, None, lease).map(|(w, t)| {
+                        (change("claim", actor, &t, format!("claim {} again", t.id), vec![w], vec![]), t)
                     });
                 }
                 if c.lease_until > now {
@@ -265,18 +269,12 @@ pub fn claim(
                     });
                 }
                 if t.attempts + 1 >= board.config.max_attempts {
-                    return Err(DomainError::AttemptsExhausted {
-                        id: t.id.clone(),
-                        attempts: t.attempts + 1,
-                    });
+                    return Err(DomainError::AttemptsExhausted { id: t.id.clone(), attempts: t.attempts + 1 });
                 }
             }
             let waiting = waiting_on(board, t);
             if !waiting.is_empty() {
-                return Err(DomainError::DepsNotDone {
-                    id: t.id.clone(),
-                    waiting,
-                });
+                return Err(DomainError::DepsNotDone { id: t.id.clone(), waiting });
             }
             s
         }
@@ -285,23 +283,14 @@ pub fn claim(
             // them as failed so that nothing stays stuck.
             for s in board.tasks.values() {
                 let t = &s.task;
-                if t.kind == kind
-                    && t.expired_claim(now).is_some()
-                    && t.attempts + 1 >= board.config.max_attempts
-                {
+                if t.kind == kind && t.expired_claim(now).is_some() && t.attempts + 1 >= board.config.max_attempts {
                     let mut t = t.clone();
                     expire(&mut t, now);
                     t.status = Status::Failed;
-                    writes.push(Stored {
-                        path: s.path.clone(),
-                        task: t,
-                    });
+                    writes.push(place(t, &s.path, &mut removes));
                 }
             }
-            let best = ready(board, kind, now)
-                .into_iter()
-                .next()
-                .ok_or(DomainError::NothingReady { kind })?;
+            let best = ready(board, kind, now).into_iter().next().ok_or(DomainError::NothingReady { kind })?;
             get(board, &best.id)?
         }
     };
@@ -311,17 +300,10 @@ pub fn claim(
     }
     t.epoch += 1;
     t.status = Status::Claimed;
-    t.claim = Some(Claim {
-        agent: actor.agent.clone(),
-        epoch: t.epoch,
-        lease_until: now.plus(lease),
-    });
-    writes.push(Stored {
-        path: stored.path.clone(),
-        task: t.clone(),
-    });
+    t.claim = Some(Claim { agent: actor.agent.clone(), epoch: t.epoch, lease_until: now.plus(lease) });
+    writes.push(Stored { path: stored.path.clone(), task: t.clone() });
     let summary = format!("claim {}: {}", t.id, subject(&t.title));
-    Ok((change("claim", actor, &t, summary, writes), t))
+    Ok((change("claim", actor, &t, summary, writes, removes), t))
 }
 
 /// Record that the claim of `t` ran out without a result: one attempt spent.
@@ -340,59 +322,29 @@ fn expire(t: &mut Task, now: Timestamp) {
 
 /// Check that `t` is claimed by `agent` (under `epoch` when given). The lease may have run out: the holder may
 /// still finish as long as nobody has claimed the task since.
-pub fn check_holder<'a>(
-    t: &'a Task,
-    agent: &str,
-    epoch: Option<u64>,
-) -> Result<&'a Claim, DomainError> {
+pub fn check_holder<'a>(t: &'a Task, agent: &str, epoch: Option<u64>) -> Result<&'a Claim, DomainError> {
     if t.status.is_final() {
-        return Err(DomainError::Final {
-            id: t.id.clone(),
-            status: t.status,
-        });
+        return Err(DomainError::Final { id: t.id.clone(), status: t.status });
     }
-    let c = t.claim.as_ref().ok_or(DomainError::NotClaimed {
-        id: t.id.clone(),
-        status: t.status,
-    })?;
+    let c = t.claim.as_ref().ok_or(DomainError::NotClaimed { id: t.id.clone(), status: t.status })?;
     if c.agent != agent {
-        return Err(DomainError::NotMine {
-            id: t.id.clone(),
-            holder: c.agent.clone(),
-            agent: agent.to_string(),
-        });
+        return Err(DomainError::NotMine { id: t.id.clone(), holder: c.agent.clone(), agent: agent.to_string() });
     }
     if let Some(e) = epoch
         && e != c.epoch
     {
-        return Err(DomainError::StaleEpoch {
-            id: t.id.clone(),
-            mine: e,
-            current: c.epoch,
-        });
+        return Err(DomainError::StaleEpoch { id: t.id.clone(), mine: e, current: c.epoch });
     }
     Ok(c)
 }
 
-fn renew_one(
-    s: &Stored,
-    actor: &Actor,
-    epoch: Option<u64>,
-    lease: Duration,
-    _why: &str,
-) -> Result<(Stored, Task), DomainError> {
+fn renew_one(s: &Stored, actor: &Actor, epoch: Option<u64>, lease: Duration) -> Result<(Stored, Task), DomainError> {
     check_holder(&s.task, &actor.agent, epoch)?;
     let mut t = s.task.clone();
     if let Some(c) = t.claim.as_mut() {
         c.lease_until = actor.now.plus(lease);
     }
-    Ok((
-        Stored {
-            path: s.path.clone(),
-            task: t.clone(),
-        },
-        t,
-    ))
+    Ok((Stored { path: s.path.clone(), task: t.clone() }, t))
 }
 
 /// Extend the lease of my claim on `id`, or of every claim I hold.
@@ -407,19 +359,14 @@ pub fn renew(
     let mut tasks = Vec::new();
     match id {
         Some(id) => {
-            let (w, t) = renew_one(get(board, id)?, actor, epoch, lease, "renew")?;
+            let (w, t) = renew_one(get(board, id)?, actor, epoch, lease)?;
             writes.push(w);
             tasks.push(t);
         }
         None => {
             for s in board.tasks.values() {
-                if s.task.status == Status::Claimed
-                    && s.task
-                        .claim
-                        .as_ref()
-                        .is_some_and(|c| c.agent == actor.agent)
-                {
-                    let (w, t) = renew_one(s, actor, None, lease, "renew")?;
+                if s.task.status == Status::Claimed && s.task.claim.as_ref().is_some_and(|c| c.agent == actor.agent) {
+                    let (w, t) = renew_one(s, actor, None, lease)?;
                     writes.push(w);
                     tasks.push(t);
                 }
@@ -437,6 +384,7 @@ pub fn renew(
         epoch: None,
         summary,
         writes,
+        removes: vec![],
     };
     if let [one] = tasks.as_slice() {
         ch.epoch = one.claim.as_ref().map(|c| c.epoch);
@@ -445,12 +393,7 @@ pub fn renew(
 }
 
 /// Give my claim back: the task is open again, no attempt spent.
-pub fn release(
-    board: &Board,
-    actor: &Actor,
-    id: &str,
-    epoch: Option<u64>,
-) -> Result<(Change, Task), DomainError> {
+pub fn release(board: &Board, actor: &Actor, id: &str, epoch: Option<u64>) -> Result<(Change, Task), DomainError> {
     let s = get(board, id)?;
     let c = check_holder(&s.task, &actor.agent, epoch)?;
     let ep = c.epoch;
@@ -458,16 +401,7 @@ pub fn release(
     t.status = Status::Open;
     t.claim = None;
     let summary = format!("release {}: {}", t.id, subject(&t.title));
-    let mut ch = change(
-        "release",
-        actor,
-        &t,
-        summary,
-        vec![Stored {
-            path: s.path.clone(),
-            task: t.clone(),
-        }],
-    );
+    let mut ch = change("release", actor, &t, summary, vec![Stored { path: s.path.clone(), task: t.clone() }], vec![]);
     ch.epoch = Some(ep);
     Ok((ch, t))
 }
@@ -486,24 +420,12 @@ pub fn done(
     let mut t = s.task.clone();
     t.status = Status::Done;
     t.claim = None;
-    t.result = Some(TaskResult {
-        commit,
-        note,
-        agent: Some(actor.agent.clone()),
-        epoch: Some(ep),
-        at: Some(actor.now),
-    });
+    t.result =
+        Some(TaskResult { commit, note, agent: Some(actor.agent.clone()), epoch: Some(ep), at: Some(actor.now) });
     let summary = format!("done {}: {}", t.id, subject(&t.title));
-    let mut ch = change(
-        "done",
-        actor,
-        &t,
-        summary,
-        vec![Stored {
-            path: s.path.clone(),
-            task: t.clone(),
-        }],
-    );
+    let mut removes = vec![];
+    let w = place(t.clone(), &s.path, &mut removes);
+    let mut ch = change("done", actor, &t, summary, vec![w], removes);
     ch.epoch = Some(ep);
     Ok((ch, t))
 }
@@ -521,28 +443,12 @@ pub fn fail(
     let mut t = s.task.clone();
     t.claim = None;
     t.attempts += 1;
-    t.failures.push(Failure {
-        agent: actor.agent.clone(),
-        epoch: ep,
-        at: actor.now,
-        reason,
-    });
-    t.status = if t.attempts >= board.config.max_attempts {
-        Status::Failed
-    } else {
-        Status::Open
-    };
+    t.failures.push(Failure { agent: actor.agent.clone(), epoch: ep, at: actor.now, reason });
+    t.status = if t.attempts >= board.config.max_attempts { Status::Failed } else { Status::Open };
     let summary = format!("fail {}: {}", t.id, subject(&t.title));
-    let mut ch = change(
-        "fail",
-        actor,
-        &t,
-        summary,
-        vec![Stored {
-            path: s.path.clone(),
-            task: t.clone(),
-        }],
-    );
+    let mut removes = vec![];
+    let w = place(t.clone(), &s.path, &mut removes);
+    let mut ch = change("fail", actor, &t, summary, vec![w], removes);
     ch.epoch = Some(ep);
     Ok((ch, t))
 }
@@ -553,6 +459,7 @@ fn change(
     t: &Task,
     summary: String,
     writes: Vec<Stored>,
+    removes: Vec<String>,
 ) -> Change {
     Change {
         op,
@@ -561,15 +468,13 @@ fn change(
         epoch: t.claim.as_ref().map(|c| c.epoch),
         summary,
         writes,
+        removes,
     }
 }
 
 /// A title fit for a commit subject: one line, no control characters, at most 72 characters.
 fn subject(title: &str) -> String {
-    let one: String = title
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let one: String = title.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let one = one.trim();
     if one.chars().count() > 72 {
         let cut: String = one.chars().take(71).collect();
@@ -582,6 +487,7 @@ fn subject(title: &str) -> String {
 /// Apply a change to a board in memory (what committing it would give), for tests and for chaining ops.
 pub fn apply(board: &mut Board, change: &Change) {
     for w in &change.writes {
+        board.closed.remove(&w.task.id);
         board.tasks.insert(w.task.id.clone(), w.clone());
     }
 }
@@ -591,10 +497,7 @@ mod tests {
     use super::*;
 
     fn actor(a: &str, now: u64) -> Actor {
-        Actor {
-            agent: a.into(),
-            now: Timestamp(now),
-        }
+        Actor { agent: a.into(), now: Timestamp(now) }
     }
 
     fn board_with(n: usize) -> (Board, Vec<String>) {
@@ -604,12 +507,7 @@ mod tests {
             k += 1;
             format!("t-{k:06x}")
         };
-        let new = (0..n)
-            .map(|i| NewTask {
-                title: format!("task {i}"),
-                ..Default::default()
-            })
-            .collect();
+        let new = (0..n).map(|i| NewTask { title: format!("task {i}"), ..Default::default() }).collect();
         let (ch, tasks) = add(&b, &actor("p", 100), new, &mut mint).expect("add");
         apply(&mut b, &ch);
         (b, tasks.into_iter().map(|t| t.id).collect())
@@ -628,37 +526,22 @@ mod tests {
             Err(DomainError::ClaimedByOther { .. })
         ));
         // after expiry b takes over with a higher epoch; a is fenced.
-        let (ch, t) =
-            claim(&b, &actor("b", 111), Some(&ids[0]), Kind::Work, lease).expect("takeover");
+        let (ch, t) = claim(&b, &actor("b", 111), Some(&ids[0]), Kind::Work, lease).expect("takeover");
         assert_eq!((t.epoch, t.attempts), (2, 1));
         apply(&mut b, &ch);
-        assert!(matches!(
-            done(&b, &actor("a", 112), &ids[0], None, None, None),
-            Err(DomainError::NotMine { .. })
-        ));
+        assert!(matches!(done(&b, &actor("a", 112), &ids[0], None, None, None), Err(DomainError::NotMine { .. })));
         assert!(matches!(
             done(&b, &actor("b", 112), &ids[0], Some(1), None, None),
             Err(DomainError::StaleEpoch { .. })
         ));
-        let (ch, t) = done(
-            &b,
-            &actor("b", 112),
-            &ids[0],
-            Some(2),
-            None,
-            Some("ok".into()),
-        )
-        .expect("done");
+        let (ch, t) = done(&b, &actor("b", 112), &ids[0], Some(2), None, Some("ok".into())).expect("done");
         assert_eq!(t.status, Status::Done);
         apply(&mut b, &ch);
         assert!(matches!(
             claim(&b, &actor("c", 999), Some(&ids[0]), Kind::Work, lease),
             Err(DomainError::Final { .. })
         ));
-        assert!(matches!(
-            fail(&b, &actor("b", 113), &ids[0], None, "x".into()),
-            Err(DomainError::Final { .. })
-        ));
+        assert!(matches!(fail(&b, &actor("b", 113), &ids[0], None, "x".into()), Err(DomainError::Final { .. })));
     }
 
     #[test]
@@ -668,19 +551,10 @@ mod tests {
         t.deps = vec![ids[0].clone()];
         b.tasks.get_mut(&ids[1]).expect("present").task = t;
         b.tasks.get_mut(&ids[2]).expect("present").task.priority = 5;
-        let r: Vec<&str> = ready(&b, Kind::Work, Timestamp(100))
-            .iter()
-            .map(|t| t.id.as_str())
-            .collect();
+        let r: Vec<&str> = ready(&b, Kind::Work, Timestamp(100)).iter().map(|t| t.id.as_str()).collect();
         assert_eq!(r, vec![ids[2].as_str(), ids[0].as_str()]);
         assert!(matches!(
-            claim(
-                &b,
-                &actor("a", 100),
-                Some(&ids[1]),
-                Kind::Work,
-                Duration::from_secs(5)
-            ),
+            claim(&b, &actor("a", 100), Some(&ids[1]), Kind::Work, Duration::from_secs(5)),
             Err(DomainError::DepsNotDone { .. })
         ));
     }
@@ -691,11 +565,9 @@ mod tests {
         b.config.max_attempts = 2;
         let lease = Duration::from_secs(10);
         for (i, want) in [(0, Status::Open), (1, Status::Failed)] {
-            let (ch, _) =
-                claim(&b, &actor("a", 100 + i), Some(&ids[0]), Kind::Work, lease).expect("claim");
+            let (ch, _) = claim(&b, &actor("a", 100 + i), Some(&ids[0]), Kind::Work, lease).expect("claim");
             apply(&mut b, &ch);
-            let (ch, t) =
-                fail(&b, &actor("a", 100 + i), &ids[0], None, "broke".into()).expect("fail");
+            let (ch, t) = fail(&b, &actor("a", 100 + i), &ids[0], None, "broke".into()).expect("fail");
             assert_eq!(t.status, want);
             apply(&mut b, &ch);
         }
@@ -721,22 +593,10 @@ mod tests {
         let mut calls = 0;
         let mut mint = || {
             calls += 1;
-            if calls < 3 {
-                "t-000001".to_string()
-            } else {
-                "t-000002".to_string()
-            }
+            if calls < 3 { "t-000001".to_string() } else { "t-000002".to_string() }
         };
-        let (_, tasks) = add(
-            &b,
-            &actor("p", 1),
-            vec![NewTask {
-                title: "x".into(),
-                ..Default::default()
-            }],
-            &mut mint,
-        )
-        .expect("add");
+        let (_, tasks) =
+            add(&b, &actor("p", 1), vec![NewTask { title: "x".into(), ..Default::default() }], &mut mint).expect("add");
         assert_eq!(tasks[0].id, "t-000002");
     }
 
@@ -744,5 +604,6 @@ mod tests {
     fn paths_fan_out_by_hex() {
         assert_eq!(task_path("t-3f9a2c"), "tasks/3f/t-3f9a2c.toml");
         assert_eq!(task_path("zz"), "tasks/xx/zz.toml");
+        assert_eq!(closed_path(Status::Done, "t-3f9a2c"), "tasks/done/3f/t-3f9a2c.toml");
     }
 }

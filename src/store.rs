@@ -12,8 +12,8 @@ use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{Change as RefChange, LogChange, PreviousValue, RefEdit, RefLog};
 
-use crate::model::{self, Config, Task};
-use crate::ops::{Board, Change, Stored};
+use crate::model::{self, Config, Status, Task};
+use crate::ops::{Board, Change, Closed, Stored};
 use crate::time::Timestamp;
 
 pub const CONFIG_PATH: &str = "swarm.toml";
@@ -27,11 +27,7 @@ pub enum StoreError {
     #[error("{context}: {message}")]
     Git { context: String, message: String },
     #[error("{path} in commit {commit}: {message}")]
-    BadConfig {
-        path: String,
-        commit: String,
-        message: String,
-    },
+    BadConfig { path: String, commit: String, message: String },
     #[error("commit {commit} of the state ref has no {CONFIG_PATH}")]
     MissingConfig { commit: String },
 }
@@ -43,10 +39,7 @@ pub(crate) trait GitContext<T> {
 
 impl<T, E: std::fmt::Display> GitContext<T> for Result<T, E> {
     fn git(self, context: impl FnOnce() -> String) -> Result<T, StoreError> {
-        self.map_err(|e| StoreError::Git {
-            context: context(),
-            message: e.to_string(),
-        })
+        self.map_err(|e| StoreError::Git { context: context(), message: e.to_string() })
     }
 }
 
@@ -60,13 +53,7 @@ pub struct Problem {
 
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} in commit {}: {}",
-            crate::escape::line(&self.path),
-            short(&self.commit),
-            self.message
-        )
+        write!(f, "{} in commit {}: {}", crate::escape::line(&self.path), short(&self.commit), self.message)
     }
 }
 
@@ -97,8 +84,7 @@ pub struct Store {
 
 impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let repo =
-            gix::open(path).git(|| format!("cannot open the repository at {}", path.display()))?;
+        let repo = gix::open(path).git(|| format!("cannot open the repository at {}", path.display()))?;
         Ok(Store { repo })
     }
 
@@ -108,10 +94,7 @@ impl Store {
 
     /// The commit a ref points at, if the ref exists.
     pub fn read_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
-        let r = self
-            .repo
-            .try_find_reference(name)
-            .git(|| format!("cannot read {name}"))?;
+        let r = self.repo.try_find_reference(name).git(|| format!("cannot read {name}"))?;
         match r {
             None => Ok(None),
             Some(mut r) => {
@@ -121,21 +104,12 @@ impl Store {
         }
     }
 
-    /// Read the board at `commit`.
-    pub fn read(&self, commit: ObjectId) -> Result<Snapshot, StoreError> {
+    /// Read the board at `commit`: every task when `full`, else the live ones with the finished ones known by path.
+    pub fn read(&self, commit: ObjectId, full: bool) -> Result<Snapshot, StoreError> {
         let commit_hex = commit.to_hex().to_string();
-        let c = self
-            .repo
-            .find_commit(commit)
-            .git(|| format!("cannot read state commit {commit_hex}"))?;
-        let tree_id = c
-            .tree_id()
-            .git(|| format!("state commit {commit_hex} has no tree"))?
-            .detach();
-        let tree = self
-            .repo
-            .find_tree(tree_id)
-            .git(|| format!("cannot read the tree of {commit_hex}"))?;
+        let c = self.repo.find_commit(commit).git(|| format!("cannot read state commit {commit_hex}"))?;
+        let tree_id = c.tree_id().git(|| format!("state commit {commit_hex} has no tree"))?.detach();
+        let tree = self.repo.find_tree(tree_id).git(|| format!("cannot read the tree of {commit_hex}"))?;
         let mut config = None;
         let mut tasks_tree = None;
         for entry in tree.iter() {
@@ -146,37 +120,29 @@ impl Store {
                 _ => {}
             }
         }
-        let bad = |message: String| StoreError::BadConfig {
-            path: CONFIG_PATH.into(),
-            commit: commit_hex.clone(),
-            message,
-        };
+        let bad =
+            |message: String| StoreError::BadConfig { path: CONFIG_PATH.into(), commit: commit_hex.clone(), message };
         let config = match config {
             None => return Err(StoreError::MissingConfig { commit: commit_hex }),
             Some((kind, _)) if kind != EntryKind::Blob && kind != EntryKind::BlobExecutable => {
                 return Err(bad(format!("is a {kind:?}, not a file")));
             }
             Some((_, id)) => {
-                let bytes = self
-                    .blob_limited(id, model::MAX_CONFIG_BYTES)
-                    .map_err(bad)?;
-                let text =
-                    std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-                let cfg: Config = toml::from_str(text)
-                    .map_err(|e| bad(format!("invalid TOML: {}", one_line(&e.to_string()))))?;
+                let bytes = self.blob_limited(id, model::MAX_CONFIG_BYTES).map_err(bad)?;
+                let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+                let cfg: Config =
+                    toml::from_str(text).map_err(|e| bad(format!("invalid TOML: {}", one_line(&e.to_string()))))?;
                 cfg.validate().map_err(bad)?;
                 cfg
             }
         };
-        let mut board = Board {
-            config,
-            tasks: BTreeMap::new(),
-        };
+        let mut board = Board { config, tasks: BTreeMap::new(), closed: BTreeMap::new() };
         let mut problems = Vec::new();
         match tasks_tree {
             None => {}
             Some((EntryKind::Tree, id)) => {
-                self.read_tasks_dir(id, TASKS_DIR, 0, &commit_hex, &mut board, &mut problems)?;
+                let walk = Walk { commit: &commit_hex, full, closed: None };
+                self.read_tasks_dir(id, TASKS_DIR, 0, &walk, &mut board, &mut problems)?;
             }
             Some((kind, _)) => problems.push(Problem {
                 path: TASKS_DIR.into(),
@@ -184,11 +150,7 @@ impl Store {
                 message: format!("is a {kind:?}, not a folder; no task can be read"),
             }),
         }
-        Ok(Snapshot {
-            commit,
-            board,
-            problems,
-        })
+        Ok(Snapshot { commit, board, problems })
     }
 
     fn read_tasks_dir(
@@ -196,19 +158,13 @@ impl Store {
         tree_id: ObjectId,
         dir: &str,
         depth: usize,
-        commit: &str,
+        walk: &Walk<'_>,
         board: &mut Board,
         problems: &mut Vec<Problem>,
     ) -> Result<(), StoreError> {
-        let tree = self
-            .repo
-            .find_tree(tree_id)
-            .git(|| format!("cannot read tree {dir} of {commit}"))?;
-        let problem = |path: String, message: String| Problem {
-            path,
-            commit: commit.to_string(),
-            message,
-        };
+        let commit = walk.commit;
+        let tree = self.repo.find_tree(tree_id).git(|| format!("cannot read tree {dir} of {commit}"))?;
+        let problem = |path: String, message: String| Problem { path, commit: commit.to_string(), message };
         for entry in tree.iter() {
             let entry = entry.git(|| format!("cannot decode tree {dir} of {commit}"))?;
             let name = entry.filename();
@@ -219,44 +175,55 @@ impl Store {
             };
             match entry.mode().kind() {
                 EntryKind::Tree if depth + 1 >= MAX_DEPTH => {
-                    problems.push(problem(
-                        path,
-                        format!("nested deeper than {MAX_DEPTH} folders; not read"),
-                    ));
+                    problems.push(problem(path, format!("nested deeper than {MAX_DEPTH} folders; not read")));
                 }
                 EntryKind::Tree => {
-                    self.read_tasks_dir(
-                        entry.object_id(),
-                        &path,
-                        depth + 1,
-                        commit,
-                        board,
-                        problems,
-                    )?;
+                    // `tasks/done/`, `tasks/failed/`, `tasks/cancelled/` hold the finished tasks.
+                    let closed = match (depth, name.parse::<Status>()) {
+                        (0, Ok(st)) if st.is_final() => Some(st),
+                        _ => walk.closed,
+                    };
+                    let sub = Walk { closed, ..*walk };
+                    self.read_tasks_dir(entry.object_id(), &path, depth + 1, &sub, board, problems)?;
                 }
                 _ if !name.ends_with(".toml") => {}
-                EntryKind::Link => {
-                    problems.push(problem(path, "is a symbolic link, not a task file".into()))
-                }
-                EntryKind::Commit => problems.push(problem(
-                    path,
-                    "is a submodule entry, not a task file".into(),
-                )),
+                EntryKind::Link => problems.push(problem(path, "is a symbolic link, not a task file".into())),
+                EntryKind::Commit => problems.push(problem(path, "is a submodule entry, not a task file".into())),
                 EntryKind::Blob | EntryKind::BlobExecutable => {
-                    match self.read_task(entry.object_id(), name.trim_end_matches(".toml")) {
-                        Err(message) => problems.push(problem(path, message)),
-                        Ok(task) => match board.tasks.get(&task.id) {
-                            Some(first) => problems.push(problem(
-                                path,
-                                format!(
-                                    "a second file for task {}; {} is used",
-                                    task.id, first.path
-                                ),
-                            )),
-                            None => {
-                                board.tasks.insert(task.id.clone(), Stored { path, task });
+                    let stem = name.trim_end_matches(".toml");
+                    let read = match walk.closed {
+                        // A finished task is known by its path alone unless the whole board is wanted.
+                        Some(status) if !walk.full => {
+                            model::validate_id(stem).map(|()| Err(Closed { status, path: path.clone() }))
+                        }
+                        closed => self.read_task(entry.object_id(), stem).and_then(|task| match closed {
+                            Some(st) if task.status != st => {
+                                Err(format!("is under tasks/{st}/ but its status is {}", task.status))
                             }
-                        },
+                            _ => Ok(Ok(task)),
+                        }),
+                    };
+                    let id = match &read {
+                        Ok(Ok(task)) => task.id.clone(),
+                        Ok(Err(_)) => stem.to_string(),
+                        Err(_) => String::new(),
+                    };
+                    let first = board
+                        .tasks
+                        .get(&id)
+                        .map(|s| s.path.clone())
+                        .or_else(|| board.closed.get(&id).map(|c| c.path.clone()));
+                    match (read, first) {
+                        (Err(message), _) => problems.push(problem(path, message)),
+                        (Ok(_), Some(first)) => {
+                            problems.push(problem(path, format!("a second file for task {id}; {first} is used")))
+                        }
+                        (Ok(Ok(task)), None) => {
+                            board.tasks.insert(id, Stored { path, task });
+                        }
+                        (Ok(Err(closed)), None) => {
+                            board.closed.insert(id, closed);
+                        }
                     }
                 }
             }
@@ -265,35 +232,21 @@ impl Store {
     }
 
     fn blob_limited(&self, id: ObjectId, limit: u64) -> Result<Vec<u8>, String> {
-        let header = self
-            .repo
-            .find_header(id)
-            .map_err(|e| format!("cannot read blob {id}: {e}"))?;
+        let header = self.repo.find_header(id).map_err(|e| format!("cannot read blob {id}: {e}"))?;
         if header.size() > limit {
-            return Err(format!(
-                "{} bytes, more than the limit of {limit}; not read",
-                header.size()
-            ));
+            return Err(format!("{} bytes, more than the limit of {limit}; not read", header.size()));
         }
-        let blob = self
-            .repo
-            .find_blob(id)
-            .map_err(|e| format!("cannot read blob {id}: {e}"))?;
+        let blob = self.repo.find_blob(id).map_err(|e| format!("cannot read blob {id}: {e}"))?;
         Ok(blob.detach().data)
     }
 
     fn read_task(&self, id: ObjectId, stem: &str) -> Result<Task, String> {
         let bytes = self.blob_limited(id, model::MAX_TASK_FILE_BYTES)?;
         let text = std::str::from_utf8(&bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-        let task: Task = toml::from_str(text)
-            .map_err(|e| format!("invalid task: {}", one_line(&e.to_string())))?;
+        let task: Task = toml::from_str(text).map_err(|e| format!("invalid task: {}", one_line(&e.to_string())))?;
         task.validate()?;
         if task.id != stem {
-            return Err(format!(
-                "the file name says {} but the id inside is {}",
-                crate::escape::line(stem),
-                task.id
-            ));
+            return Err(format!("the file name says {} but the id inside is {}", crate::escape::line(stem), task.id));
         }
         Ok(task)
     }
@@ -316,51 +269,29 @@ impl Store {
                 .detach(),
             None => ObjectId::empty_tree(self.repo.object_hash()),
         };
-        let mut editor = self
-            .repo
-            .edit_tree(base_tree)
-            .git(|| "cannot edit the state tree".into())?;
+        let mut editor = self.repo.edit_tree(base_tree).git(|| "cannot edit the state tree".into())?;
         if let Some(cfg) = config {
             let text = toml::to_string(cfg).git(|| "cannot write swarm.toml".into())?;
-            let id = self
-                .repo
-                .write_blob(text.as_bytes())
-                .git(|| "cannot write a blob".into())?;
-            editor
-                .upsert(CONFIG_PATH, EntryKind::Blob, id)
-                .git(|| "cannot edit the state tree".into())?;
+            let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
+            editor.upsert(CONFIG_PATH, EntryKind::Blob, id).git(|| "cannot edit the state tree".into())?;
             if base.is_none() {
-                let id = self
-                    .repo
-                    .write_blob(STATE_README.as_bytes())
-                    .git(|| "cannot write a blob".into())?;
-                editor
-                    .upsert(README_PATH, EntryKind::Blob, id)
-                    .git(|| "cannot edit the state tree".into())?;
+                let id = self.repo.write_blob(STATE_README.as_bytes()).git(|| "cannot write a blob".into())?;
+                editor.upsert(README_PATH, EntryKind::Blob, id).git(|| "cannot edit the state tree".into())?;
             }
         }
-        for w in &change.writes {
-            let text =
-                toml::to_string(&w.task).git(|| format!("cannot serialize task {}", w.task.id))?;
-            let id = self
-                .repo
-                .write_blob(text.as_bytes())
-                .git(|| "cannot write a blob".into())?;
-            editor
-                .upsert(w.path.as_str(), EntryKind::Blob, id)
-                .git(|| format!("cannot place {}", w.path))?;
+        for path in &change.removes {
+            editor.remove(path.as_str()).git(|| format!("cannot remove {path}"))?;
         }
-        let tree = editor
-            .write()
-            .git(|| "cannot write the state tree".into())?
-            .detach();
+        for w in &change.writes {
+            let text = toml::to_string(&w.task).git(|| format!("cannot serialize task {}", w.task.id))?;
+            let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
+            editor.upsert(w.path.as_str(), EntryKind::Blob, id).git(|| format!("cannot place {}", w.path))?;
+        }
+        let tree = editor.write().git(|| "cannot write the state tree".into())?.detach();
         let sig = gix::actor::Signature {
             name: who.name.as_str().into(),
             email: who.email.as_str().into(),
-            time: gix::date::Time {
-                seconds: now.0 as i64,
-                offset: 0,
-            },
+            time: gix::date::Time { seconds: now.0 as i64, offset: 0 },
         };
         let commit = gix::objs::Commit {
             tree,
@@ -371,11 +302,7 @@ impl Store {
             message: commit_message(change).into(),
             extra_headers: vec![],
         };
-        Ok(self
-            .repo
-            .write_object(&commit)
-            .git(|| "cannot write the state commit".into())?
-            .detach())
+        Ok(self.repo.write_object(&commit).git(|| "cannot write the state commit".into())?.detach())
     }
 
     /// Move `name` from `expected` (None: must not exist) to `new`, atomically. `Ok(false)` when the ref was not at
@@ -389,11 +316,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let edit = RefEdit {
             change: RefChange::Update {
-                log: LogChange {
-                    mode: RefLog::AndReference,
-                    force_create_reflog: false,
-                    message: why.into(),
-                },
+                log: LogChange { mode: RefLog::AndReference, force_create_reflog: false, message: why.into() },
                 expected: match expected {
                     Some(id) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(id)),
                     None => PreviousValue::MustNotExist,
@@ -413,10 +336,7 @@ impl Store {
                 if now != expected || lock.exists() || is_lock_error(&e.to_string()) {
                     Ok(false)
                 } else {
-                    Err(StoreError::Git {
-                        context: format!("cannot update {name}"),
-                        message: e.to_string(),
-                    })
+                    Err(StoreError::Git { context: format!("cannot update {name}"), message: e.to_string() })
                 }
             }
         }
@@ -426,39 +346,54 @@ impl Store {
     pub fn set_ref(&self, name: &str, new: ObjectId, why: &str) -> Result<(), StoreError> {
         let edit = RefEdit {
             change: RefChange::Update {
-                log: LogChange {
-                    mode: RefLog::AndReference,
-                    force_create_reflog: false,
-                    message: why.into(),
-                },
+                log: LogChange { mode: RefLog::AndReference, force_create_reflog: false, message: why.into() },
                 expected: PreviousValue::Any,
                 new: gix::refs::Target::Object(new),
             },
             name: name.try_into().git(|| format!("bad ref name {name}"))?,
             deref: false,
         };
-        self.repo
-            .edit_reference(edit)
-            .git(|| format!("cannot update {name}"))?;
+        self.repo.edit_reference(edit).git(|| format!("cannot update {name}"))?;
         Ok(())
     }
 
+    /// Every op adds a few loose objects (and every fetch a small pack); reading thousands of them costs far more
+    /// than reading one pack. When git's own thresholds are passed (about 6,700 loose objects, estimated from
+    /// `objects/17` as git does, or 50 packs), run `git gc --auto`, which packs in the background. `git push` to a
+    /// remote does the same through `receive.autogc`; this covers the objects we write in-process.
+    pub fn maybe_gc(&self) {
+        let objects = self.repo.common_dir().join("objects");
+        let count = |dir: std::path::PathBuf, ext: Option<&str>| -> usize {
+            std::fs::read_dir(dir)
+                .map(|rd| {
+                    rd.filter_map(Result::ok)
+                        .filter(|e| ext.is_none_or(|x| e.path().extension().is_some_and(|got| got == x)))
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        let loose_estimate = count(objects.join("17"), None) * 256;
+        let packs = count(objects.join("pack"), Some("pack"));
+        if loose_estimate > 6700 || packs > 50 {
+            let _ = std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(self.repo.common_dir())
+                .args(["gc", "--auto", "--quiet"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+
     /// Is `wanted` the commit `tip` or one of its first `depth` first-parent ancestors?
-    pub fn has_ancestor(
-        &self,
-        tip: ObjectId,
-        wanted: ObjectId,
-        depth: usize,
-    ) -> Result<bool, StoreError> {
+    pub fn has_ancestor(&self, tip: ObjectId, wanted: ObjectId, depth: usize) -> Result<bool, StoreError> {
         let mut at = tip;
         for _ in 0..depth {
             if at == wanted {
                 return Ok(true);
             }
-            let c = self
-                .repo
-                .find_commit(at)
-                .git(|| format!("cannot read state commit {at}"))?;
+            let c = self.repo.find_commit(at).git(|| format!("cannot read state commit {at}"))?;
             match c.parent_ids().next() {
                 Some(p) => at = p.detach(),
                 None => return Ok(false),
@@ -469,32 +404,31 @@ impl Store {
 
     /// The ops on the state ref from `tip`, newest first, at most `limit`.
     pub fn log(&self, tip: ObjectId, limit: usize) -> Result<Vec<LogEntry>, StoreError> {
-        let walk = self
-            .repo
-            .rev_walk([tip])
-            .all()
-            .git(|| "cannot walk the state ref".into())?;
+        let walk = self.repo.rev_walk([tip]).all().git(|| "cannot walk the state ref".into())?;
         let mut out = Vec::new();
         for info in walk.take(limit) {
             let info = info.git(|| "cannot walk the state ref".into())?;
             let c = info.object().git(|| "cannot read a state commit".into())?;
             let msg = c.message_raw_sloppy().to_str_lossy().into_owned();
-            let time = c
-                .time()
-                .map(|t| Timestamp(t.seconds.max(0) as u64))
-                .unwrap_or_default();
+            let time = c.time().map(|t| Timestamp(t.seconds.max(0) as u64)).unwrap_or_default();
             out.push(LogEntry::parse(info.id.to_hex().to_string(), time, &msg));
         }
         Ok(out)
     }
 }
 
+/// Where a walk of `tasks/` is.
+#[derive(Clone, Copy)]
+struct Walk<'a> {
+    commit: &'a str,
+    full: bool,
+    /// Under `tasks/<status>/` of a finished status.
+    closed: Option<Status>,
+}
+
 fn is_lock_error(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
-    m.contains("lock")
-        || m.contains("must exist")
-        || m.contains("did not match")
-        || m.contains("already exist")
+    m.contains("lock") || m.contains("must exist") || m.contains("did not match") || m.contains("already exist")
 }
 
 fn one_line(s: &str) -> String {
@@ -516,15 +450,7 @@ pub struct LogEntry {
 impl LogEntry {
     pub fn parse(commit: String, time: Timestamp, msg: &str) -> LogEntry {
         let summary = msg.lines().next().unwrap_or_default().to_string();
-        let mut e = LogEntry {
-            commit,
-            time,
-            op: None,
-            task: None,
-            agent: None,
-            epoch: None,
-            summary,
-        };
+        let mut e = LogEntry { commit, time, op: None, task: None, agent: None, epoch: None, summary };
         for line in msg.lines().skip(1) {
             let Some((k, v)) = line.split_once(": ") else {
                 continue;
@@ -574,23 +500,12 @@ mod tests {
             epoch: Some(3),
             summary: "claim t-1: x".into(),
             writes: vec![],
+            removes: vec![],
         };
         let e = LogEntry::parse("c".into(), Timestamp(1), &commit_message(&change));
         assert_eq!(
-            (
-                e.op.as_deref(),
-                e.task.as_deref(),
-                e.agent.as_deref(),
-                e.epoch,
-                e.summary.as_str()
-            ),
-            (
-                Some("claim"),
-                Some("t-1"),
-                Some("alice"),
-                Some(3),
-                "claim t-1: x"
-            )
+            (e.op.as_deref(), e.task.as_deref(), e.agent.as_deref(), e.epoch, e.summary.as_str()),
+            (Some("claim"), Some("t-1"), Some("alice"), Some(3), "claim t-1: x")
         );
     }
 }

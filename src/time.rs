@@ -12,10 +12,7 @@ pub struct Timestamp(pub u64);
 impl Timestamp {
     /// The system clock, shifted by `offset_secs` (negative moves it back). Tests use the offset to skew a clock.
     pub fn now_with_offset(offset_secs: i64) -> Timestamp {
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         Timestamp(secs.saturating_add_signed(offset_secs))
     }
 
@@ -31,11 +28,7 @@ impl Timestamp {
     pub fn parse(s: &str) -> Result<Timestamp, String> {
         let t = humantime::parse_rfc3339_weak(s.trim_end_matches('Z'))
             .map_err(|e| format!("'{}' is not an RFC 3339 time ({e})", crate::escape::line(s)))?;
-        Ok(Timestamp(
-            t.duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
-        ))
+        Ok(Timestamp(t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)))
     }
 
     /// `HH:MM:SS` of the day, UTC, for short human output.
@@ -67,12 +60,8 @@ impl<'de> Deserialize<'de> for Timestamp {
 
 /// Parse `30s`, `10m`, `2h`, `1h30m`, `1d`. Zero is refused.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| {
-        format!(
-            "'{}' is not a duration like 30s, 10m or 2h ({e})",
-            crate::escape::line(s)
-        )
-    })?;
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("'{}' is not a duration like 30s, 10m or 2h ({e})", crate::escape::line(s)))?;
     if d.as_secs() == 0 {
         return Err(format!("'{s}' is shorter than one second"));
     }
@@ -80,9 +69,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn format_duration(d: Duration) -> String {
-    humantime::format_duration(Duration::from_secs(d.as_secs()))
-        .to_string()
-        .replace(' ', "")
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string().replace(' ', "")
 }
 
 /// serde for `Duration` fields written as `10m`.

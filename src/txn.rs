@@ -67,14 +67,8 @@ pub enum TxnError {
     Remote(#[from] RemoteError),
     #[error("there is no swarm '{swarm}' on {remote}")]
     NotInitialized { swarm: String, remote: String },
-    #[error(
-        "gave up after {attempts} lost races in {secs:.1}s: the state ref of '{swarm}' keeps changing"
-    )]
-    Contention {
-        swarm: String,
-        attempts: u32,
-        secs: f64,
-    },
+    #[error("gave up after {attempts} lost races in {secs:.1}s: the state ref of '{swarm}' keeps changing")]
+    Contention { swarm: String, attempts: u32, secs: f64 },
 }
 
 /// What a transaction did.
@@ -111,49 +105,31 @@ impl Swarm {
         let refname = self.ref_name();
         Ok(match &self.location {
             Location::InProcess { store, .. } => store.read_ref(&refname)?,
-            Location::Url {
-                url,
-                push_to,
-                mirror_key,
-                fetch_with,
-            } => remote::fetch(
-                &self.local,
-                url,
-                push_to,
-                &refname,
-                &self.mirror_ref(mirror_key),
-                *fetch_with,
-            )?,
+            Location::Url { url, push_to, mirror_key, fetch_with } => {
+                remote::fetch(&self.local, url, push_to, &refname, &self.mirror_ref(mirror_key), *fetch_with)?
+            }
         })
     }
 
-    /// The newest state, or `None` when the swarm does not exist.
-    pub fn try_read(&self) -> Result<Option<Snapshot>, TxnError> {
+    /// The newest state, or `None` when the swarm does not exist. `full`: every task, finished ones too.
+    pub fn try_read(&self, full: bool) -> Result<Option<Snapshot>, TxnError> {
         match self.tip()? {
             None => Ok(None),
-            Some(tip) => Ok(Some(self.store().read(tip)?)),
+            Some(tip) => Ok(Some(self.store().read(tip, full)?)),
         }
     }
 
     /// The newest state; a missing swarm is an error.
-    pub fn read(&self) -> Result<Snapshot, TxnError> {
-        self.try_read()?.ok_or_else(|| self.not_initialized())
+    pub fn read(&self, full: bool) -> Result<Snapshot, TxnError> {
+        self.try_read(full)?.ok_or_else(|| self.not_initialized())
     }
 
     fn not_initialized(&self) -> TxnError {
-        TxnError::NotInitialized {
-            swarm: self.name.clone(),
-            remote: self.remote_label.clone(),
-        }
+        TxnError::NotInitialized { swarm: self.name.clone(), remote: self.remote_label.clone() }
     }
 
     /// One compare-and-swap of the state ref from `base` to `new`.
-    fn publish(
-        &self,
-        base: Option<ObjectId>,
-        new: ObjectId,
-        why: &str,
-    ) -> Result<Publish, TxnError> {
+    fn publish(&self, base: Option<ObjectId>, new: ObjectId, why: &str) -> Result<Publish, TxnError> {
         let refname = self.ref_name();
         match &self.location {
             Location::InProcess { store, .. } => Ok(if store.cas_ref(&refname, base, new, why)? {
@@ -161,16 +137,11 @@ impl Swarm {
             } else {
                 Publish::LostRace("the ref moved".into())
             }),
-            Location::Url {
-                push_to,
-                mirror_key,
-                ..
-            } => {
+            Location::Url { push_to, mirror_key, .. } => {
                 let r = remote::push(&self.local, push_to, &[(&refname, base, new)])?;
                 if r == Publish::Done {
                     // Keep the mirror current: the next fetch negotiates from it and may find nothing to do.
-                    self.local
-                        .set_ref(&self.mirror_ref(mirror_key), new, "git swarm: pushed")?;
+                    self.local.set_ref(&self.mirror_ref(mirror_key), new, "git swarm: pushed")?;
                 }
                 Ok(r)
             }
@@ -193,7 +164,7 @@ impl Swarm {
         let mut in_doubt: Option<(ObjectId, T)> = None;
         loop {
             let attempt = (|| -> Result<Result<Committed<T>, Publish>, TxnError> {
-                let snap = self.read()?;
+                let snap = self.read(false)?;
                 if let Some((commit, value)) = in_doubt.take()
                     && self.store().has_ancestor(snap.commit, commit, 1000)?
                 {
@@ -207,21 +178,14 @@ impl Swarm {
                 let now = clock();
                 let (change, value) = op(&snap, now)?;
                 if change.is_empty() {
-                    return Ok(Ok(Committed {
-                        value,
-                        commit: None,
-                        lost_races: lost,
-                        problems: snap.problems,
-                    }));
+                    return Ok(Ok(Committed { value, commit: None, lost_races: lost, problems: snap.problems }));
                 }
                 let commit = self.store().write(Some(&snap), None, &change, who, now)?;
                 match self.publish(Some(snap.commit), commit, &change.summary) {
-                    Ok(Publish::Done) => Ok(Ok(Committed {
-                        value,
-                        commit: Some(commit),
-                        lost_races: lost,
-                        problems: snap.problems,
-                    })),
+                    Ok(Publish::Done) => {
+                        self.store().maybe_gc();
+                        Ok(Ok(Committed { value, commit: Some(commit), lost_races: lost, problems: snap.problems }))
+                    }
                     Ok(race) => Ok(Err(race)),
                     Err(e) => {
                         in_doubt = Some((commit, value));
@@ -242,9 +206,7 @@ impl Swarm {
                     }
                     std::thread::sleep(retry.backoff(lost - 1));
                 }
-                Err(TxnError::Remote(RemoteError::Unreachable { .. }))
-                    if transient < retry.transient_retries =>
-                {
+                Err(TxnError::Remote(RemoteError::Unreachable { .. })) if transient < retry.transient_retries => {
                     transient += 1;
                     std::thread::sleep(retry.backoff(transient + 3));
                 }
@@ -266,7 +228,7 @@ impl Swarm {
         loop {
             if let Some(tip) = self.tip()? {
                 // Make sure what is there is a swarm we can read before calling it done.
-                self.store().read(tip)?;
+                self.store().read(tip, false)?;
                 return Ok((tip, false));
             }
             let change = Change {
@@ -276,6 +238,7 @@ impl Swarm {
                 epoch: None,
                 summary: format!("init swarm {} (target {})", self.name, config.target),
                 writes: vec![],
+                removes: vec![],
             };
             let now = clock();
             let commit = self.store().write(None, Some(config), &change, who, now)?;
@@ -284,11 +247,7 @@ impl Swarm {
                 Publish::LostRace(_) => {
                     lost += 1;
                     if lost >= retry.max_attempts {
-                        return Err(TxnError::Contention {
-                            swarm: self.name.clone(),
-                            attempts: lost,
-                            secs: 0.0,
-                        });
+                        return Err(TxnError::Contention { swarm: self.name.clone(), attempts: lost, secs: 0.0 });
                     }
                     std::thread::sleep(retry.backoff(lost));
                 }

@@ -41,9 +41,7 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
         return Err(CliError::usage("add: the title is empty"));
     }
     if title.contains(['\n', '\r']) {
-        return Err(CliError::usage(
-            "add: the title must be one line; put the rest in --body",
-        ));
+        return Err(CliError::usage("add: the title must be one line; put the rest in --body"));
     }
     if title.len() > MAX_TITLE_LEN {
         return Err(CliError::usage(format!(
@@ -61,8 +59,9 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
                 .map_err(|e| CliError::io(format!("--body-file -: cannot read stdin: {e}")))?;
             s
         }
-        (None, Some(p)) => std::fs::read_to_string(p)
-            .map_err(|e| CliError::io(format!("--body-file {}: {e}", p.display())))?,
+        (None, Some(p)) => {
+            std::fs::read_to_string(p).map_err(|e| CliError::io(format!("--body-file {}: {e}", p.display())))?
+        }
         (None, None) => String::new(),
     };
     // Leave room for the other fields within the file limit.
@@ -83,10 +82,7 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
         parent: args.parent,
     };
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
-        let actor = Actor {
-            agent: agent.to_string(),
-            now,
-        };
+        let actor = Actor { agent: agent.to_string(), now };
         ops::add(&snap.board, &actor, vec![new.clone()], &mut mint_id)
     })?;
     let now = ctx.now();

@@ -24,10 +24,7 @@ pub struct ClaimArgs {
 pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
-        let actor = Actor {
-            agent: agent.to_string(),
-            now,
-        };
+        let actor = Actor { agent: agent.to_string(), now };
         ops::claim(&snap.board, &actor, args.id.as_deref(), args.kind, lease)
     })?;
     let t = c.value;

@@ -29,13 +29,6 @@ pub fn run(ctx: &mut Ctx, args: DoneArgs) -> CliResult<()> {
         )));
     }
     ctx.holder_op(&args.id, args.epoch, "done", |board, actor, epoch| {
-        ops::done(
-            board,
-            actor,
-            &args.id,
-            epoch,
-            args.commit.clone(),
-            args.note.clone(),
-        )
+        ops::done(board, actor, &args.id, epoch, args.commit.clone(), args.note.clone())
     })
 }

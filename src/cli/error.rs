@@ -28,11 +28,7 @@ pub type CliResult<T> = Result<T, CliError>;
 
 impl CliError {
     pub fn new(exit: Exit, message: impl Into<String>) -> Self {
-        CliError {
-            exit,
-            message: message.into(),
-            hints: vec![],
-        }
+        CliError { exit, message: message.into(), hints: vec![] }
     }
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(Exit::Usage, message)
@@ -68,14 +64,19 @@ impl From<DomainError> for CliError {
     fn from(e: DomainError) -> Self {
         let msg = e.to_string();
         match &e {
-            DomainError::NothingReady { .. } => CliError::new(Exit::NothingReady, msg)
-                .hint("see what waits on what with `git swarm list`"),
-            DomainError::UnknownTask(_) => CliError::new(Exit::Refused, msg).hint("see the board with `git swarm list`"),
+            DomainError::NothingReady { .. } => {
+                CliError::new(Exit::NothingReady, msg).hint("see what waits on what with `git swarm list`")
+            }
+            DomainError::UnknownTask(_) => {
+                CliError::new(Exit::Refused, msg).hint("see the board with `git swarm list`")
+            }
             DomainError::ClaimedByOther { .. } => {
                 CliError::new(Exit::Refused, msg).hint("take the best ready task instead with `git swarm claim`")
             }
             DomainError::NotMine { .. } | DomainError::StaleEpoch { .. } | DomainError::NotClaimed { .. } => {
-                CliError::new(Exit::Refused, msg).hint("your claim has ended (another agent took the task over, or it was released); claim another task")
+                CliError::new(Exit::Refused, msg).hint(
+                    "your claim has ended (another agent took the task over, or it was released); claim another task",
+                )
             }
             DomainError::DepsNotDone { .. } => {
                 CliError::new(Exit::Refused, msg).hint("`git swarm ready` lists the tasks that can be claimed now")
@@ -97,15 +98,18 @@ impl From<TxnError> for CliError {
         let msg = e.to_string();
         match e {
             TxnError::Domain(d) => d.into(),
-            TxnError::NotInitialized { .. } => CliError::io(msg)
-                .hint("create it with `git swarm init`, or name another remote with --remote"),
-            TxnError::Contention { .. } => CliError::io(msg).hint(
-                "many agents are writing at once; try again, or raise GIT_SWARM_MAX_RETRY_SECS",
-            ),
-            TxnError::Remote(RemoteError::Unreachable { .. }) => CliError::io(msg)
-                .hint("check the remote's URL and your access with `git ls-remote <remote>`"),
-            TxnError::Remote(RemoteError::Refused { .. }) => CliError::io(msg)
-                .hint("the remote's hooks or protection rules must allow pushes to refs/swarm/*"),
+            TxnError::NotInitialized { .. } => {
+                CliError::io(msg).hint("create it with `git swarm init`, or name another remote with --remote")
+            }
+            TxnError::Contention { .. } => {
+                CliError::io(msg).hint("many agents are writing at once; try again, or raise GIT_SWARM_MAX_RETRY_SECS")
+            }
+            TxnError::Remote(RemoteError::Unreachable { .. }) => {
+                CliError::io(msg).hint("check the remote's URL and your access with `git ls-remote <remote>`")
+            }
+            TxnError::Remote(RemoteError::Refused { .. }) => {
+                CliError::io(msg).hint("the remote's hooks or protection rules must allow pushes to refs/swarm/*")
+            }
             _ => CliError::io(msg),
         }
     }

@@ -24,20 +24,18 @@ pub struct InitArgs {
 pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     let agent = ctx.agent()?;
     let swarm = ctx.swarm()?;
-    let mut config = Config::default();
-    config.target = match args.target {
+    let target = match args.target {
         Some(t) => t,
         None => current_branch(&swarm.local.repo).unwrap_or_else(|| "main".into()),
     };
+    let mut config = Config { target, ..Config::default() };
     if let Some(l) = args.lease {
         config.lease = l;
     }
     if let Some(n) = args.max_attempts {
         config.max_attempts = n;
     }
-    config
-        .validate()
-        .map_err(|e| CliError::usage(format!("init: {e}")))?;
+    config.validate().map_err(|e| CliError::usage(format!("init: {e}")))?;
     let who = Ctx::identity(&swarm, &agent);
     let offset = ctx.now().0 as i64 - Timestamp::now_with_offset(0).0 as i64;
     let clock = move || Timestamp::now_with_offset(offset);
@@ -58,7 +56,8 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
             short(commit)
         ));
     }
-    ctx.out.doc(&json!({"ref": refname, "commit": commit.to_string(), "created": created, "remote": swarm.remote_label}));
+    ctx.out
+        .doc(&json!({"ref": refname, "commit": commit.to_string(), "created": created, "remote": swarm.remote_label}));
     Ok(())
 }
 

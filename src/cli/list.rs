@@ -16,7 +16,7 @@ pub struct ListArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: ListArgs) -> CliResult<()> {
-    let snap = ctx.read()?;
+    let snap = ctx.read(true)?;
     let now = ctx.now();
     let mut tasks: Vec<_> = snap
         .board
@@ -26,11 +26,7 @@ pub fn run(ctx: &mut Ctx, args: ListArgs) -> CliResult<()> {
         .filter(|t| args.status.is_none_or(|st| t.status == st))
         .filter(|t| args.label.as_ref().is_none_or(|l| t.labels.contains(l)))
         .collect();
-    tasks.sort_by(|a, b| {
-        a.created_at
-            .cmp(&b.created_at)
-            .then_with(|| a.id.cmp(&b.id))
-    });
+    tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
     if tasks.is_empty() && !ctx.out.json {
         eprintln_quiet("no tasks");
     }

@@ -13,10 +13,8 @@ pub struct LogArgs {
 
 pub fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
-    let snap = swarm.read()?;
-    let entries = swarm
-        .store()
-        .log(snap.commit, args.max_count.unwrap_or(usize::MAX))?;
+    let snap = swarm.read(false)?;
+    let entries = swarm.store().log(snap.commit, args.max_count.unwrap_or(usize::MAX))?;
     for e in &entries {
         ctx.out.line(format!(
             "{}  {}  {:<12} {}",

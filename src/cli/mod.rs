@@ -33,13 +33,7 @@ use output::Printer;
 /// Coordinate many coding agents on one repository, with no server: a task board in a git ref, changed only by
 /// compare-and-swap.
 #[derive(Debug, Parser)]
-#[command(
-    name = "git-swarm",
-    bin_name = "git swarm",
-    version,
-    about,
-    max_term_width = 100
-)]
+#[command(name = "git-swarm", bin_name = "git swarm", version, about, max_term_width = 100)]
 #[command(propagate_version = true, disable_help_subcommand = true)]
 pub struct Cli {
     #[command(flatten)]
@@ -115,79 +109,48 @@ impl Ctx {
         let out = Printer::new(global.json);
         let dir = match &global.dir {
             Some(d) => d.clone(),
-            None => std::env::current_dir()
-                .map_err(|e| CliError::io(format!("cannot read the current directory: {e}")))?,
+            None => {
+                std::env::current_dir().map_err(|e| CliError::io(format!("cannot read the current directory: {e}")))?
+            }
         };
         if !dir.is_dir() {
-            return Err(CliError::usage(format!(
-                "-C {}: not a directory",
-                dir.display()
-            )));
+            return Err(CliError::usage(format!("-C {}: not a directory", dir.display())));
         }
         let repo = git_swarm::discover(&dir).map_err(|e| CliError::from(TxnError::from(e)))?;
         let cfg = repo.config_snapshot();
-        let get = |key: &str| {
-            cfg.string(key)
-                .map(|v| v.to_string())
-                .filter(|v| !v.is_empty())
-        };
-        let swarm_name = global
-            .swarm
-            .clone()
-            .or_else(|| get("swarm.name"))
-            .unwrap_or_else(|| "default".into());
-        git_swarm::model::validate_swarm_name(&swarm_name)
-            .map_err(|e| CliError::usage(format!("--swarm: {e}")))?;
+        let get = |key: &str| cfg.string(key).map(|v| v.to_string()).filter(|v| !v.is_empty());
+        let swarm_name = global.swarm.clone().or_else(|| get("swarm.name")).unwrap_or_else(|| "default".into());
+        git_swarm::model::validate_swarm_name(&swarm_name).map_err(|e| CliError::usage(format!("--swarm: {e}")))?;
         let remote = global.remote.clone().or_else(|| get("swarm.remote"));
-        let transport = match std::env::var("GIT_SWARM_TRANSPORT")
-            .ok()
-            .or_else(|| get("swarm.transport"))
-        {
-            Some(t) => t
-                .parse()
-                .map_err(|e: String| CliError::usage(format!("swarm.transport: {e}")))?,
+        let transport = match std::env::var("GIT_SWARM_TRANSPORT").ok().or_else(|| get("swarm.transport")) {
+            Some(t) => t.parse().map_err(|e: String| CliError::usage(format!("swarm.transport: {e}")))?,
             None => git_swarm::Transport::Auto,
         };
-        drop(cfg);
         let common_dir = repo.common_dir().to_path_buf();
         let clock_offset = match std::env::var("GIT_SWARM_CLOCK_OFFSET") {
-            Ok(v) => v.parse::<i64>().map_err(|_| {
-                CliError::usage(format!(
-                    "GIT_SWARM_CLOCK_OFFSET='{v}' is not a number of seconds"
-                ))
-            })?,
+            Ok(v) => v
+                .parse::<i64>()
+                .map_err(|_| CliError::usage(format!("GIT_SWARM_CLOCK_OFFSET='{v}' is not a number of seconds")))?,
             Err(_) => 0,
         };
         let mut retry = Retry::default();
         if let Ok(v) = std::env::var("GIT_SWARM_MAX_RETRY_SECS") {
-            let secs = v.parse::<u64>().map_err(|_| {
-                CliError::usage(format!("GIT_SWARM_MAX_RETRY_SECS='{v}' is not a number"))
-            })?;
+            let secs = v
+                .parse::<u64>()
+                .map_err(|_| CliError::usage(format!("GIT_SWARM_MAX_RETRY_SECS='{v}' is not a number")))?;
             retry.max_elapsed = Duration::from_secs(secs);
         }
-        Ok(Ctx {
-            global,
-            out,
-            repo: Some(repo),
-            swarm_name,
-            remote,
-            transport,
-            clock_offset,
-            retry,
-            common_dir,
-        })
+        Ok(Ctx { global, out, repo: Some(repo), swarm_name, remote, transport, clock_offset, retry, common_dir })
     }
 
     /// This agent's id: `--agent`, `$GIT_SWARM_AGENT`, else `<user>-<host>`.
     pub fn agent(&self) -> CliResult<String> {
-        let agent = match self.global.agent.clone().or_else(|| {
-            std::env::var("GIT_SWARM_AGENT")
-                .ok()
-                .filter(|a| !a.is_empty())
-        }) {
-            Some(a) => a,
-            None => default_agent(),
-        };
+        let agent =
+            match self.global.agent.clone().or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()))
+            {
+                Some(a) => a,
+                None => default_agent(),
+            };
         validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
         Ok(agent)
     }
@@ -198,29 +161,15 @@ impl Ctx {
 
     /// Open the swarm (once).
     pub fn swarm(&mut self) -> CliResult<Swarm> {
-        let repo = self
-            .repo
-            .take()
-            .ok_or_else(|| CliError::io("internal: the swarm was opened twice"))?;
-        Ok(git_swarm::open_swarm(
-            repo,
-            self.remote.as_deref(),
-            &self.swarm_name,
-            self.transport,
-        )?)
+        let repo = self.repo.take().ok_or_else(|| CliError::io("internal: the swarm was opened twice"))?;
+        Ok(git_swarm::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?)
     }
 
     /// The identity written on state commits: the configured user, else the agent.
     pub fn identity(swarm: &Swarm, agent: &str) -> Identity {
         let cfg = swarm.local.repo.config_snapshot();
-        let name = cfg
-            .string("user.name")
-            .map(|v| v.to_string())
-            .filter(|v| !v.trim().is_empty());
-        let email = cfg
-            .string("user.email")
-            .map(|v| v.to_string())
-            .filter(|v| !v.trim().is_empty());
+        let name = cfg.string("user.name").map(|v| v.to_string()).filter(|v| !v.trim().is_empty());
+        let email = cfg.string("user.email").map(|v| v.to_string()).filter(|v| !v.trim().is_empty());
         Identity {
             name: name.unwrap_or_else(|| agent.to_string()),
             email: email.unwrap_or_else(|| format!("{agent}@git-swarm.invalid")),
@@ -249,9 +198,9 @@ impl Ctx {
     }
 
     /// Read the newest board, reporting unreadable files.
-    pub fn read(&mut self) -> CliResult<Snapshot> {
+    pub fn read(&mut self, full: bool) -> CliResult<Snapshot> {
         let swarm = self.swarm()?;
-        let snap = swarm.read()?;
+        let snap = swarm.read(full)?;
         self.out.problems(&snap.problems);
         Ok(snap)
     }
@@ -259,12 +208,7 @@ impl Ctx {
     /// The local record of the epoch this agent claimed a task under, so that a later `done`/`fail` of a stale
     /// holder is fenced off even when it has the same agent id.
     fn held_path(&self, agent: &str, id: &str) -> PathBuf {
-        self.common_dir
-            .join("swarm")
-            .join("held")
-            .join(&self.swarm_name)
-            .join(agent)
-            .join(id)
+        self.common_dir.join("swarm").join("held").join(&self.swarm_name).join(agent).join(id)
     }
 
     pub fn remember_epoch(&self, agent: &str, id: &str, epoch: u64) {
@@ -278,11 +222,7 @@ impl Ctx {
     }
 
     pub fn recalled_epoch(&self, agent: &str, id: &str) -> Option<u64> {
-        std::fs::read_to_string(self.held_path(agent, id))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        std::fs::read_to_string(self.held_path(agent, id)).ok()?.trim().parse().ok()
     }
 
     pub fn forget_epoch(&self, agent: &str, id: &str) {
@@ -305,44 +245,26 @@ impl Ctx {
         let agent = self.agent()?;
         let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
         let (_swarm, c) = self.transact(|snap, now, agent| {
-            let actor = git_swarm::ops::Actor {
-                agent: agent.to_string(),
-                now,
-            };
+            let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
             op(&snap.board, &actor, epoch)
         })?;
         self.forget_epoch(&agent, id);
         let t = c.value;
-        self.out.line(format!(
-            "{verb} {}: {}",
-            t.id,
-            git_swarm::escape::line(&t.title)
-        ));
+        self.out.line(format!("{verb} {}: {}", t.id, git_swarm::escape::line(&t.title)));
         self.out.doc(&output::task_json(&t, self.now()));
         Ok(())
     }
 }
 
 fn default_agent() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("USERNAME"))
-        .unwrap_or_else(|_| "agent".into());
+    let user = std::env::var("USER").or_else(|_| std::env::var("USERNAME")).unwrap_or_else(|_| "agent".into());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .or_else(|| std::env::var("COMPUTERNAME").ok())
         .unwrap_or_else(|| "host".into());
     let clean = |s: &str| -> String {
-        s.trim()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect()
+        s.trim().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '-' }).collect()
     };
     let id = format!("{}-{}", clean(&user), clean(&host));
     let id: String = id.trim_matches('-').chars().take(64).collect();

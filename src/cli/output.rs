@@ -83,27 +83,13 @@ pub fn tasks_json<'a>(tasks: impl IntoIterator<Item = &'a Task>, now: Timestamp)
 
 /// One line for a task: `t-3f9a2c  claimed  p0  title  (alice until 14:05:00)`.
 pub fn task_line(t: &Task, now: Timestamp) -> String {
-    let mut s = format!(
-        "{}  {:<9} p{:<3} {}",
-        t.id,
-        t.status.as_str(),
-        t.priority,
-        escape::line(&t.title)
-    );
+    let mut s = format!("{}  {:<9} p{:<3} {}", t.id, t.status.as_str(), t.priority, escape::line(&t.title));
     if t.kind != git_swarm::model::Kind::Work {
         s.push_str(&format!("  [{}]", t.kind));
     }
     if let Some(c) = &t.claim {
-        let state = if c.lease_until <= now {
-            "expired"
-        } else {
-            "until"
-        };
-        s.push_str(&format!(
-            "  ({} {state} {})",
-            c.agent,
-            c.lease_until.clock()
-        ));
+        let state = if c.lease_until <= now { "expired" } else { "until" };
+        s.push_str(&format!("  ({} {state} {})", c.agent, c.lease_until.clock()));
     }
     if !t.deps.is_empty() {
         s.push_str(&format!("  after {}", t.deps.join(",")));
@@ -121,11 +107,7 @@ pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String]) -> String {
     kv("status", t.status.to_string());
     kv("priority", t.priority.to_string());
     if !t.deps.is_empty() {
-        let w = if waiting.is_empty() {
-            String::new()
-        } else {
-            format!(" (waiting on {})", waiting.join(", "))
-        };
+        let w = if waiting.is_empty() { String::new() } else { format!(" (waiting on {})", waiting.join(", ")) };
         kv("deps", format!("{}{w}", t.deps.join(", ")));
     }
     if !t.labels.is_empty() {
@@ -135,15 +117,8 @@ pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String]) -> String {
         kv("parent", p.clone());
     }
     if let Some(c) = &t.claim {
-        let state = if c.lease_until <= now {
-            "expired at"
-        } else {
-            "until"
-        };
-        kv(
-            "claim",
-            format!("{} (epoch {}) {state} {}", c.agent, c.epoch, c.lease_until),
-        );
+        let state = if c.lease_until <= now { "expired at" } else { "until" };
+        kv("claim", format!("{} (epoch {}) {state} {}", c.agent, c.epoch, c.lease_until));
     }
     kv("attempts", t.attempts.to_string());
     if let Some(r) = &t.result {
@@ -158,16 +133,7 @@ pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String]) -> String {
         }
     }
     for f in &t.failures {
-        kv(
-            "failure",
-            format!(
-                "{} (epoch {}) at {}: {}",
-                f.agent,
-                f.epoch,
-                f.at,
-                escape::line(&f.reason)
-            ),
-        );
+        kv("failure", format!("{} (epoch {}) at {}: {}", f.agent, f.epoch, f.at, escape::line(&f.reason)));
     }
     if let (Some(by), Some(at)) = (&t.created_by, &t.created_at) {
         kv("created", format!("by {by} at {at}"));

@@ -14,7 +14,7 @@ pub struct ReadyArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: ReadyArgs) -> CliResult<()> {
-    let snap = ctx.read()?;
+    let snap = ctx.read(false)?;
     let now = ctx.now();
     let ready = ops::ready(&snap.board, args.kind, now);
     for t in &ready {

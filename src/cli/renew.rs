@@ -29,20 +29,15 @@ pub fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
     };
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
-        let actor = Actor {
-            agent: agent.to_string(),
-            now,
-        };
+        let actor = Actor { agent: agent.to_string(), now };
         ops::renew(&snap.board, &actor, args.id.as_deref(), epoch, lease)
     })?;
     if c.value.is_empty() {
-        ctx.out
-            .line(format!("{agent} holds no claims; nothing to renew"));
+        ctx.out.line(format!("{agent} holds no claims; nothing to renew"));
     }
     for t in &c.value {
         if let Some(cl) = &t.claim {
-            ctx.out
-                .line(format!("renewed {} until {}", t.id, cl.lease_until));
+            ctx.out.line(format!("renewed {} until {}", t.id, cl.lease_until));
         }
     }
     ctx.out.doc(&tasks_json(c.value.iter(), ctx.now()));

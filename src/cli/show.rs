@@ -13,13 +13,9 @@ pub struct ShowArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: ShowArgs) -> CliResult<()> {
-    let snap = ctx.read()?;
+    let snap = ctx.read(true)?;
     let now = ctx.now();
-    let stored = snap
-        .board
-        .tasks
-        .get(&args.id)
-        .ok_or_else(|| DomainError::UnknownTask(args.id.clone()))?;
+    let stored = snap.board.tasks.get(&args.id).ok_or_else(|| DomainError::UnknownTask(args.id.clone()))?;
     let waiting = ops::waiting_on(&snap.board, &stored.task);
     ctx.out.line(task_detail(&stored.task, now, &waiting));
     ctx.out.doc(&task_json(&stored.task, now));

@@ -12,12 +12,15 @@ use super::{CliResult, Ctx};
 pub struct StatusArgs {}
 
 pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
-    let snap = ctx.read()?;
+    let snap = ctx.read(false)?;
     let now = ctx.now();
     let board = &snap.board;
     let mut counts: BTreeMap<&str, usize> = Status::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     let mut agents: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
     let mut expired = Vec::new();
+    for c in board.closed.values() {
+        *counts.entry(c.status.as_str()).or_default() += 1;
+    }
     for s in board.tasks.values() {
         let t = &s.task;
         *counts.entry(t.status.as_str()).or_default() += 1;
@@ -35,18 +38,11 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     }
     let ready_work = ops::ready(board, Kind::Work, now).len();
     let ready_plan = ops::ready(board, Kind::Plan, now).len();
-    let problems: Vec<_> = snap
-        .problems
-        .iter()
-        .map(|p| json!({"path": p.path, "commit": p.commit, "message": p.message}))
-        .collect();
+    let problems: Vec<_> =
+        snap.problems.iter().map(|p| json!({"path": p.path, "commit": p.commit, "message": p.message})).collect();
 
     let total: usize = counts.values().sum();
-    let summary: Vec<String> = counts
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(k, n)| format!("{n} {k}"))
-        .collect();
+    let summary: Vec<String> = counts.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{n} {k}")).collect();
     ctx.out.line(format!(
         "swarm {} at {} · target {} · lease {}",
         ctx.swarm_name,
@@ -64,13 +60,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
         for (a, held) in &agents {
             let ids: Vec<String> = held
                 .iter()
-                .map(|h| {
-                    format!(
-                        "{} (until {})",
-                        h["id"].as_str().unwrap_or("?"),
-                        short_clock(&h["lease_until"])
-                    )
-                })
+                .map(|h| format!("{} (until {})", h["id"].as_str().unwrap_or("?"), short_clock(&h["lease_until"])))
                 .collect();
             ctx.out.line(format!("  {a}: {}", ids.join(", ")));
         }
@@ -87,10 +77,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
         }
     }
     if !problems.is_empty() {
-        ctx.out.line(format!(
-            "unreadable files: {} (see the warnings above)",
-            problems.len()
-        ));
+        ctx.out.line(format!("unreadable files: {} (see the warnings above)", problems.len()));
     }
     ctx.out.doc(&json!({
         "commit": snap.commit.to_string(),
@@ -107,8 +94,5 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
 }
 
 fn short_clock(v: &serde_json::Value) -> String {
-    v.as_str()
-        .and_then(|s| s.get(11..19))
-        .unwrap_or("?")
-        .to_string()
+    v.as_str().and_then(|s| s.get(11..19)).unwrap_or("?").to_string()
 }
