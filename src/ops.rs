@@ -148,7 +148,7 @@ pub fn add(
 ) -> Result<(Change, Vec<Task>), DomainError> {
     let mut writes = Vec::with_capacity(new.len());
     let mut taken: std::collections::BTreeSet<String> = Default::default();
-    for n in new {
+    for (i, n) in new.into_iter().enumerate() {
         for dep in n.deps.iter().chain(n.parent.iter()) {
             if !board.contains(dep) && !taken.contains(dep) {
                 return Err(DomainError::UnknownTask(dep.clone()));
@@ -179,7 +179,8 @@ pub fn add(
             attempts: 0,
             epoch: 0,
             created_by: Some(actor.agent.clone()),
-            created_at: Some(actor.now),
+            // A millisecond apart, so that a batch keeps its order ("older first").
+            created_at: Some(actor.now.plus_millis(i as u64)),
             claim: None,
             result: None,
             failures: vec![],
@@ -256,7 +257,9 @@ pub fn claim(
                 return Err(DomainError::Final { id: t.id.clone(), status: t.status });
             }
             if let Some(c) = &t.claim {
-                if c.agent == actor.agent {
+                // My own live claim: claiming again is a renewal (same epoch). My own expired claim is taken over
+                // like anyone's, with a new epoch, so that a stale process of mine is fenced off too.
+                if c.agent == actor.agent && c.lease_until > now {
                     return renew_one(s, actor, None, lease).map(|(w, t)| {
                         (change("claim", actor, &t, format!("claim {} again", t.id), vec![w], vec![]), t)
                     });
@@ -300,7 +303,7 @@ pub fn claim(
     }
     t.epoch += 1;
     t.status = Status::Claimed;
-    t.claim = Some(Claim { agent: actor.agent.clone(), epoch: t.epoch, lease_until: now.plus(lease) });
+    t.claim = Some(Claim { agent: actor.agent.clone(), epoch: t.epoch, lease_until: now.plus(lease).ceil_secs() });
     writes.push(Stored { path: stored.path.clone(), task: t.clone() });
     let summary = format!("claim {}: {}", t.id, subject(&t.title));
     Ok((change("claim", actor, &t, summary, writes, removes), t))
@@ -342,7 +345,7 @@ fn renew_one(s: &Stored, actor: &Actor, epoch: Option<u64>, lease: Duration) -> 
     check_holder(&s.task, &actor.agent, epoch)?;
     let mut t = s.task.clone();
     if let Some(c) = t.claim.as_mut() {
-        c.lease_until = actor.now.plus(lease);
+        c.lease_until = actor.now.plus(lease).ceil_secs();
     }
     Ok((Stored { path: s.path.clone(), task: t.clone() }, t))
 }
@@ -374,7 +377,7 @@ pub fn renew(
         }
     }
     let summary = match tasks.as_slice() {
-        [one] => format!("renew {}: until {}", one.id, actor.now.plus(lease)),
+        [one] => format!("renew {}: until {}", one.id, actor.now.plus(lease).ceil_secs()),
         many => format!("renew {} claims of {}", many.len(), actor.agent),
     };
     let mut ch = Change {
@@ -497,7 +500,7 @@ mod tests {
     use super::*;
 
     fn actor(a: &str, now: u64) -> Actor {
-        Actor { agent: a.into(), now: Timestamp(now) }
+        Actor { agent: a.into(), now: Timestamp::from_secs(now) }
     }
 
     fn board_with(n: usize) -> (Board, Vec<String>) {
@@ -551,7 +554,7 @@ mod tests {
         t.deps = vec![ids[0].clone()];
         b.tasks.get_mut(&ids[1]).expect("present").task = t;
         b.tasks.get_mut(&ids[2]).expect("present").task.priority = 5;
-        let r: Vec<&str> = ready(&b, Kind::Work, Timestamp(100)).iter().map(|t| t.id.as_str()).collect();
+        let r: Vec<&str> = ready(&b, Kind::Work, Timestamp::from_secs(100)).iter().map(|t| t.id.as_str()).collect();
         assert_eq!(r, vec![ids[2].as_str(), ids[0].as_str()]);
         assert!(matches!(
             claim(&b, &actor("a", 100), Some(&ids[1]), Kind::Work, Duration::from_secs(5)),

@@ -291,7 +291,7 @@ impl Store {
         let sig = gix::actor::Signature {
             name: who.name.as_str().into(),
             email: who.email.as_str().into(),
-            time: gix::date::Time { seconds: now.0 as i64, offset: 0 },
+            time: gix::date::Time { seconds: now.secs() as i64, offset: 0 },
         };
         let commit = gix::objs::Commit {
             tree,
@@ -410,7 +410,7 @@ impl Store {
             let info = info.git(|| "cannot walk the state ref".into())?;
             let c = info.object().git(|| "cannot read a state commit".into())?;
             let msg = c.message_raw_sloppy().to_str_lossy().into_owned();
-            let time = c.time().map(|t| Timestamp(t.seconds.max(0) as u64)).unwrap_or_default();
+            let time = c.time().map(|t| Timestamp::from_secs(t.seconds.max(0) as u64)).unwrap_or_default();
             out.push(LogEntry::parse(info.id.to_hex().to_string(), time, &msg));
         }
         Ok(out)
@@ -502,7 +502,7 @@ mod tests {
             writes: vec![],
             removes: vec![],
         };
-        let e = LogEntry::parse("c".into(), Timestamp(1), &commit_message(&change));
+        let e = LogEntry::parse("c".into(), Timestamp::from_secs(1), &commit_message(&change));
         assert_eq!(
             (e.op.as_deref(), e.task.as_deref(), e.agent.as_deref(), e.epoch, e.summary.as_str()),
             (Some("claim"), Some("t-1"), Some("alice"), Some(3), "claim t-1: x")

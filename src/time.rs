@@ -5,30 +5,43 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Seconds since the Unix epoch, UTC. Written as `2026-11-29T14:05:00Z`.
+/// Milliseconds since the Unix epoch, UTC. Written as `2026-11-29T14:05:00Z` (or `…:00.123Z` when it has a
+/// fraction of a second).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timestamp(pub u64);
 
 impl Timestamp {
+    pub fn from_secs(secs: u64) -> Timestamp {
+        Timestamp(secs.saturating_mul(1000))
+    }
+
     /// The system clock, shifted by `offset_secs` (negative moves it back). Tests use the offset to skew a clock.
     pub fn now_with_offset(offset_secs: i64) -> Timestamp {
-        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        Timestamp(secs.saturating_add_signed(offset_secs))
+        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        Timestamp(ms.saturating_add_signed(offset_secs.saturating_mul(1000)))
     }
 
     pub fn plus(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(d.as_secs()))
+        Timestamp(self.0.saturating_add(d.as_millis() as u64))
     }
 
-    /// Seconds from `self` until `later` (0 if `later` is not later).
-    pub fn secs_until(self, later: Timestamp) -> u64 {
-        later.0.saturating_sub(self.0)
+    pub fn plus_millis(self, ms: u64) -> Timestamp {
+        Timestamp(self.0.saturating_add(ms))
+    }
+
+    /// Rounded up to a whole second (leases are written to the second).
+    pub fn ceil_secs(self) -> Timestamp {
+        Timestamp(self.0.div_ceil(1000).saturating_mul(1000))
+    }
+
+    pub fn secs(self) -> u64 {
+        self.0 / 1000
     }
 
     pub fn parse(s: &str) -> Result<Timestamp, String> {
         let t = humantime::parse_rfc3339_weak(s.trim_end_matches('Z'))
             .map_err(|e| format!("'{}' is not an RFC 3339 time ({e})", crate::escape::line(s)))?;
-        Ok(Timestamp(t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)))
+        Ok(Timestamp(t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)))
     }
 
     /// `HH:MM:SS` of the day, UTC, for short human output.
@@ -40,8 +53,12 @@ impl Timestamp {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let t = UNIX_EPOCH + Duration::from_secs(self.0);
-        write!(f, "{}", humantime::format_rfc3339_seconds(t))
+        let t = UNIX_EPOCH + Duration::from_millis(self.0);
+        if self.0 % 1000 == 0 {
+            write!(f, "{}", humantime::format_rfc3339_seconds(t))
+        } else {
+            write!(f, "{}", humantime::format_rfc3339_millis(t))
+        }
     }
 }
 
@@ -92,14 +109,13 @@ mod tests {
 
     #[test]
     fn timestamps_round_trip() {
-        let t = Timestamp(1_795_000_000);
+        let t = Timestamp::from_secs(1_795_000_000);
         let s = t.to_string();
-        assert!(s.ends_with('Z'), "{s}");
+        assert!(s.ends_with("Z") && !s.contains('.'), "{s}");
         assert_eq!(Timestamp::parse(&s), Ok(t));
-        assert_eq!(
-            Timestamp::parse("2026-11-29T14:05:00.5Z").map(|t| t.to_string()),
-            Ok("2026-11-29T14:05:00Z".into())
-        );
+        let frac = Timestamp::parse("2026-11-29T14:05:00.5Z").unwrap_or_default();
+        assert_eq!(frac.to_string(), "2026-11-29T14:05:00.500Z");
+        assert_eq!(frac.ceil_secs().to_string(), "2026-11-29T14:05:01Z");
         assert!(Timestamp::parse("yesterday").is_err());
     }
 

@@ -1,0 +1,230 @@
+//! Test harness: hermetic git environments, bare remotes, clones, the built binary, and a `git daemon` on
+//! loopback. Every test gets its own temp HOME and git config; nothing of the user's setup leaks in.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_git-swarm");
+
+pub struct Env {
+    pub root: tempfile::TempDir,
+    pub home: PathBuf,
+    pub gitconfig: PathBuf,
+}
+
+/// What a command printed and how it ended.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    fn from(o: Output) -> Out {
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Assert exit 0 and return self.
+    #[track_caller]
+    pub fn ok(self) -> Out {
+        assert_eq!(self.code, 0, "expected success\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self
+    }
+
+    /// Assert this exit code and return self.
+    #[track_caller]
+    pub fn code(self, want: i32) -> Out {
+        assert_eq!(self.code, want, "expected exit {want}\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self
+    }
+
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr: {}", self.stdout, self.stderr))
+    }
+
+    /// stdout without the trailing newline.
+    pub fn line(&self) -> String {
+        self.stdout.trim_end().to_string()
+    }
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let root = tempfile::Builder::new().prefix("git-swarm-test").tempdir().expect("temp dir");
+        let home = root.path().join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        let gitconfig = home.join(".gitconfig");
+        std::fs::write(
+            &gitconfig,
+            "[user]\n\tname = Tester\n\temail = tester@example.com\n[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n",
+        )
+        .expect("gitconfig");
+        Env { root, home, gitconfig }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        cmd.env("HOME", &self.home)
+            .env("GIT_CONFIG_GLOBAL", &self.gitconfig)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+            .env("LC_ALL", "C")
+            .env_remove("GIT_SWARM_AGENT")
+            .env_remove("GIT_SWARM_TRANSPORT")
+            .env_remove("GIT_SWARM_CLOCK_OFFSET")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .stdin(Stdio::null());
+    }
+
+    /// Run git in `dir`; panics on failure.
+    #[track_caller]
+    pub fn git(&self, dir: &Path, args: &[&str]) -> String {
+        let mut cmd = Command::new("git");
+        self.env(&mut cmd);
+        let o = cmd.current_dir(dir).args(args).output().expect("run git");
+        let out = Out::from(o);
+        assert_eq!(out.code, 0, "git {args:?} in {}: {}", dir.display(), out.stderr);
+        out.stdout.trim_end().to_string()
+    }
+
+    /// Run git in `dir`, whatever it returns.
+    pub fn git_out(&self, dir: &Path, args: &[&str]) -> Out {
+        let mut cmd = Command::new("git");
+        self.env(&mut cmd);
+        Out::from(cmd.current_dir(dir).args(args).output().expect("run git"))
+    }
+
+    /// A bare repository `<name>.git` with one commit on main.
+    pub fn bare_remote(&self, name: &str) -> PathBuf {
+        let bare = self.path(&format!("{name}.git"));
+        let seed = self.path(&format!("{name}-seed"));
+        self.git(self.root.path(), &["init", "-q", "--bare", bare.to_str().expect("utf-8 path")]);
+        self.git(self.root.path(), &["init", "-q", seed.to_str().expect("utf-8 path")]);
+        std::fs::write(seed.join("README.md"), "hello\n").expect("write");
+        self.git(&seed, &["add", "README.md"]);
+        self.git(&seed, &["commit", "-q", "-m", "root"]);
+        self.git(&seed, &["push", "-q", bare.to_str().expect("utf-8"), "HEAD:refs/heads/main"]);
+        bare
+    }
+
+    /// Clone `url` (a path or URL) into `<name>`.
+    pub fn clone(&self, url: &str, name: &str) -> PathBuf {
+        let dir = self.path(name);
+        self.git(self.root.path(), &["clone", "-q", url, dir.to_str().expect("utf-8")]);
+        dir
+    }
+
+    /// A `git swarm` command in `dir`.
+    pub fn cmd(&self, dir: &Path) -> Command {
+        let mut cmd = Command::new(BIN);
+        self.env(&mut cmd);
+        cmd.current_dir(dir);
+        cmd
+    }
+
+    /// Run `git swarm args…` in `dir`.
+    pub fn sw(&self, dir: &Path, args: &[&str]) -> Out {
+        Out::from(self.cmd(dir).args(args).output().expect("run git-swarm"))
+    }
+
+    /// Run `git swarm args…` in `dir` with extra environment.
+    pub fn sw_env(&self, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Out {
+        let mut cmd = self.cmd(dir);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Out::from(cmd.args(args).output().expect("run git-swarm"))
+    }
+
+    /// The commit a ref points at in a repository, if any.
+    pub fn rev(&self, git_dir: &Path, refname: &str) -> Option<String> {
+        let o = self.git_out(git_dir, &["rev-parse", "-q", "--verify", refname]);
+        (o.code == 0).then(|| o.stdout.trim().to_string())
+    }
+
+    /// A fresh bare remote and `n` clones of it named `c0…`, with the swarm initialised from the first.
+    pub fn swarm_with_clones(&self, url_of: impl Fn(&Path) -> String, n: usize) -> (PathBuf, Vec<PathBuf>) {
+        let bare = self.bare_remote("origin");
+        let url = url_of(&bare);
+        let clones: Vec<PathBuf> = (0..n).map(|i| self.clone(&url, &format!("c{i}"))).collect();
+        self.sw(&clones[0], &["init"]).ok();
+        (bare, clones)
+    }
+}
+
+/// `git daemon` serving a directory on a free loopback port, with pushes enabled; stopped on drop.
+pub struct Daemon {
+    child: Child,
+    pub port: u16,
+}
+
+impl Daemon {
+    pub fn start(env: &Env, base: &Path) -> Daemon {
+        for _ in 0..20 {
+            let port = free_port();
+            let mut cmd = Command::new("git");
+            env.env(&mut cmd);
+            let child = cmd
+                .args(["daemon", "--reuseaddr", "--listen=127.0.0.1", "--export-all", "--enable=receive-pack"])
+                .arg(format!("--port={port}"))
+                .arg(format!("--base-path={}", base.display()))
+                .arg(base)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start git daemon");
+            let mut d = Daemon { child, port };
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return d;
+                }
+                if let Ok(Some(_)) = d.child.try_wait() {
+                    break; // port taken: try another
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            let _ = d.child.kill();
+        }
+        panic!("could not start git daemon");
+    }
+
+    pub fn url(&self, repo: &str) -> String {
+        format!("git://127.0.0.1:{}/{repo}", self.port)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// `file://` URL of a path.
+pub fn file_url(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// A plain path.
+pub fn path_url(p: &Path) -> String {
+    p.display().to_string()
+}
