@@ -1,0 +1,168 @@
+//! Many processes in many clones racing over one board, on every transport: an in-process CAS on a local path,
+//! `file://` (gix fetch + `git push`), and a real network server (`git daemon` on loopback). Afterwards every task
+//! is done exactly once and every claim was exclusive.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::{Daemon, Env, file_url, path_url};
+
+/// Drain the board from `clone` as `agent`: claim, done, until nothing is ready. Returns the ids it completed.
+fn drain(env: &Env, clone: &Path, agent: &str) -> Vec<String> {
+    let mut mine = Vec::new();
+    loop {
+        let out = env.sw(clone, &["--agent", agent, "claim"]);
+        match out.code {
+            3 => return mine,
+            0 => {}
+            code => panic!("{agent}: claim exited {code}: {}", out.stderr),
+        }
+        let id = out.line();
+        env.sw(clone, &["--agent", agent, "done", &id]).ok();
+        mine.push(id);
+    }
+}
+
+/// Run `agents` drains in parallel, one clone each, and check exactly-once completion of `tasks`.
+fn race(env: Arc<Env>, clones: Vec<PathBuf>, tasks: &[String]) {
+    let handles: Vec<_> = clones
+        .into_iter()
+        .enumerate()
+        .map(|(i, clone)| {
+            let env = Arc::clone(&env);
+            std::thread::spawn(move || drain(&env, &clone, &format!("racer{i}")))
+        })
+        .collect();
+    let mut by_task: BTreeMap<String, usize> = BTreeMap::new();
+    for h in handles {
+        for id in h.join().expect("racer thread") {
+            *by_task.entry(id).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = by_task.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "tasks completed more than once: {twice:?}");
+    let done: Vec<&String> = by_task.keys().collect();
+    let mut want: Vec<&String> = tasks.iter().collect();
+    want.sort();
+    assert_eq!(done, want, "every task completed exactly once");
+}
+
+fn board(env: &Env, clone: &Path, n: usize) -> Vec<String> {
+    (0..n).map(|i| env.sw(clone, &["--agent", "planner", "add", &format!("task {i}")]).ok().line()).collect()
+}
+
+fn check_final(env: &Env, clone: &Path, n: usize) {
+    let list = env.sw(clone, &["list", "--json"]).ok().json();
+    let tasks = list.as_array().expect("array");
+    assert_eq!(tasks.len(), n);
+    for t in tasks {
+        assert_eq!(t["status"], "done", "{t}");
+        assert_eq!(t["epoch"], 1, "each task was claimed once: {t}");
+    }
+    // Every op is one commit: init + n adds + n claims + n dones.
+    let log = env.sw(clone, &["log", "--json"]).ok().json();
+    assert_eq!(log.as_array().map(Vec::len), Some(1 + 3 * n));
+}
+
+#[test]
+fn racing_clones_on_a_local_path_remote() {
+    let env = Arc::new(Env::new());
+    let (bare, clones) = env.swarm_with_clones(|p| path_url(p), 6);
+    let tasks = board(&env, &clones[0], 30);
+    race(Arc::clone(&env), clones.clone(), &tasks);
+    check_final(&env, &clones[0], 30);
+    let fsck = env.git_out(&bare, &["fsck", "--no-progress"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stderr);
+}
+
+#[test]
+fn racing_clones_over_file_urls() {
+    let env = Arc::new(Env::new());
+    let (bare, clones) = env.swarm_with_clones(|p| file_url(p), 6);
+    let tasks = board(&env, &clones[0], 24);
+    race(Arc::clone(&env), clones.clone(), &tasks);
+    check_final(&env, &clones[1], 24);
+    let fsck = env.git_out(&bare, &["fsck", "--no-progress"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stderr);
+    // Nothing but the state ref and main on the remote; no branch moved.
+    let refs = env.git(&bare, &["for-each-ref", "--format=%(refname)"]);
+    assert_eq!(refs, "refs/heads/main\nrefs/swarm/default");
+}
+
+#[test]
+fn in_process_and_push_transports_share_one_ref() {
+    let env = Arc::new(Env::new());
+    let bare = env.bare_remote("origin");
+    let mut clones = Vec::new();
+    for i in 0..4 {
+        let url = if i % 2 == 0 { path_url(&bare) } else { file_url(&bare) };
+        clones.push(Env::clone(&env, &url, &format!("m{i}")));
+    }
+    env.sw(&clones[1], &["init"]).ok();
+    let tasks = board(&env, &clones[0], 20);
+    race(Arc::clone(&env), clones.clone(), &tasks);
+    check_final(&env, &clones[3], 20);
+}
+
+#[test]
+fn racing_clones_over_git_daemon() {
+    let env = Arc::new(Env::new());
+    let bare = env.bare_remote("net");
+    let daemon = Daemon::start(&env, env.root.path());
+    let url = daemon.url("net.git");
+    let clones: Vec<PathBuf> = (0..4).map(|i| Env::clone(&env, &url, &format!("n{i}"))).collect();
+    env.sw(&clones[0], &["init"]).ok();
+    let tasks = board(&env, &clones[1], 16);
+    race(Arc::clone(&env), clones.clone(), &tasks);
+    check_final(&env, &clones[2], 16);
+    assert!(env.rev(&bare, "refs/swarm/default").is_some());
+}
+
+#[test]
+fn a_remote_that_is_gone_is_an_error_not_a_hang() {
+    let env = Env::new();
+    let bare = env.bare_remote("gone");
+    let a = Env::clone(&env, &file_url(&bare), "a");
+    env.sw(&a, &["init"]).ok();
+    std::fs::rename(&bare, env.path("moved.git")).expect("move the remote away");
+    let out = env.sw(&a, &["add", "x"]).code(1);
+    assert!(out.stderr.contains("cannot reach"), "{}", out.stderr);
+    std::fs::rename(env.path("moved.git"), &bare).expect("move it back");
+    env.sw(&a, &["add", "x"]).ok();
+}
+
+#[test]
+fn an_explicit_remote_url_and_swarm_remote_config_are_honoured() {
+    let env = Env::new();
+    let bare = env.bare_remote("r");
+    let other = env.bare_remote("other");
+    let a = Env::clone(&env, &path_url(&bare), "a");
+    env.sw(&a, &["--remote", &file_url(&other), "init"]).ok();
+    assert!(env.rev(&other, "refs/swarm/default").is_some());
+    assert!(env.rev(&bare, "refs/swarm/default").is_none());
+    env.git(&a, &["remote", "add", "shared", &path_url(&other)]);
+    env.git(&a, &["config", "swarm.remote", "shared"]);
+    env.sw(&a, &["add", "via config"]).ok();
+    let n = env.git(&other, &["log", "--oneline", "refs/swarm/default"]).lines().count();
+    assert_eq!(n, 2);
+}
+
+#[test]
+fn a_dead_holder_is_taken_over_after_its_lease() {
+    let env = Arc::new(Env::new());
+    let (_bare, clones) = env.swarm_with_clones(|p| file_url(p), 3);
+    let tasks = board(&env, &clones[0], 6);
+    // "ghost" claims one task and dies without a word.
+    let ghost_task = env.sw(&clones[0], &["--agent", "ghost", "claim", "--lease", "2s"]).ok().line();
+    let others: Vec<String> = tasks.iter().filter(|t| **t != ghost_task).cloned().collect();
+    race(Arc::clone(&env), clones[1..].to_vec(), &others);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let took = env.sw(&clones[2], &["--agent", "heir", "claim", "--json"]).ok().json();
+    assert_eq!(took["id"], serde_json::Value::String(ghost_task.clone()));
+    assert_eq!(took["claim"]["epoch"], 2);
+    env.sw(&clones[2], &["--agent", "heir", "done", &ghost_task]).ok();
+    env.sw(&clones[0], &["--agent", "ghost", "done", &ghost_task]).code(4);
+}
