@@ -395,18 +395,32 @@ pub fn renew(
     Ok((ch, tasks))
 }
 
-/// Give my claim back: the task is open again, no attempt spent.
-pub fn release(board: &Board, actor: &Actor, id: &str, epoch: Option<u64>) -> Result<(Change, Task), DomainError> {
+/// The shape of the holder's ops that end a claim: check that `id` is mine (under `epoch`), drop the claim, let
+/// `end` set the outcome, and write the task where its new status belongs.
+fn end_claim(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    epoch: Option<u64>,
+    op: &'static str,
+    end: impl FnOnce(&mut Task, u64),
+) -> Result<(Change, Task), DomainError> {
     let s = get(board, id)?;
-    let c = check_holder(&s.task, &actor.agent, epoch)?;
-    let ep = c.epoch;
+    let ep = check_holder(&s.task, &actor.agent, epoch)?.epoch;
     let mut t = s.task.clone();
-    t.status = Status::Open;
     t.claim = None;
-    let summary = format!("release {}: {}", t.id, subject(&t.title));
-    let mut ch = change("release", actor, &t, summary, vec![Stored { path: s.path.clone(), task: t.clone() }], vec![]);
+    end(&mut t, ep);
+    let summary = format!("{op} {}: {}", t.id, subject(&t.title));
+    let mut removes = vec![];
+    let w = place(t.clone(), &s.path, &mut removes);
+    let mut ch = change(op, actor, &t, summary, vec![w], removes);
     ch.epoch = Some(ep);
     Ok((ch, t))
+}
+
+/// Give my claim back: the task is open again, no attempt spent.
+pub fn release(board: &Board, actor: &Actor, id: &str, epoch: Option<u64>) -> Result<(Change, Task), DomainError> {
+    end_claim(board, actor, id, epoch, "release", |t, _| t.status = Status::Open)
 }
 
 /// My claimed task is done. Final.
@@ -418,19 +432,11 @@ pub fn done(
     commit: Option<String>,
     note: Option<String>,
 ) -> Result<(Change, Task), DomainError> {
-    let s = get(board, id)?;
-    let ep = check_holder(&s.task, &actor.agent, epoch)?.epoch;
-    let mut t = s.task.clone();
-    t.status = Status::Done;
-    t.claim = None;
-    t.result =
-        Some(TaskResult { commit, note, agent: Some(actor.agent.clone()), epoch: Some(ep), at: Some(actor.now) });
-    let summary = format!("done {}: {}", t.id, subject(&t.title));
-    let mut removes = vec![];
-    let w = place(t.clone(), &s.path, &mut removes);
-    let mut ch = change("done", actor, &t, summary, vec![w], removes);
-    ch.epoch = Some(ep);
-    Ok((ch, t))
+    end_claim(board, actor, id, epoch, "done", |t, ep| {
+        t.status = Status::Done;
+        t.result =
+            Some(TaskResult { commit, note, agent: Some(actor.agent.clone()), epoch: Some(ep), at: Some(actor.now) });
+    })
 }
 
 /// My claimed task failed: one attempt spent; open again while attempts remain, else `failed`.
@@ -441,19 +447,11 @@ pub fn fail(
     epoch: Option<u64>,
     reason: String,
 ) -> Result<(Change, Task), DomainError> {
-    let s = get(board, id)?;
-    let ep = check_holder(&s.task, &actor.agent, epoch)?.epoch;
-    let mut t = s.task.clone();
-    t.claim = None;
-    t.attempts += 1;
-    t.failures.push(Failure { agent: actor.agent.clone(), epoch: ep, at: actor.now, reason });
-    t.status = if t.attempts >= board.config.max_attempts { Status::Failed } else { Status::Open };
-    let summary = format!("fail {}: {}", t.id, subject(&t.title));
-    let mut removes = vec![];
-    let w = place(t.clone(), &s.path, &mut removes);
-    let mut ch = change("fail", actor, &t, summary, vec![w], removes);
-    ch.epoch = Some(ep);
-    Ok((ch, t))
+    end_claim(board, actor, id, epoch, "fail", |t, ep| {
+        t.attempts += 1;
+        t.failures.push(Failure { agent: actor.agent.clone(), epoch: ep, at: actor.now, reason });
+        t.status = if t.attempts >= board.config.max_attempts { Status::Failed } else { Status::Open };
+    })
 }
 
 fn change(

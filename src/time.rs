@@ -54,7 +54,7 @@ impl Timestamp {
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = UNIX_EPOCH + Duration::from_millis(self.0);
-        if self.0 % 1000 == 0 {
+        if self.0.is_multiple_of(1000) {
             write!(f, "{}", humantime::format_rfc3339_seconds(t))
         } else {
             write!(f, "{}", humantime::format_rfc3339_millis(t))

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 fn setup() -> (Env, std::path::PathBuf, Vec<std::path::PathBuf>) {
     let env = Env::new();
-    let (bare, clones) = env.swarm_with_clones(|p| path_url(p), 2);
+    let (bare, clones) = env.swarm_with_clones(path_url, 2);
     (env, bare, clones)
 }
 

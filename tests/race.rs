@@ -70,7 +70,7 @@ fn check_final(env: &Env, clone: &Path, n: usize) {
 #[test]
 fn racing_clones_on_a_local_path_remote() {
     let env = Arc::new(Env::new());
-    let (bare, clones) = env.swarm_with_clones(|p| path_url(p), 6);
+    let (bare, clones) = env.swarm_with_clones(path_url, 6);
     let tasks = board(&env, &clones[0], 30);
     race(Arc::clone(&env), clones.clone(), &tasks);
     check_final(&env, &clones[0], 30);
@@ -81,7 +81,7 @@ fn racing_clones_on_a_local_path_remote() {
 #[test]
 fn racing_clones_over_file_urls() {
     let env = Arc::new(Env::new());
-    let (bare, clones) = env.swarm_with_clones(|p| file_url(p), 6);
+    let (bare, clones) = env.swarm_with_clones(file_url, 6);
     let tasks = board(&env, &clones[0], 24);
     race(Arc::clone(&env), clones.clone(), &tasks);
     check_final(&env, &clones[1], 24);
@@ -153,7 +153,7 @@ fn an_explicit_remote_url_and_swarm_remote_config_are_honoured() {
 #[test]
 fn a_dead_holder_is_taken_over_after_its_lease() {
     let env = Arc::new(Env::new());
-    let (_bare, clones) = env.swarm_with_clones(|p| file_url(p), 3);
+    let (_bare, clones) = env.swarm_with_clones(file_url, 3);
     let tasks = board(&env, &clones[0], 6);
     // "ghost" claims one task and dies without a word.
     let ghost_task = env.sw(&clones[0], &["--agent", "ghost", "claim", "--lease", "2s"]).ok().line();
