@@ -231,6 +231,25 @@ impl Store {
         Ok(())
     }
 
+    /// Read one task file of `snap` that the board knows by path only (a finished task of a lazy read).
+    pub fn read_closed(&self, snap: &Snapshot, id: &str) -> Result<Option<Result<Task, Problem>>, StoreError> {
+        let Some(closed) = snap.board.closed.get(id) else { return Ok(None) };
+        let commit = snap.commit;
+        let tree =
+            self.repo.find_commit(commit).and_then(|c| c.tree()).git(|| format!("cannot read the tree of {commit}"))?;
+        let entry = tree.lookup_entry_by_path(&closed.path).git(|| format!("cannot look up {}", closed.path))?;
+        let problem = |message: String| Problem { path: closed.path.clone(), commit: commit.to_string(), message };
+        let Some(entry) = entry else { return Ok(Some(Err(problem("vanished".into())))) };
+        let read = self.read_task(entry.object_id(), id).and_then(|t| {
+            if t.status == closed.status {
+                Ok(t)
+            } else {
+                Err(format!("is under tasks/{}/ but its status is {}", closed.status, t.status))
+            }
+        });
+        Ok(Some(read.map_err(problem)))
+    }
+
     fn blob_limited(&self, id: ObjectId, limit: u64) -> Result<Vec<u8>, String> {
         let header = self.repo.find_header(id).map_err(|e| format!("cannot read blob {id}: {e}"))?;
         if header.size() > limit {

@@ -13,11 +13,24 @@ pub struct ShowArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: ShowArgs) -> CliResult<()> {
-    let snap = ctx.read(true)?;
+    // Read live tasks in full and finished ones by name; then the one file asked for.
+    let swarm = ctx.swarm()?;
+    let snap = swarm.read(false)?;
+    ctx.out.problems(&snap.problems);
     let now = ctx.now();
-    let stored = snap.board.tasks.get(&args.id).ok_or_else(|| DomainError::UnknownTask(args.id.clone()))?;
-    let waiting = ops::waiting_on(&snap.board, &stored.task);
-    ctx.out.line(task_detail(&stored.task, now, &waiting));
-    ctx.out.doc(&task_json(&stored.task, now));
+    let task = match snap.board.tasks.get(&args.id) {
+        Some(s) => s.task.clone(),
+        None => match swarm.store().read_closed(&snap, &args.id)? {
+            Some(Ok(t)) => t,
+            Some(Err(problem)) => {
+                ctx.out.problems(std::slice::from_ref(&problem));
+                return Err(DomainError::UnknownTask(args.id.clone()).into());
+            }
+            None => return Err(DomainError::UnknownTask(args.id.clone()).into()),
+        },
+    };
+    let waiting = ops::waiting_on(&snap.board, &task);
+    ctx.out.line(task_detail(&task, now, &waiting));
+    ctx.out.doc(&task_json(&task, now));
     Ok(())
 }
