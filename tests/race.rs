@@ -166,3 +166,29 @@ fn a_dead_holder_is_taken_over_after_its_lease() {
     env.sw(&clones[2], &["--agent", "heir", "done", &ghost_task]).ok();
     env.sw(&clones[0], &["--agent", "ghost", "done", &ghost_task]).code(4);
 }
+
+#[test]
+fn a_push_whose_answer_is_lost_is_not_applied_twice() {
+    let env = Env::new();
+    let (bare, clones) = env.swarm_with_clones(file_url, 1);
+    // The remote dies right after it moved the ref, before it can say so: the client sees a broken connection
+    // although its commit landed. Re-applying `add` would create the task twice.
+    let marker = env.path("killed-once");
+    let hook = bare.join("hooks").join("reference-transaction");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = committed ] && [ ! -e '{m}' ]; then touch '{m}'; kill -9 $PPID; fi\n",
+            m = marker.display()
+        ),
+    )
+    .expect("hook");
+    std::process::Command::new("chmod").arg("+x").arg(&hook).status().expect("chmod");
+    let out = env.sw(&clones[0], &["add", "only once", "--json"]).ok();
+    assert!(marker.exists(), "the hook did not fire; the test proves nothing");
+    let id = out.json()["id"].as_str().unwrap_or_default().to_string();
+    let list = env.sw(&clones[0], &["list", "--json"]).ok().json();
+    let titles: Vec<&str> = list.as_array().expect("array").iter().filter_map(|t| t["title"].as_str()).collect();
+    assert_eq!(titles, vec!["only once"], "the op was applied twice");
+    assert_eq!(list[0]["id"], serde_json::Value::String(id));
+}
