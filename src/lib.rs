@@ -82,6 +82,15 @@ pub fn open_swarm(
             let path = repo.git_dir().to_path_buf();
             Location::InProcess { store, path }
         }
+        Some(url)
+            if remote::is_local_path(&url) && remote_name.is_none() && !remote::resolve_path(&repo, &url).exists() =>
+        {
+            return Err(StoreError::Git {
+                context: format!("--remote {url}"),
+                message: "no remote of that name, and no repository at that path".into(),
+            }
+            .into());
+        }
         Some(url) if remote::is_local_path(&url) && transport == Transport::Auto => {
             let path = remote::resolve_path(&repo, &url);
             let store = Box::new(remote::open_local(&path)?);

@@ -92,6 +92,8 @@ fn not_initialised_is_a_clear_error() {
     assert!(out.stderr.contains("git swarm init"), "{}", out.stderr);
     let out = env.sw(&a, &["--swarm", "other", "add", "x"]).code(1);
     assert!(out.stderr.contains("other"), "{}", out.stderr);
+    let out = env.sw(&a, &["--remote", "upstrem", "list"]).code(1);
+    assert!(out.stderr.contains("upstrem") && out.stderr.contains("no remote"), "{}", out.stderr);
 }
 
 #[test]
