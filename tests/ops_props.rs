@@ -1,0 +1,760 @@
+//! Property tests of the pure ops (`git_swarm::ops`): random interleavings of add, claim, renew, release, done and
+//! fail by a few agents, with time running on so that leases expire, stale epochs, and a small `max_attempts`.
+//! After every step the invariants of the protocol must hold; a second property replays the same ops the way the
+//! transaction loop does (computed on a stale read, thrown away, computed again on a fresh read of the op view)
+//! and must land on exactly what a plain sequential application gives.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use git_swarm::model::{Config, Kind, Status, Task};
+use git_swarm::ops::{self, Actor, Board, Change, Closed, DomainError, NewTask, Stored};
+use git_swarm::time::Timestamp;
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+
+const AGENTS: [&str; 4] = ["ann", "bob", "cyd", "dee"];
+/// A task id that is never minted.
+const UNKNOWN: &str = "t-ffffff";
+
+/// How an op names an epoch, resolved against the board it is about.
+#[derive(Debug, Clone)]
+enum EpochPick {
+    /// No epoch: the agent id alone decides.
+    Unnamed,
+    /// The epoch of the current claim (what a live holder remembers).
+    Current,
+    /// One less than the task's epoch (a holder that was taken over).
+    Stale,
+    /// One more than the task's epoch (never claimed under).
+    Ahead,
+    Fixed(u64),
+}
+
+/// An op as generated: tasks by index into the minted ids (an index past the end names an unknown task).
+#[derive(Debug, Clone)]
+enum Op {
+    Add {
+        deps: Vec<usize>,
+        plan: bool,
+        priority: i64,
+    },
+    Claim {
+        agent: usize,
+        task: Option<usize>,
+        lease_secs: u64,
+        plan: bool,
+    },
+    Renew {
+        agent: usize,
+        task: Option<usize>,
+        epoch: EpochPick,
+        lease_secs: u64,
+    },
+    Release {
+        agent: usize,
+        task: usize,
+        epoch: EpochPick,
+    },
+    Done {
+        agent: usize,
+        task: usize,
+        epoch: EpochPick,
+    },
+    Fail {
+        agent: usize,
+        task: usize,
+        epoch: EpochPick,
+    },
+    /// Time runs on by this many milliseconds.
+    Wait(u64),
+}
+
+/// An op with every choice made: ids, epochs, time.
+#[derive(Debug, Clone)]
+enum Concrete {
+    Add { deps: Vec<String>, kind: Kind, priority: i64 },
+    Claim { agent: String, id: Option<String>, kind: Kind, lease: Duration },
+    Renew { agent: String, id: Option<String>, epoch: Option<u64>, lease: Duration },
+    Release { agent: String, id: String, epoch: Option<u64> },
+    Done { agent: String, id: String, epoch: Option<u64> },
+    Fail { agent: String, id: String, epoch: Option<u64> },
+}
+
+impl Concrete {
+    fn agent(&self) -> &str {
+        match self {
+            Concrete::Add { .. } => "planner",
+            Concrete::Claim { agent, .. }
+            | Concrete::Renew { agent, .. }
+            | Concrete::Release { agent, .. }
+            | Concrete::Done { agent, .. }
+            | Concrete::Fail { agent, .. } => agent,
+        }
+    }
+}
+
+type Outcome = Result<(Change, Vec<Task>), DomainError>;
+
+fn epoch_pick() -> impl Strategy<Value = EpochPick> {
+    prop_oneof![
+        3 => Just(EpochPick::Unnamed),
+        4 => Just(EpochPick::Current),
+        2 => Just(EpochPick::Stale),
+        1 => Just(EpochPick::Ahead),
+        1 => (0u64..4).prop_map(EpochPick::Fixed),
+    ]
+}
+
+fn agent() -> impl Strategy<Value = usize> {
+    0..AGENTS.len()
+}
+
+/// The agent of an op that a holder makes: often [`A_HOLDER`].
+fn holder_agent() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => Just(A_HOLDER), 1 => agent()]
+}
+
+/// The agent index that stands for an agent with a claim on the board (the first agent when none has).
+const A_HOLDER: usize = usize::MAX;
+
+fn resolve_agent(board: &Board, ix: usize) -> String {
+    let holder = || board.tasks.values().find_map(|s| s.task.claim.as_ref().map(|c| c.agent.clone()));
+    AGENTS.get(ix).map(|a| a.to_string()).or_else(holder).unwrap_or_else(|| AGENTS[0].to_string())
+}
+
+/// Task indexes: mostly the first few tasks (so that agents collide), sometimes an unknown one.
+fn task_ix() -> impl Strategy<Value = usize> {
+    prop_oneof![8 => 0usize..6, 1 => 6usize..40]
+}
+
+/// A task index for an op of a holder: often "one that this agent has a claim on" (see [`HELD`]).
+fn held_ix() -> impl Strategy<Value = usize> {
+    prop_oneof![5 => Just(HELD), 5 => task_ix()]
+}
+
+/// The task index that stands for a task the acting agent has a claim on (live or expired), if any.
+const HELD: usize = usize::MAX;
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => (proptest::collection::vec(task_ix(), 0..3), proptest::bool::weighted(0.15), -2i64..3)
+            .prop_map(|(deps, plan, priority)| Op::Add { deps, plan, priority }),
+        6 => (agent(), proptest::option::weighted(0.5, task_ix()), 1u64..30, proptest::bool::weighted(0.1))
+            .prop_map(|(agent, task, lease_secs, plan)| Op::Claim { agent, task, lease_secs, plan }),
+        2 => (holder_agent(), proptest::option::weighted(0.6, held_ix()), epoch_pick(), 1u64..30)
+            .prop_map(|(agent, task, epoch, lease_secs)| Op::Renew { agent, task, epoch, lease_secs }),
+        2 => (holder_agent(), held_ix(), epoch_pick()).prop_map(|(agent, task, epoch)| Op::Release { agent, task, epoch }),
+        4 => (holder_agent(), held_ix(), epoch_pick()).prop_map(|(agent, task, epoch)| Op::Done { agent, task, epoch }),
+        3 => (holder_agent(), held_ix(), epoch_pick()).prop_map(|(agent, task, epoch)| Op::Fail { agent, task, epoch }),
+        4 => prop_oneof![3 => 0u64..3_000, 2 => 3_000u64..40_000].prop_map(Op::Wait),
+    ]
+}
+
+/// A scenario: the swarm's `max_attempts`, the tasks there at the start (by their deps on earlier ones), then ops.
+fn scenario() -> impl Strategy<Value = (u32, Vec<Op>)> {
+    let seed = proptest::collection::vec((proptest::collection::vec(0usize..4, 0..2), -1i64..2), 1..5);
+    (1u32..4, seed, proptest::collection::vec(op(), 1..80)).prop_map(|(max, seed, ops)| {
+        let mut all: Vec<Op> =
+            seed.into_iter().map(|(deps, priority)| Op::Add { deps, plan: false, priority }).collect();
+        all.extend(ops);
+        (max, all)
+    })
+}
+
+fn empty_board(max_attempts: u32) -> Board {
+    Board { config: Config { max_attempts, ..Config::default() }, ..Board::default() }
+}
+
+/// The ids minted so far, oldest first (ids are minted from the op's index, so they are the same in every replay).
+fn minted(board: &Board) -> Vec<String> {
+    let mut v: Vec<&Task> = board.tasks.values().map(|s| &s.task).collect();
+    v.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+    v.into_iter().map(|t| t.id.clone()).collect()
+}
+
+fn resolve_id(ids: &[String], ix: usize) -> String {
+    ids.get(ix).cloned().unwrap_or_else(|| UNKNOWN.to_string())
+}
+
+/// Like [`resolve_id`], with [`HELD`] naming a task `agent` has a claim on (the first task when it has none).
+fn resolve_held(board: &Board, ids: &[String], ix: usize, agent: &str) -> String {
+    if ix != HELD {
+        return resolve_id(ids, ix);
+    }
+    let held = board.tasks.values().find(|s| s.task.claim.as_ref().is_some_and(|c| c.agent == agent));
+    held.map_or_else(|| resolve_id(ids, 0), |s| s.task.id.clone())
+}
+
+fn resolve_epoch(board: &Board, id: &str, pick: &EpochPick) -> Option<u64> {
+    let task = board.tasks.get(id).map(|s| &s.task);
+    let epoch = task.map_or(0, |t| t.epoch);
+    match pick {
+        EpochPick::Unnamed => None,
+        EpochPick::Current => Some(task.and_then(|t| t.claim.as_ref()).map_or(epoch, |c| c.epoch)),
+        EpochPick::Stale => Some(epoch.saturating_sub(1)),
+        EpochPick::Ahead => Some(epoch + 1),
+        EpochPick::Fixed(e) => Some(*e),
+    }
+}
+
+fn kind_of(plan: bool) -> Kind {
+    if plan { Kind::Plan } else { Kind::Work }
+}
+
+/// Make every choice of `op` against `board` (the state the op's author sees).
+fn concretize(board: &Board, op: &Op) -> Option<Concrete> {
+    let ids = minted(board);
+    Some(match op {
+        Op::Wait(_) => return None,
+        Op::Add { deps, plan, priority } => {
+            let deps: BTreeSet<String> = deps.iter().map(|&i| resolve_id(&ids, i)).collect();
+            Concrete::Add { deps: deps.into_iter().collect(), kind: kind_of(*plan), priority: *priority }
+        }
+        Op::Claim { agent, task, lease_secs, plan } => Concrete::Claim {
+            agent: resolve_agent(board, *agent),
+            id: task.map(|i| resolve_id(&ids, i)),
+            kind: kind_of(*plan),
+            lease: Duration::from_secs(*lease_secs),
+        },
+        Op::Renew { agent, task, epoch, lease_secs } => {
+            let id = task.map(|i| resolve_held(board, &ids, i, &resolve_agent(board, *agent)));
+            let epoch = id.as_deref().and_then(|id| resolve_epoch(board, id, epoch));
+            Concrete::Renew { agent: resolve_agent(board, *agent), id, epoch, lease: Duration::from_secs(*lease_secs) }
+        }
+        Op::Release { agent, task, epoch } => {
+            let id = resolve_held(board, &ids, *task, &resolve_agent(board, *agent));
+            let epoch = resolve_epoch(board, &id, epoch);
+            Concrete::Release { agent: resolve_agent(board, *agent), id, epoch }
+        }
+        Op::Done { agent, task, epoch } => {
+            let id = resolve_held(board, &ids, *task, &resolve_agent(board, *agent));
+            let epoch = resolve_epoch(board, &id, epoch);
+            Concrete::Done { agent: resolve_agent(board, *agent), id, epoch }
+        }
+        Op::Fail { agent, task, epoch } => {
+            let id = resolve_held(board, &ids, *task, &resolve_agent(board, *agent));
+            let epoch = resolve_epoch(board, &id, epoch);
+            Concrete::Fail { agent: resolve_agent(board, *agent), id, epoch }
+        }
+    })
+}
+
+/// Run one op on `board` at `now`. `step` seeds the ids an add mints, so that a re-run mints the same ones.
+fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
+    let actor = Actor { agent: op.agent().to_string(), now };
+    match op {
+        Concrete::Add { deps, kind, priority } => {
+            let mut k = 0u32;
+            let mut mint = || {
+                k += 1;
+                format!("t-{step:04x}{k:02x}")
+            };
+            let new = NewTask {
+                title: format!("task of step {step}"),
+                kind: *kind,
+                priority: *priority,
+                deps: deps.clone(),
+                ..NewTask::default()
+            };
+            ops::add(board, &actor, vec![new], &mut mint)
+        }
+        Concrete::Claim { id, kind, lease, .. } => {
+            ops::claim(board, &actor, id.as_deref(), *kind, *lease).map(|(c, t)| (c, vec![t]))
+        }
+        Concrete::Renew { id, epoch, lease, .. } => ops::renew(board, &actor, id.as_deref(), *epoch, *lease),
+        Concrete::Release { id, epoch, .. } => ops::release(board, &actor, id, *epoch).map(|(c, t)| (c, vec![t])),
+        Concrete::Done { id, epoch, .. } => {
+            ops::done(board, &actor, id, *epoch, Some(format!("{step:040x}")), Some(format!("note {step}")))
+                .map(|(c, t)| (c, vec![t]))
+        }
+        Concrete::Fail { id, epoch, .. } => {
+            ops::fail(board, &actor, id, *epoch, format!("broke at step {step}")).map(|(c, t)| (c, vec![t]))
+        }
+    }
+}
+
+fn task<'a>(board: &'a Board, id: &str) -> Option<&'a Task> {
+    board.tasks.get(id).map(|s| &s.task)
+}
+
+fn deps_done(board: &Board, t: &Task) -> bool {
+    t.deps.iter().all(|d| board.status_of(d) == Some(Status::Done))
+}
+
+/// May `agent` act as the holder of `id` under `epoch` (renew, release, done, fail)? The contract: the task is
+/// claimed, by `agent`, under that epoch when one is named; an expired lease does not matter while nobody has
+/// claimed the task since.
+fn is_holder(board: &Board, id: &str, agent: &str, epoch: Option<u64>) -> bool {
+    task(board, id).is_some_and(|t| {
+        !t.status.is_final() && t.claim.as_ref().is_some_and(|c| c.agent == agent && epoch.is_none_or(|e| e == c.epoch))
+    })
+}
+
+/// Does a refused op say something true about the board it was refused on?
+fn check_refusal(before: &Board, op: &Concrete, now: Timestamp, e: &DomainError) -> Result<(), TestCaseError> {
+    let max = before.config.max_attempts;
+    match e {
+        DomainError::UnknownTask(id) => prop_assert!(!before.contains(id), "{id} exists: {e}"),
+        DomainError::NothingReady { kind } => {
+            prop_assert!(matches!(op, Concrete::Claim { id: None, .. }), "NothingReady for {op:?}");
+            let takeable = before
+                .tasks
+                .values()
+                .map(|s| &s.task)
+                .find(|t| t.kind == *kind && t.status == Status::Open && deps_done(before, t));
+            prop_assert!(takeable.is_none(), "nothing ready, but {takeable:?} is open with its deps done");
+        }
+        DomainError::ClaimedByOther { id, agent, until } => {
+            let c = task(before, id).and_then(|t| t.claim.as_ref());
+            prop_assert!(
+                c.is_some_and(|c| c.agent == *agent && c.lease_until == *until && *until > now),
+                "{e} but the claim is {c:?} at {now:?}"
+            );
+            prop_assert_ne!(agent.as_str(), op.agent());
+        }
+        DomainError::NotClaimed { id, status } => {
+            let t = task(before, id);
+            prop_assert!(t.is_some_and(|t| t.claim.is_none() && t.status == *status), "{e}: {t:?}");
+        }
+        DomainError::NotMine { id, holder, agent } => {
+            let c = task(before, id).and_then(|t| t.claim.as_ref());
+            prop_assert!(c.is_some_and(|c| c.agent == *holder && holder != agent), "{e}: {c:?}");
+        }
+        DomainError::StaleEpoch { id, mine, current } => {
+            let c = task(before, id).and_then(|t| t.claim.as_ref());
+            prop_assert!(c.is_some_and(|c| c.epoch == *current && mine != current), "{e}: {c:?}");
+        }
+        DomainError::DepsNotDone { id, waiting } => {
+            prop_assert!(!waiting.is_empty(), "{e}");
+            for w in waiting {
+                prop_assert_ne!(before.status_of(w), Some(Status::Done), "{} waits on done {}", id, w);
+            }
+        }
+        DomainError::Final { id, status } => {
+            prop_assert!(status.is_final(), "{e}");
+            prop_assert_eq!(before.status_of(id), Some(*status));
+        }
+        DomainError::AttemptsExhausted { id, .. } => {
+            let t = task(before, id);
+            prop_assert!(
+                t.is_some_and(|t| t.attempts + 1 >= max && t.expired_claim(now).is_some()),
+                "{e}: {t:?} (max {max})"
+            );
+        }
+        DomainError::IdSpaceExhausted(_) => prop_assert!(false, "mint never repeats: {e}"),
+    }
+    Ok(())
+}
+
+/// What the protocol promises whatever the op: checked on the board before and after one step.
+fn check_board(before: &Board, after: &Board) -> Result<(), TestCaseError> {
+    let max = after.config.max_attempts;
+    for (id, s) in &after.tasks {
+        let t = &s.task;
+        prop_assert_eq!(id, &t.id);
+        prop_assert!(t.validate().is_ok(), "invalid task {:?}: {:?}", t, t.validate());
+        // At most one live holder: a claim exactly when claimed.
+        prop_assert_eq!(t.status == Status::Claimed, t.claim.is_some(), "status and claim disagree: {:?}", t);
+        if let Some(c) = &t.claim {
+            prop_assert_eq!(c.epoch, t.epoch, "a claim carries the task's newest epoch: {:?}", t);
+        }
+        prop_assert!(t.attempts <= max, "{} attempts with max {}: {:?}", t.attempts, max, t);
+        if t.status.is_final() {
+            prop_assert_eq!(&s.path, &ops::closed_path(t.status, id), "a finished task lives under tasks/<status>/");
+        } else {
+            prop_assert_eq!(&s.path, &ops::task_path(id));
+        }
+        if t.status == Status::Done {
+            prop_assert!(t.result.is_some(), "done without a result: {:?}", t);
+        }
+        if let Some(old) = task(before, id) {
+            prop_assert!(t.epoch >= old.epoch, "epoch went back: {:?} -> {:?}", old, t);
+            prop_assert!(t.attempts >= old.attempts, "attempts went back: {:?} -> {:?}", old, t);
+            if old.status.is_final() {
+                prop_assert_eq!(old, t, "a {} task changed", old.status);
+            }
+        }
+    }
+    for id in before.tasks.keys() {
+        prop_assert!(after.tasks.contains_key(id), "task {} was lost", id);
+    }
+    Ok(())
+}
+
+/// What one successful op promises about the tasks it touched.
+fn check_success(
+    before: &Board,
+    after: &Board,
+    op: &Concrete,
+    now: Timestamp,
+    change: &Change,
+    value: &[Task],
+    done_by: &mut BTreeMap<String, usize>,
+) -> Result<(), TestCaseError> {
+    let written: BTreeSet<&str> = change.writes.iter().map(|w| w.task.id.as_str()).collect();
+    prop_assert_eq!(written.len(), change.writes.len(), "a task written twice in one change");
+    for (id, s) in &after.tasks {
+        if !written.contains(id.as_str()) {
+            prop_assert_eq!(Some(s), before.tasks.get(id), "{} changed but was not written", id);
+        }
+    }
+    for w in &change.writes {
+        if let Some(old) = before.tasks.get(&w.task.id)
+            && old.path != w.path
+        {
+            prop_assert!(change.removes.contains(&old.path), "{} moved without removing {}", w.task.id, old.path);
+        }
+    }
+    for t in value {
+        prop_assert_eq!(Some(t), task(after, &t.id), "the returned task is not what was written");
+    }
+    let holder = op.agent();
+    match op {
+        Concrete::Add { deps, .. } => {
+            prop_assert_eq!(value.len(), 1);
+            prop_assert!(!before.contains(&value[0].id), "add reused id {}", value[0].id);
+            prop_assert_eq!(&value[0].deps, deps);
+            prop_assert_eq!(value[0].status, Status::Open);
+        }
+        Concrete::Claim { id, kind, lease, .. } => {
+            let t = &value[0];
+            let old = task(before, &t.id).expect("a claimed task was on the board");
+            if let Some(id) = id {
+                prop_assert_eq!(&t.id, id);
+            } else {
+                prop_assert_eq!(t.kind, *kind);
+            }
+            prop_assert!(!old.status.is_final(), "claimed a {} task", old.status);
+            prop_assert!(deps_done(before, old), "claimed {} whose deps are not done: {:?}", t.id, old.deps);
+            let c = t.claim.as_ref().expect("a claimed task has a claim");
+            prop_assert_eq!(c.agent.as_str(), holder);
+            prop_assert!(c.lease_until >= now.plus(*lease), "lease {:?} shorter than {:?}", c.lease_until, lease);
+            match old.live_claim(now) {
+                // Claiming what I hold is a renewal: same epoch.
+                Some(mine) if mine.agent == holder => {
+                    prop_assert_eq!(t.epoch, old.epoch, "a renewal by claim changed the epoch");
+                    prop_assert_eq!(t.attempts, old.attempts);
+                }
+                Some(other) => prop_assert!(false, "claimed {} while {} holds it live", t.id, other.agent),
+                None => {
+                    prop_assert_eq!(t.epoch, old.epoch + 1, "a claim must raise the epoch by exactly one");
+                    let expired = old.expired_claim(now).is_some();
+                    prop_assert_eq!(t.attempts, old.attempts + u32::from(expired), "a takeover spends one attempt");
+                }
+            }
+            // Everything else the claim wrote is an expired claim swept to failed.
+            for w in change.writes.iter().filter(|w| w.task.id != t.id) {
+                let old = task(before, &w.task.id).expect("swept task was on the board");
+                prop_assert!(old.expired_claim(now).is_some(), "swept a task whose claim is live: {:?}", old);
+                prop_assert_eq!(w.task.status, Status::Failed);
+            }
+        }
+        Concrete::Renew { id, epoch, .. } => {
+            if let Some(id) = id {
+                prop_assert!(is_holder(before, id, holder, *epoch), "renewed {} not held by {}", id, holder);
+            }
+            for t in value {
+                let old = task(before, &t.id).expect("renewed task was on the board");
+                prop_assert!(is_holder(before, &t.id, holder, None), "renewed {} not held by {}", t.id, holder);
+                prop_assert_eq!(t.epoch, old.epoch);
+                prop_assert_eq!(t.status, Status::Claimed);
+            }
+        }
+        Concrete::Release { id, epoch, .. } | Concrete::Done { id, epoch, .. } | Concrete::Fail { id, epoch, .. } => {
+            prop_assert!(is_holder(before, id, holder, *epoch), "{:?} succeeded for a non-holder", op);
+            let old = task(before, id).expect("on the board");
+            let t = &value[0];
+            prop_assert!(t.claim.is_none());
+            prop_assert_eq!(t.epoch, old.epoch);
+            match op {
+                Concrete::Release { .. } => {
+                    prop_assert_eq!(t.status, Status::Open);
+                    prop_assert_eq!(t.attempts, old.attempts);
+                }
+                Concrete::Done { .. } => {
+                    prop_assert_eq!(t.status, Status::Done);
+                    let r = t.result.as_ref().expect("result");
+                    prop_assert_eq!(r.agent.as_deref(), Some(holder));
+                    prop_assert_eq!(r.epoch, old.claim.as_ref().map(|c| c.epoch));
+                    let n = done_by.entry(id.clone()).or_default();
+                    *n += 1;
+                    prop_assert_eq!(*n, 1, "task {} completed twice", id);
+                }
+                _ => {
+                    prop_assert_eq!(t.attempts, old.attempts + 1);
+                    let want = if t.attempts >= before.config.max_attempts { Status::Failed } else { Status::Open };
+                    prop_assert_eq!(t.status, want);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Oracles that decide, from the board alone, whether an op must go through.
+fn check_must_succeed(before: &Board, op: &Concrete, ok: bool) -> Result<(), TestCaseError> {
+    match op {
+        Concrete::Release { id, epoch, agent }
+        | Concrete::Done { id, epoch, agent }
+        | Concrete::Fail { id, epoch, agent } => {
+            prop_assert_eq!(ok, is_holder(before, id, agent, *epoch), "holder op {:?}", op);
+        }
+        Concrete::Renew { id: Some(id), epoch, agent, .. } => {
+            prop_assert_eq!(ok, is_holder(before, id, agent, *epoch), "renew {:?}", op);
+        }
+        Concrete::Claim { id: Some(id), .. } => {
+            // An open task whose deps are all done is always claimable.
+            if let Some(t) = task(before, id)
+                && t.status == Status::Open
+                && deps_done(before, t)
+            {
+                prop_assert!(ok, "an open task with its deps done was refused: {:?}", op);
+            }
+        }
+        Concrete::Claim { id: None, kind, .. } => {
+            if before
+                .tasks
+                .values()
+                .any(|s| s.task.kind == *kind && s.task.status == Status::Open && deps_done(before, &s.task))
+            {
+                prop_assert!(ok, "claim without id refused with open tasks ready: {:?}", op);
+            }
+        }
+        Concrete::Add { deps, .. } => {
+            prop_assert_eq!(ok, deps.iter().all(|d| before.contains(d)), "add {:?}", op);
+        }
+        Concrete::Renew { id: None, .. } => prop_assert!(ok, "renew of all my claims never fails"),
+    }
+    Ok(())
+}
+
+const START_SECS: u64 = 1_800_000_000;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// Every step keeps the invariants; refusals are truthful; each task is completed at most once.
+    #[test]
+    fn random_interleavings_keep_the_invariants((max_attempts, script) in scenario()) {
+        let mut board = empty_board(max_attempts);
+        let mut now = Timestamp::from_secs(START_SECS);
+        let mut done_by = BTreeMap::new();
+        for (step, op) in script.iter().enumerate() {
+            if let Op::Wait(ms) = op {
+                now = now.plus(Duration::from_millis(*ms));
+                continue;
+            }
+            let op = concretize(&board, op).expect("not a wait");
+            let before = board.clone();
+            let outcome = run(&board, &op, now, step);
+            // The op read the board and nothing else: the board is as it was.
+            prop_assert_eq!(&board.tasks, &before.tasks);
+            prop_assert_eq!(&board.closed, &before.closed);
+            check_must_succeed(&before, &op, outcome.is_ok())?;
+            match &outcome {
+                Ok((change, value)) => {
+                    prop_assert_eq!(change.agent.as_str(), op.agent());
+                    ops::apply(&mut board, change);
+                    check_board(&before, &board)?;
+                    check_success(&before, &board, &op, now, change, value, &mut done_by)?;
+                }
+                Err(e) => check_refusal(&before, &op, now, e)?,
+            }
+            now = now.plus(Duration::from_millis(1));
+        }
+        // Exactly once: every done task has exactly one successful `done` behind it.
+        for s in board.tasks.values() {
+            if s.task.status == Status::Done {
+                prop_assert_eq!(done_by.get(&s.task.id), Some(&1), "task {} done without one done op", s.task.id);
+            }
+        }
+    }
+
+    /// The transaction loop computes an op on what it read; when the compare-and-swap finds the ref moved, it
+    /// throws that away, reads again (the op view: finished tasks known by path) and runs the op again. However
+    /// stale the reads, the ops land exactly as a sequential application of them on the full board.
+    #[test]
+    fn replay_after_a_stale_read_equals_sequential((max_attempts, script) in scenario(), lags in proptest::collection::vec(0usize..4, 80)) {
+        let mut seq = empty_board(max_attempts);
+        let mut history = vec![op_view(&seq)];
+        let mut now = Timestamp::from_secs(START_SECS);
+        for (step, op) in script.iter().enumerate() {
+            if let Op::Wait(ms) = op {
+                now = now.plus(Duration::from_millis(*ms));
+                continue;
+            }
+            let op = concretize(&seq, op).expect("not a wait");
+            let want = run(&seq, &op, now, step);
+            // The writer read a version `lag` commits behind the tip.
+            let lag = lags[step % lags.len()].min(history.len() - 1);
+            let read = &history[history.len() - 1 - lag];
+            let first = run(read, &op, now, step);
+            let tip = history.last().expect("a tip").clone();
+            let got = if lag == 0 {
+                first
+            } else {
+                // Lost race: whatever the stale read gave (a change or a refusal) is dropped; run on the new tip.
+                drop(first);
+                run(&tip, &op, now, step)
+            };
+            match (&want, &got) {
+                (Ok((wc, wv)), Ok((gc, gv))) => {
+                    prop_assert_eq!(wc, gc, "the same op wrote something else on the op view");
+                    prop_assert_eq!(wv, gv);
+                }
+                (Err(we), Err(ge)) => prop_assert_eq!(we, ge),
+                _ => prop_assert!(false, "sequential {:?} but replayed {:?} for {:?}", want, got, op),
+            }
+            if let Ok((change, _)) = &want {
+                ops::apply(&mut seq, change);
+            }
+            if let Ok((change, _)) = &got {
+                let mut next = tip;
+                ops::apply(&mut next, change);
+                history.push(op_view(&next));
+            }
+            now = now.plus(Duration::from_millis(1));
+        }
+        let tip = history.last().expect("a tip");
+        let view = op_view(&seq);
+        prop_assert_eq!(&tip.tasks, &view.tasks);
+        prop_assert_eq!(&tip.closed, &view.closed);
+    }
+}
+
+/// The board as the transaction loop reads it: live tasks in full, finished ones by path alone.
+fn op_view(full: &Board) -> Board {
+    let mut b = Board { config: full.config.clone(), tasks: BTreeMap::new(), closed: full.closed.clone() };
+    for (id, s) in &full.tasks {
+        if s.task.status.is_final() {
+            b.closed.insert(id.clone(), Closed { status: s.task.status, path: s.path.clone() });
+        } else {
+            b.tasks.insert(id.clone(), Stored { path: s.path.clone(), task: s.task.clone() });
+        }
+    }
+    b
+}
+
+/// A few fixed interleavings the random ones must agree with: a stale holder is fenced off after a takeover, and
+/// only one of two racing completions goes through.
+#[test]
+fn a_stale_holder_is_fenced_and_completion_is_exactly_once() {
+    let mut b = empty_board(3);
+    let t0 = Timestamp::from_secs(START_SECS);
+    let add = run(&b, &Concrete::Add { deps: vec![], kind: Kind::Work, priority: 0 }, t0, 0).expect("add");
+    ops::apply(&mut b, &add.0);
+    let id = add.1[0].id.clone();
+    let claim = |agent: &str| Concrete::Claim {
+        agent: agent.into(),
+        id: Some(id.clone()),
+        kind: Kind::Work,
+        lease: Duration::from_secs(10),
+    };
+    let (ch, t) = run(&b, &claim("ann"), t0, 1).expect("ann claims");
+    ops::apply(&mut b, &ch);
+    assert_eq!(t[0].epoch, 1);
+    // Ann's lease runs out; bob takes over.
+    let later = t0.plus(Duration::from_secs(11));
+    let (ch, t) = run(&b, &claim("bob"), later, 2).expect("bob takes over");
+    ops::apply(&mut b, &ch);
+    assert_eq!((t[0].epoch, t[0].attempts), (2, 1));
+    // Ann wakes up: refused whether she names her epoch or not.
+    for epoch in [None, Some(1)] {
+        let r = run(&b, &Concrete::Done { agent: "ann".into(), id: id.clone(), epoch }, later, 3);
+        assert!(matches!(r, Err(DomainError::NotMine { .. })), "{r:?}");
+    }
+    // Bob's done goes through once; a second one (a retry after an unknown push outcome) is refused.
+    let done = Concrete::Done { agent: "bob".into(), id: id.clone(), epoch: Some(2) };
+    let (ch, _) = run(&b, &done, later, 4).expect("bob done");
+    ops::apply(&mut b, &ch);
+    let again = run(&b, &done, later, 5);
+    assert!(matches!(again, Err(DomainError::Final { .. })), "{again:?}");
+    let view = op_view(&b);
+    let again = run(&view, &done, later, 5);
+    assert!(matches!(again, Err(DomainError::Final { .. })), "{again:?}");
+}
+
+/// Counters read from a file can sit at the edge of their type. An op on such a task must refuse it (or leave it
+/// alone), never overflow: in a debug build an overflow is a panic, in a release build a wrapped epoch of 0 that
+/// makes the task unreadable at the next read.
+#[test]
+fn counters_at_their_limits_never_overflow() {
+    let now = Timestamp::from_secs(START_SECS);
+    let mut b = empty_board(3);
+    let mut put = |id: &str, f: &dyn Fn(&mut Task)| {
+        let mut t = Task {
+            id: id.into(),
+            title: id.into(),
+            body: String::new(),
+            kind: Kind::Work,
+            status: Status::Open,
+            priority: 0,
+            deps: vec![],
+            labels: vec![],
+            parent: None,
+            attempts: 0,
+            epoch: 0,
+            created_by: None,
+            created_at: None,
+            claim: None,
+            result: None,
+            failures: vec![],
+        };
+        f(&mut t);
+        b.tasks.insert(id.into(), Stored { path: ops::task_path(id), task: t });
+    };
+    put("t-aa0001", &|t| t.epoch = u64::MAX);
+    put("t-aa0002", &|t| {
+        t.status = Status::Claimed;
+        t.attempts = u32::MAX;
+        t.epoch = 1;
+        t.claim =
+            Some(git_swarm::model::Claim { agent: "ghost".into(), epoch: 1, lease_until: Timestamp::from_secs(1) });
+    });
+    put("t-aa0003", &|t| {
+        t.status = Status::Claimed;
+        t.attempts = u32::MAX;
+        t.epoch = u64::MAX;
+        t.claim = Some(git_swarm::model::Claim {
+            agent: "ann".into(),
+            epoch: u64::MAX,
+            lease_until: now.plus(Duration::from_secs(60)),
+        });
+    });
+    let lease = Duration::from_secs(10);
+    let steps: Vec<(&str, Concrete)> = vec![
+        (
+            "claim t-aa0001",
+            Concrete::Claim { agent: "bob".into(), id: Some("t-aa0001".into()), kind: Kind::Work, lease },
+        ),
+        (
+            "claim t-aa0002",
+            Concrete::Claim { agent: "bob".into(), id: Some("t-aa0002".into()), kind: Kind::Work, lease },
+        ),
+        ("claim", Concrete::Claim { agent: "bob".into(), id: None, kind: Kind::Work, lease }),
+        ("fail t-aa0003", Concrete::Fail { agent: "ann".into(), id: "t-aa0003".into(), epoch: None }),
+        ("renew", Concrete::Renew { agent: "ann".into(), id: None, epoch: None, lease }),
+    ];
+    let mut panicked = vec![];
+    let ready = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ops::ready(&b, Kind::Work, now).len()));
+    if ready.is_err() {
+        panicked.push("ready");
+    }
+    for (what, op) in &steps {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&b, op, now, 1))) {
+            Err(_) => panicked.push(what),
+            Ok(Ok((change, _))) => {
+                for w in &change.writes {
+                    assert!(w.task.validate().is_ok(), "{what} wrote a task that will not read back: {:?}", w.task);
+                    if let Some(old) = b.tasks.get(&w.task.id) {
+                        assert!(w.task.epoch >= old.task.epoch, "{what}: the epoch wrapped: {:?}", w.task);
+                        assert!(w.task.attempts >= old.task.attempts, "{what}: attempts wrapped: {:?}", w.task);
+                    }
+                }
+            }
+            Ok(Err(_)) => {}
+        }
+    }
+    assert!(panicked.is_empty(), "these ops panicked on counters at their limits: {panicked:?}");
+}
