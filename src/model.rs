@@ -15,6 +15,8 @@ pub const MAX_TASK_FILE_BYTES: u64 = 1024 * 1024;
 pub const MAX_CONFIG_BYTES: u64 = 256 * 1024;
 /// Longest id, agent or label.
 pub const MAX_NAME_LEN: usize = 64;
+/// Highest epoch (claims of one task); keeps it exact in JSON (2^53 - 1) and far from overflow.
+pub const MAX_EPOCH: u64 = (1 << 53) - 1;
 /// Longest title.
 pub const MAX_TITLE_LEN: usize = 500;
 
@@ -192,6 +194,9 @@ impl Task {
         }
         for l in &self.labels {
             validate_label(l).map_err(|e| format!("labels: {e}"))?;
+        }
+        if self.epoch > MAX_EPOCH {
+            return Err(format!("epoch {} is beyond the limit of {MAX_EPOCH}", self.epoch));
         }
         match (self.status, &self.claim) {
             (Status::Claimed, None) => {

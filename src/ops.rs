@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::model::{Claim, Config, Failure, Kind, Status, Task, TaskResult};
+use crate::model::{Claim, Config, Failure, Kind, MAX_EPOCH, Status, Task, TaskResult};
 use crate::time::Timestamp;
 
 /// The board as read from one commit of the state ref: the settings and the readable tasks.
@@ -21,6 +21,9 @@ pub struct Board {
     pub config: Config,
     pub tasks: BTreeMap<String, Stored>,
     pub closed: BTreeMap<String, Closed>,
+    /// Other files that carry the id of a task in `tasks` (reported as problems). Writing the task deletes them,
+    /// so that a stale twin can never come back to life when the task moves.
+    pub twins: BTreeMap<String, Vec<String>>,
 }
 
 /// A finished task known by its path alone.
@@ -98,6 +101,8 @@ pub enum DomainError {
     Final { id: String, status: Status },
     #[error("task {id} has used all {attempts} attempts")]
     AttemptsExhausted { id: String, attempts: u32 },
+    #[error("task {id} has been claimed as often as an epoch can count")]
+    EpochExhausted { id: String },
     #[error("could not mint a fresh task id after {0} tries")]
     IdSpaceExhausted(u32),
 }
@@ -130,11 +135,17 @@ fn shard(id: &str) -> String {
     if hex.len() == 2 { hex.to_ascii_lowercase() } else { "xx".to_string() }
 }
 
-/// The write of `t`, read from `from`: finished tasks move under `tasks/<status>/`, live ones stay where they are.
-fn place(t: Task, from: &str, removes: &mut Vec<String>) -> Stored {
+/// The write of `t`, read from `from`: finished tasks move under `tasks/<status>/`, live ones stay where they are;
+/// twins of the task are deleted.
+fn place(board: &Board, t: Task, from: &str, removes: &mut Vec<String>) -> Stored {
     let path = if t.status.is_final() { closed_path(t.status, &t.id) } else { from.to_string() };
     if path != from {
         removes.push(from.to_string());
+    }
+    for twin in board.twins.get(&t.id).into_iter().flatten() {
+        if *twin != path && !removes.contains(twin) {
+            removes.push(twin.clone());
+        }
     }
     Stored { path, task: t }
 }
@@ -209,10 +220,12 @@ pub fn add(
 pub fn is_ready(board: &Board, task: &Task, now: Timestamp) -> bool {
     let takeable = match task.status {
         Status::Open => true,
-        Status::Claimed => task.expired_claim(now).is_some() && task.attempts + 1 < board.config.max_attempts,
+        Status::Claimed => {
+            task.expired_claim(now).is_some() && task.attempts.saturating_add(1) < board.config.max_attempts
+        }
         _ => false,
     };
-    takeable && waiting_on(board, task).is_empty()
+    takeable && next_epoch(task).is_ok() && waiting_on(board, task).is_empty()
 }
 
 /// The deps of `task` that are not done (unknown ids count as not done).
@@ -260,7 +273,7 @@ pub fn claim(
                 // My own live claim: claiming again is a renewal (same epoch). My own expired claim is taken over
                 // like anyone's, with a new epoch, so that a stale process of mine is fenced off too.
                 if c.agent == actor.agent && c.lease_until > now {
-                    return renew_one(s, actor, None, lease).map(|(w, t)| {
+                    return renew_one(board, s, actor, None, lease).map(|(w, t)| {
                         (change("claim", actor, &t, format!("claim {} again", t.id), vec![w], vec![]), t)
                     });
                 }
@@ -271,8 +284,11 @@ pub fn claim(
                         until: c.lease_until,
                     });
                 }
-                if t.attempts + 1 >= board.config.max_attempts {
-                    return Err(DomainError::AttemptsExhausted { id: t.id.clone(), attempts: t.attempts + 1 });
+                if t.attempts.saturating_add(1) >= board.config.max_attempts {
+                    return Err(DomainError::AttemptsExhausted {
+                        id: t.id.clone(),
+                        attempts: t.attempts.saturating_add(1),
+                    });
                 }
             }
             let waiting = waiting_on(board, t);
@@ -286,11 +302,14 @@ pub fn claim(
             // them as failed so that nothing stays stuck.
             for s in board.tasks.values() {
                 let t = &s.task;
-                if t.kind == kind && t.expired_claim(now).is_some() && t.attempts + 1 >= board.config.max_attempts {
+                if t.kind == kind
+                    && t.expired_claim(now).is_some()
+                    && t.attempts.saturating_add(1) >= board.config.max_attempts
+                {
                     let mut t = t.clone();
                     expire(&mut t, now);
                     t.status = Status::Failed;
-                    writes.push(place(t, &s.path, &mut removes));
+                    writes.push(place(board, t, &s.path, &mut removes));
                 }
             }
             let best = ready(board, kind, now).into_iter().next().ok_or(DomainError::NothingReady { kind })?;
@@ -301,18 +320,23 @@ pub fn claim(
     if t.expired_claim(now).is_some() {
         expire(&mut t, now);
     }
-    t.epoch += 1;
+    t.epoch = next_epoch(&t)?;
     t.status = Status::Claimed;
     t.claim = Some(Claim { agent: actor.agent.clone(), epoch: t.epoch, lease_until: now.plus(lease).ceil_secs() });
-    writes.push(Stored { path: stored.path.clone(), task: t.clone() });
+    writes.push(place(board, t.clone(), &stored.path, &mut removes));
     let summary = format!("claim {}: {}", t.id, subject(&t.title));
     Ok((change("claim", actor, &t, summary, writes, removes), t))
+}
+
+/// The epoch of the next claim of `t`, unless epochs have run out (only a hand-made file gets there).
+fn next_epoch(t: &Task) -> Result<u64, DomainError> {
+    t.epoch.checked_add(1).filter(|e| *e <= MAX_EPOCH).ok_or(DomainError::EpochExhausted { id: t.id.clone() })
 }
 
 /// Record that the claim of `t` ran out without a result: one attempt spent.
 fn expire(t: &mut Task, now: Timestamp) {
     if let Some(c) = t.claim.take() {
-        t.attempts += 1;
+        t.attempts = t.attempts.saturating_add(1);
         t.failures.push(Failure {
             agent: c.agent,
             epoch: c.epoch,
@@ -341,13 +365,20 @@ pub fn check_holder<'a>(t: &'a Task, agent: &str, epoch: Option<u64>) -> Result<
     Ok(c)
 }
 
-fn renew_one(s: &Stored, actor: &Actor, epoch: Option<u64>, lease: Duration) -> Result<(Stored, Task), DomainError> {
+fn renew_one(
+    board: &Board,
+    s: &Stored,
+    actor: &Actor,
+    epoch: Option<u64>,
+    lease: Duration,
+) -> Result<(Stored, Task), DomainError> {
     check_holder(&s.task, &actor.agent, epoch)?;
     let mut t = s.task.clone();
     if let Some(c) = t.claim.as_mut() {
         c.lease_until = actor.now.plus(lease).ceil_secs();
     }
-    Ok((Stored { path: s.path.clone(), task: t.clone() }, t))
+    let mut removes = vec![];
+    Ok((place(board, t.clone(), &s.path, &mut removes), t))
 }
 
 /// Extend the lease of my claim on `id`, or of every claim I hold.
@@ -362,14 +393,14 @@ pub fn renew(
     let mut tasks = Vec::new();
     match id {
         Some(id) => {
-            let (w, t) = renew_one(get(board, id)?, actor, epoch, lease)?;
+            let (w, t) = renew_one(board, get(board, id)?, actor, epoch, lease)?;
             writes.push(w);
             tasks.push(t);
         }
         None => {
             for s in board.tasks.values() {
                 if s.task.status == Status::Claimed && s.task.claim.as_ref().is_some_and(|c| c.agent == actor.agent) {
-                    let (w, t) = renew_one(s, actor, None, lease)?;
+                    let (w, t) = renew_one(board, s, actor, None, lease)?;
                     writes.push(w);
                     tasks.push(t);
                 }
@@ -412,7 +443,7 @@ fn end_claim(
     end(&mut t, ep);
     let summary = format!("{op} {}: {}", t.id, subject(&t.title));
     let mut removes = vec![];
-    let w = place(t.clone(), &s.path, &mut removes);
+    let w = place(board, t.clone(), &s.path, &mut removes);
     let mut ch = change(op, actor, &t, summary, vec![w], removes);
     ch.epoch = Some(ep);
     Ok((ch, t))
@@ -448,7 +479,7 @@ pub fn fail(
     reason: String,
 ) -> Result<(Change, Task), DomainError> {
     end_claim(board, actor, id, epoch, "fail", |t, ep| {
-        t.attempts += 1;
+        t.attempts = t.attempts.saturating_add(1);
         t.failures.push(Failure { agent: actor.agent.clone(), epoch: ep, at: actor.now, reason });
         t.status = if t.attempts >= board.config.max_attempts { Status::Failed } else { Status::Open };
     })
@@ -488,6 +519,7 @@ fn subject(title: &str) -> String {
 /// Apply a change to a board in memory (what committing it would give), for tests and for chaining ops.
 pub fn apply(board: &mut Board, change: &Change) {
     for w in &change.writes {
+        board.twins.remove(&w.task.id);
         board.closed.remove(&w.task.id);
         board.tasks.insert(w.task.id.clone(), w.clone());
     }

@@ -53,7 +53,14 @@ pub struct Problem {
 
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} in commit {}: {}", crate::escape::line(&self.path), short(&self.commit), self.message)
+        // The message may quote the file (a TOML error does): escape it like the path.
+        write!(
+            f,
+            "{} in commit {}: {}",
+            crate::escape::line(&self.path),
+            short(&self.commit),
+            crate::escape::line(&self.message)
+        )
     }
 }
 
@@ -136,13 +143,15 @@ impl Store {
                 cfg
             }
         };
-        let mut board = Board { config, tasks: BTreeMap::new(), closed: BTreeMap::new() };
+        let mut board = Board { config, ..Board::default() };
         let mut problems = Vec::new();
         match tasks_tree {
             None => {}
             Some((EntryKind::Tree, id)) => {
                 let walk = Walk { commit: &commit_hex, full, closed: None };
-                self.read_tasks_dir(id, TASKS_DIR, 0, &walk, &mut board, &mut problems)?;
+                let mut found = Vec::new();
+                self.read_tasks_dir(id, TASKS_DIR, 0, &walk, &mut found, &mut problems)?;
+                resolve(found, &commit_hex, &mut board, &mut problems);
             }
             Some((kind, _)) => problems.push(Problem {
                 path: TASKS_DIR.into(),
@@ -159,7 +168,7 @@ impl Store {
         dir: &str,
         depth: usize,
         walk: &Walk<'_>,
-        board: &mut Board,
+        found: &mut Vec<Found>,
         problems: &mut Vec<Problem>,
     ) -> Result<(), StoreError> {
         let commit = walk.commit;
@@ -184,7 +193,7 @@ impl Store {
                         _ => walk.closed,
                     };
                     let sub = Walk { closed, ..*walk };
-                    self.read_tasks_dir(entry.object_id(), &path, depth + 1, &sub, board, problems)?;
+                    self.read_tasks_dir(entry.object_id(), &path, depth + 1, &sub, found, problems)?;
                 }
                 _ if !name.ends_with(".toml") => {}
                 EntryKind::Link => problems.push(problem(path, "is a symbolic link, not a task file".into())),
@@ -193,37 +202,18 @@ impl Store {
                     let stem = name.trim_end_matches(".toml");
                     let read = match walk.closed {
                         // A finished task is known by its path alone unless the whole board is wanted.
-                        Some(status) if !walk.full => {
-                            model::validate_id(stem).map(|()| Err(Closed { status, path: path.clone() }))
-                        }
+                        Some(status) if !walk.full => model::validate_id(stem).map(|()| Entry::Closed(status)),
                         closed => self.read_task(entry.object_id(), stem).and_then(|task| match closed {
                             Some(st) if task.status != st => {
                                 Err(format!("is under tasks/{st}/ but its status is {}", task.status))
                             }
-                            _ => Ok(Ok(task)),
+                            Some(_) => Ok(Entry::Finished(task)),
+                            None => Ok(Entry::Live(task)),
                         }),
                     };
-                    let id = match &read {
-                        Ok(Ok(task)) => task.id.clone(),
-                        Ok(Err(_)) => stem.to_string(),
-                        Err(_) => String::new(),
-                    };
-                    let first = board
-                        .tasks
-                        .get(&id)
-                        .map(|s| s.path.clone())
-                        .or_else(|| board.closed.get(&id).map(|c| c.path.clone()));
-                    match (read, first) {
-                        (Err(message), _) => problems.push(problem(path, message)),
-                        (Ok(_), Some(first)) => {
-                            problems.push(problem(path, format!("a second file for task {id}; {first} is used")))
-                        }
-                        (Ok(Ok(task)), None) => {
-                            board.tasks.insert(id, Stored { path, task });
-                        }
-                        (Ok(Err(closed)), None) => {
-                            board.closed.insert(id, closed);
-                        }
+                    match read {
+                        Err(message) => problems.push(problem(path, message)),
+                        Ok(entry) => found.push(Found { id: stem.to_string(), path, entry }),
                     }
                 }
             }
@@ -433,6 +423,53 @@ impl Store {
             out.push(LogEntry::parse(info.id.to_hex().to_string(), time, &msg));
         }
         Ok(out)
+    }
+}
+
+/// A readable task file found by a walk of `tasks/`.
+struct Found {
+    id: String,
+    path: String,
+    entry: Entry,
+}
+
+enum Entry {
+    /// A live task, read.
+    Live(Task),
+    /// A finished task, read (full reads).
+    Finished(Task),
+    /// A finished task known by its path (lazy reads).
+    Closed(Status),
+}
+
+/// Put the files found into the board. One file per id is used: the first live one in tree order, else the first
+/// finished one. Every other file with that id is a problem, and a twin that writing the task will delete.
+fn resolve(found: Vec<Found>, commit: &str, board: &mut Board, problems: &mut Vec<Problem>) {
+    let mut by_id: BTreeMap<String, Vec<Found>> = BTreeMap::new();
+    for f in found {
+        by_id.entry(f.id.clone()).or_default().push(f);
+    }
+    for (id, mut files) in by_id {
+        let pick = files.iter().position(|f| matches!(f.entry, Entry::Live(_))).unwrap_or(0);
+        let chosen = files.remove(pick);
+        if !files.is_empty() {
+            for f in &files {
+                problems.push(Problem {
+                    path: f.path.clone(),
+                    commit: commit.to_string(),
+                    message: format!("a second file for task {id}; {} is used", chosen.path),
+                });
+            }
+            board.twins.insert(id.clone(), files.into_iter().map(|f| f.path).collect());
+        }
+        match chosen.entry {
+            Entry::Live(task) | Entry::Finished(task) => {
+                board.tasks.insert(id, Stored { path: chosen.path, task });
+            }
+            Entry::Closed(status) => {
+                board.closed.insert(id, Closed { status, path: chosen.path });
+            }
+        }
     }
 }
 

@@ -342,6 +342,10 @@ fn check_refusal(before: &Board, op: &Concrete, now: Timestamp, e: &DomainError)
                 "{e}: {t:?} (max {max})"
             );
         }
+        DomainError::EpochExhausted { id } => {
+            let t = task(before, id);
+            prop_assert!(t.is_some_and(|t| t.epoch >= git_swarm::model::MAX_EPOCH), "{e}: {t:?}");
+        }
         DomainError::IdSpaceExhausted(_) => prop_assert!(false, "mint never repeats: {e}"),
     }
     Ok(())
@@ -625,7 +629,7 @@ proptest! {
 
 /// The board as the transaction loop reads it: live tasks in full, finished ones by path alone.
 fn op_view(full: &Board) -> Board {
-    let mut b = Board { config: full.config.clone(), tasks: BTreeMap::new(), closed: full.closed.clone() };
+    let mut b = Board { config: full.config.clone(), closed: full.closed.clone(), ..Board::default() };
     for (id, s) in &full.tasks {
         if s.task.status.is_final() {
             b.closed.insert(id.clone(), Closed { status: s.task.status, path: s.path.clone() });
@@ -704,7 +708,8 @@ fn counters_at_their_limits_never_overflow() {
         f(&mut t);
         b.tasks.insert(id.into(), Stored { path: ops::task_path(id), task: t });
     };
-    put("t-aa0001", &|t| t.epoch = u64::MAX);
+    // The largest epoch a file may carry (a larger one is reported at read time and never reaches an op).
+    put("t-aa0001", &|t| t.epoch = git_swarm::model::MAX_EPOCH);
     put("t-aa0002", &|t| {
         t.status = Status::Claimed;
         t.attempts = u32::MAX;
@@ -715,10 +720,10 @@ fn counters_at_their_limits_never_overflow() {
     put("t-aa0003", &|t| {
         t.status = Status::Claimed;
         t.attempts = u32::MAX;
-        t.epoch = u64::MAX;
+        t.epoch = git_swarm::model::MAX_EPOCH;
         t.claim = Some(git_swarm::model::Claim {
             agent: "ann".into(),
-            epoch: u64::MAX,
+            epoch: git_swarm::model::MAX_EPOCH,
             lease_until: now.plus(Duration::from_secs(60)),
         });
     });

@@ -81,7 +81,9 @@ impl From<DomainError> for CliError {
             DomainError::DepsNotDone { .. } => {
                 CliError::new(Exit::Refused, msg).hint("`git swarm ready` lists the tasks that can be claimed now")
             }
-            DomainError::AttemptsExhausted { .. } | DomainError::Final { .. } => CliError::new(Exit::Refused, msg),
+            DomainError::AttemptsExhausted { .. } | DomainError::Final { .. } | DomainError::EpochExhausted { .. } => {
+                CliError::new(Exit::Refused, msg)
+            }
             DomainError::IdSpaceExhausted(_) => CliError::new(Exit::Error, msg),
         }
     }

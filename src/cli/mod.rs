@@ -133,6 +133,12 @@ impl Ctx {
                 .map_err(|_| CliError::usage(format!("GIT_SWARM_CLOCK_OFFSET='{v}' is not a number of seconds")))?,
             Err(_) => 0,
         };
+        // A bad agent id is a usage error for every command, not only for those that write.
+        if let Some(a) =
+            global.agent.clone().or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()))
+        {
+            validate_agent(&a).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
+        }
         let mut retry = Retry::default();
         if let Ok(v) = std::env::var("GIT_SWARM_MAX_RETRY_SECS") {
             let secs = v
@@ -187,14 +193,14 @@ impl Ctx {
         let who = Self::identity(&swarm, &agent);
         let offset = self.clock_offset;
         let clock = move || Timestamp::now_with_offset(offset);
-        let res = swarm.transact(&self.retry, &who, &clock, |snap, now| op(snap, now, &agent));
-        match res {
-            Ok(c) => {
-                self.out.problems(&c.problems);
-                Ok((swarm, c))
-            }
-            Err(e) => Err(e.into()),
-        }
+        // Remember what the last attempt could not read, to report it whether the op went through or not.
+        let mut seen = Vec::new();
+        let res = swarm.transact(&self.retry, &who, &clock, |snap, now| {
+            seen.clone_from(&snap.problems);
+            op(snap, now, &agent)
+        });
+        self.out.problems(&seen);
+        Ok((swarm, res?))
     }
 
     /// Read the newest board, reporting unreadable files.
