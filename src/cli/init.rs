@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use git_swarm::model::Config;
-use git_swarm::time::Timestamp;
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx, parse_lease};
@@ -22,7 +21,7 @@ pub struct InitArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
-    let agent = ctx.agent()?;
+    let agent = ctx.agent().to_string();
     let swarm = ctx.swarm()?;
     let target = match args.target {
         Some(t) => t,
@@ -37,8 +36,7 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     }
     config.validate().map_err(|e| CliError::usage(format!("init: {e}")))?;
     let who = Ctx::identity(&swarm, &agent);
-    let offset = ctx.now().0 as i64 - Timestamp::now_with_offset(0).0 as i64;
-    let clock = move || Timestamp::now_with_offset(offset);
+    let clock = ctx.clock();
     let (commit, created) = swarm.init(&ctx.retry, &who, &clock, &config, &agent)?;
     let refname = swarm.ref_name();
     if created {

@@ -93,7 +93,6 @@ pub enum Command {
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
 pub struct Ctx {
-    pub global: GlobalArgs,
     pub out: Printer,
     repo: Option<gix::Repository>,
     pub swarm_name: String,
@@ -102,6 +101,7 @@ pub struct Ctx {
     clock_offset: i64,
     pub retry: Retry,
     common_dir: PathBuf,
+    agent: String,
 }
 
 impl Ctx {
@@ -134,11 +134,12 @@ impl Ctx {
             Err(_) => 0,
         };
         // A bad agent id is a usage error for every command, not only for those that write.
-        if let Some(a) =
-            global.agent.clone().or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()))
-        {
-            validate_agent(&a).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
-        }
+        let agent =
+            match global.agent.clone().or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty())) {
+                Some(a) => a,
+                None => default_agent(),
+            };
+        validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
         let mut retry = Retry::default();
         if let Ok(v) = std::env::var("GIT_SWARM_MAX_RETRY_SECS") {
             let secs = v
@@ -146,23 +147,22 @@ impl Ctx {
                 .map_err(|_| CliError::usage(format!("GIT_SWARM_MAX_RETRY_SECS='{v}' is not a number")))?;
             retry.max_elapsed = Duration::from_secs(secs);
         }
-        Ok(Ctx { global, out, repo: Some(repo), swarm_name, remote, transport, clock_offset, retry, common_dir })
+        Ok(Ctx { out, repo: Some(repo), swarm_name, remote, transport, clock_offset, retry, common_dir, agent })
     }
 
-    /// This agent's id: `--agent`, `$GIT_SWARM_AGENT`, else `<user>-<host>`.
-    pub fn agent(&self) -> CliResult<String> {
-        let agent =
-            match self.global.agent.clone().or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()))
-            {
-                Some(a) => a,
-                None => default_agent(),
-            };
-        validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
-        Ok(agent)
+    /// This agent's id: `--agent`, `$GIT_SWARM_AGENT`, else `<user>-<host>` (validated once, in `new`).
+    pub fn agent(&self) -> &str {
+        &self.agent
     }
 
     pub fn now(&self) -> Timestamp {
         Timestamp::now_with_offset(self.clock_offset)
+    }
+
+    /// The clock ops see: the system clock, shifted by `GIT_SWARM_CLOCK_OFFSET` (tests skew it).
+    pub fn clock(&self) -> impl Fn() -> Timestamp + use<> {
+        let offset = self.clock_offset;
+        move || Timestamp::now_with_offset(offset)
     }
 
     /// Open the swarm (once).
@@ -188,11 +188,10 @@ impl Ctx {
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
     ) -> CliResult<(Swarm, git_swarm::txn::Committed<T>)> {
         let mut op = op;
-        let agent = self.agent()?;
+        let agent = self.agent().to_string();
         let swarm = self.swarm()?;
         let who = Self::identity(&swarm, &agent);
-        let offset = self.clock_offset;
-        let clock = move || Timestamp::now_with_offset(offset);
+        let clock = self.clock();
         // Remember what the last attempt could not read, to report it whether the op went through or not.
         let mut seen = Vec::new();
         let res = swarm.transact(&self.retry, &who, &clock, |snap, now| {
@@ -248,7 +247,7 @@ impl Ctx {
             Option<u64>,
         ) -> Result<(git_swarm::ops::Change, git_swarm::model::Task), DomainError>,
     ) -> CliResult<()> {
-        let agent = self.agent()?;
+        let agent = self.agent().to_string();
         let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
         let (_swarm, c) = self.transact(|snap, now, agent| {
             let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };

@@ -21,7 +21,7 @@ pub struct RenewArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
-    let agent = ctx.agent()?;
+    let agent = ctx.agent().to_string();
     let epoch = match (&args.id, args.epoch) {
         (_, Some(e)) => Some(e),
         (Some(id), None) => ctx.recalled_epoch(&agent, id),
