@@ -113,8 +113,24 @@ pub fn open_swarm(
     Ok(Swarm { local: Store::from_repo(repo), location, name: name.to_string(), remote_label: label })
 }
 
-/// Open the repository at or above `dir`, as git does.
+/// Open the repository at or above `dir`, as git does (`GIT_DIR` and friends included).
 pub fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
     use crate::store::GitContext;
-    gix::discover(dir).git(|| format!("not a git repository (or any parent up to the root): {}", dir.display()))
+    let trust = gix::sec::trust::Mapping {
+        full: open_options(gix::sec::Trust::Full),
+        reduced: open_options(gix::sec::Trust::Reduced),
+    };
+    gix::ThreadSafeRepository::discover_with_environment_overrides_opts(dir, Default::default(), trust)
+        .map(gix::Repository::from)
+        .git(|| format!("not a git repository (or any parent up to the root): {}", dir.display()))
+}
+
+/// How we open repositories. gix sizes its table of pack indices when a repository is opened (by default 10%
+/// more than the packs on disk, at least 32); every fetch adds a pack, and a process that loses a few races in a
+/// busy swarm fetches several times, so the table would overflow ("too few index slots"). Room for 512 indices
+/// costs little and `maybe_gc` keeps the number of packs far below it.
+pub(crate) fn open_options(level: gix::sec::Trust) -> gix::open::Options {
+    use gix::sec::trust::DefaultForLevel;
+    gix::open::Options::default_for_level(level)
+        .object_store_slots(gix::odb::store::init::Slots::AsNeededByDiskState { multiplier: 2.0, minimum: 512 })
 }

@@ -301,7 +301,8 @@ pub fn classify<'a>(
 
 /// Check that a local path is a git repository we can use as a remote.
 pub fn open_local(path: &Path) -> Result<Store, RemoteError> {
-    let repo = gix::open(path).git(|| format!("the remote {} is not a git repository", path.display()))?;
+    let repo = gix::open_opts(path, crate::open_options(gix::sec::Trust::Full))
+        .git(|| format!("the remote {} is not a git repository", path.display()))?;
     Ok(Store::from_repo(repo))
 }
 

@@ -91,7 +91,8 @@ pub struct Store {
 
 impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let repo = gix::open(path).git(|| format!("cannot open the repository at {}", path.display()))?;
+        let repo = gix::open_opts(path, crate::open_options(gix::sec::Trust::Full))
+            .git(|| format!("cannot open the repository at {}", path.display()))?;
         Ok(Store { repo })
     }
 

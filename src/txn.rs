@@ -30,7 +30,7 @@ pub struct Retry {
     pub max_attempts: u32,
     /// …or after this long, whichever comes first.
     pub max_elapsed: Duration,
-    /// First backoff ceiling; doubles each time up to `cap`.
+    /// The shortest backoff unit, and the least cap of the backoff (see [`Retry::backoff`]).
     pub base: Duration,
     pub cap: Duration,
     /// Network errors tried again before giving up (a remote briefly unreachable).
@@ -50,9 +50,15 @@ impl Default for Retry {
 }
 
 impl Retry {
-    /// Full jitter: a random sleep in [0, min(cap, base·2^n)].
-    pub fn backoff(&self, n: u32) -> Duration {
-        let ceiling = self.base.saturating_mul(1u32 << n.min(16)).min(self.cap);
+    /// Exponential backoff with full jitter, counted in round trips: a random sleep in `[0, min(cap, unit·2^n)]`,
+    /// where `unit` is how long the attempt that just lost took (at least `base`, at most 5 s) and the cap is
+    /// `max(cap, 8·unit)`. A lost race means another writer published within about one round trip, so the waits
+    /// that spread writers apart scale with the remote's latency: milliseconds on a local path, seconds on a
+    /// hosted remote across the world.
+    pub fn backoff(&self, n: u32, unit: Duration) -> Duration {
+        let unit = unit.clamp(self.base, Duration::from_secs(5));
+        let cap = self.cap.max(unit.saturating_mul(8));
+        let ceiling = unit.saturating_mul(1u32 << n.min(16)).min(cap);
         Duration::from_micros(fastrand::u64(0..=ceiling.as_micros() as u64))
     }
 }
@@ -106,7 +112,11 @@ impl Swarm {
         Ok(match &self.location {
             Location::InProcess { store, .. } => store.read_ref(&refname)?,
             Location::Url { url, push_to, mirror_key, fetch_with } => {
-                remote::fetch(&self.local, url, push_to, &refname, &self.mirror_ref(mirror_key), *fetch_with)?
+                let tip =
+                    remote::fetch(&self.local, url, push_to, &refname, &self.mirror_ref(mirror_key), *fetch_with)?;
+                // Each fetch that brings something adds a pack.
+                self.local.maybe_gc();
+                tip
             }
         })
     }
@@ -163,6 +173,7 @@ impl Swarm {
         // again, look for it on the ref, so that an op is never applied twice.
         let mut in_doubt: Option<(ObjectId, T)> = None;
         loop {
+            let attempt_started = Instant::now();
             let attempt = (|| -> Result<Result<Committed<T>, Publish>, TxnError> {
                 let snap = self.read(false)?;
                 if let Some((commit, value)) = in_doubt.take()
@@ -204,11 +215,11 @@ impl Swarm {
                             secs: started.elapsed().as_secs_f64(),
                         });
                     }
-                    std::thread::sleep(retry.backoff(lost - 1));
+                    std::thread::sleep(retry.backoff(lost - 1, attempt_started.elapsed()));
                 }
                 Err(TxnError::Remote(RemoteError::Unreachable { .. })) if transient < retry.transient_retries => {
                     transient += 1;
-                    std::thread::sleep(retry.backoff(transient + 3));
+                    std::thread::sleep(retry.backoff(transient + 3, retry.base));
                 }
                 Err(e) => return Err(e),
             }
@@ -249,9 +260,30 @@ impl Swarm {
                     if lost >= retry.max_attempts {
                         return Err(TxnError::Contention { swarm: self.name.clone(), attempts: lost, secs: 0.0 });
                     }
-                    std::thread::sleep(retry.backoff(lost));
+                    std::thread::sleep(retry.backoff(lost, retry.base));
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_bounded_and_scales_with_the_round_trip() {
+        let r = Retry::default();
+        for n in 0..40 {
+            for unit in [Duration::ZERO, Duration::from_millis(40), Duration::from_secs(1), Duration::from_secs(60)] {
+                let d = r.backoff(n, unit);
+                let unit = unit.clamp(r.base, Duration::from_secs(5));
+                assert!(d <= r.cap.max(unit * 8), "n={n} unit={unit:?}: {d:?}");
+                assert!(d <= unit * (1 << n.min(16)), "n={n} unit={unit:?}: {d:?}");
+            }
+        }
+        // A slow remote waits longer than a fast one (on average over many draws).
+        let mean = |unit| (0..400).map(|_| r.backoff(3, unit).as_micros()).sum::<u128>() / 400;
+        assert!(mean(Duration::from_millis(800)) > 4 * mean(Duration::from_millis(30)));
     }
 }
