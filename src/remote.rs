@@ -49,6 +49,9 @@ pub enum RemoteError {
     /// Could not talk to the remote: network, permissions, a missing repository. May pass.
     #[error("cannot reach {remote}: {message}")]
     Unreachable { remote: String, message: String },
+    /// Connected, but receiving what the remote sent failed (negotiation, writing the pack into this clone).
+    #[error("fetching from {remote} failed: {message}")]
+    Fetch { remote: String, message: String },
     /// The remote refused the push for a reason other than a lost race (a hook, permissions, protection rules).
     #[error("{remote} refused the update of {refname}: {reason}")]
     Refused { remote: String, refname: String, reason: String },
@@ -139,7 +142,9 @@ fn fetch_gix(local: &Store, url: &str, refname: &str, mirror: &str) -> Result<Op
         return Ok(None);
     }
     let interrupt = AtomicBool::new(false);
-    prepared.receive(gix::progress::Discard, &interrupt).map_err(|e| unreachable(url, e))?;
+    prepared
+        .receive(gix::progress::Discard, &interrupt)
+        .map_err(|e| RemoteError::Fetch { remote: url.to_string(), message: e.to_string() })?;
     Ok(tip)
 }
 

@@ -217,7 +217,9 @@ impl Swarm {
                     }
                     std::thread::sleep(retry.backoff(lost - 1, attempt_started.elapsed()));
                 }
-                Err(TxnError::Remote(RemoteError::Unreachable { .. })) if transient < retry.transient_retries => {
+                Err(TxnError::Remote(RemoteError::Unreachable { .. } | RemoteError::Fetch { .. }))
+                    if transient < retry.transient_retries =>
+                {
                     transient += 1;
                     std::thread::sleep(retry.backoff(transient + 3, retry.base));
                 }
