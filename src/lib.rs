@@ -73,15 +73,11 @@ pub fn open_swarm(
         },
         Some(spec) => match url_of(spec) {
             Some(url) => (spec.to_string(), Some(spec.to_string()), Some(url)),
-            None => (spec.to_string(), None, Some(spec.to_string())),
+            None => (remote::redact(spec), None, Some(spec.to_string())),
         },
     };
     let location = match url {
-        None => {
-            let store = Box::new(Store::open(repo.git_dir())?);
-            let path = repo.git_dir().to_path_buf();
-            Location::InProcess { store, path }
-        }
+        None => Location::InProcess { store: Box::new(Store::open(repo.git_dir())?) },
         Some(url)
             if remote::is_local_path(&url) && remote_name.is_none() && !remote::resolve_path(&repo, &url).exists() =>
         {
@@ -93,8 +89,7 @@ pub fn open_swarm(
         }
         Some(url) if remote::is_local_path(&url) && transport == Transport::Auto => {
             let path = remote::resolve_path(&repo, &url);
-            let store = Box::new(remote::open_local(&path)?);
-            Location::InProcess { store, path }
+            Location::InProcess { store: Box::new(remote::open_local(&path)?) }
         }
         Some(url) => {
             // A configured remote is pushed by name (git applies pushurl and insteadOf); a bare URL as it is.

@@ -80,7 +80,7 @@ impl Change {
     }
 }
 
-/// Why the swarm's state refuses an op. Each maps to exit code 4 (or 3 for `NothingReady`).
+/// Why the swarm's state refuses an op: exit 4 in the CLI (3 for `NothingReady`, 1 for `IdSpaceExhausted`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DomainError {
     #[error("no task {0}")]
@@ -251,14 +251,19 @@ fn get<'a>(board: &'a Board, id: &str) -> Result<&'a Stored, DomainError> {
     }
 }
 
-/// Claim `id`, or the best ready task of `kind`. Claiming a task I already hold renews it.
+/// Claim `id`, or the best ready task of `kind`. Claiming a task I already hold (live) renews it, if `epoch` (the
+/// epoch I believe I hold, when known) agrees.
+///
+/// A claim without id first records expired claims whose attempts are spent as failed; when nothing is ready
+/// after that, the change holds just those (and the task is `None`), so that nothing stays stuck.
 pub fn claim(
     board: &Board,
     actor: &Actor,
     id: Option<&str>,
     kind: Kind,
     lease: Duration,
-) -> Result<(Change, Task), DomainError> {
+    epoch: Option<u64>,
+) -> Result<(Change, Option<Task>), DomainError> {
     let now = actor.now;
     let mut writes = Vec::new();
     let mut removes = Vec::new();
@@ -273,8 +278,9 @@ pub fn claim(
                 // My own live claim: claiming again is a renewal (same epoch). My own expired claim is taken over
                 // like anyone's, with a new epoch, so that a stale process of mine is fenced off too.
                 if c.agent == actor.agent && c.lease_until > now {
-                    return renew_one(board, s, actor, None, lease).map(|(w, t)| {
-                        (change("claim", actor, &t, format!("claim {} again", t.id), vec![w], vec![]), t)
+                    let mut removes = vec![];
+                    return renew_one(board, s, actor, epoch, lease, &mut removes).map(|(w, t)| {
+                        (change("claim", actor, &t, format!("claim {} again", t.id), vec![w], removes), Some(t))
                     });
                 }
                 if c.lease_until > now {
@@ -312,8 +318,23 @@ pub fn claim(
                     writes.push(place(board, t, &s.path, &mut removes));
                 }
             }
-            let best = ready(board, kind, now).into_iter().next().ok_or(DomainError::NothingReady { kind })?;
-            get(board, &best.id)?
+            match ready(board, kind, now).into_iter().next() {
+                Some(best) => get(board, &best.id)?,
+                None if writes.is_empty() => return Err(DomainError::NothingReady { kind }),
+                None => {
+                    let summary = format!("fail {} expired claims with no attempts left", writes.len());
+                    let ch = Change {
+                        op: "sweep",
+                        agent: actor.agent.clone(),
+                        task: writes.first().map(|w| w.task.id.clone()),
+                        epoch: None,
+                        summary,
+                        writes,
+                        removes,
+                    };
+                    return Ok((ch, None));
+                }
+            }
         }
     };
     let mut t = stored.task.clone();
@@ -325,7 +346,7 @@ pub fn claim(
     t.claim = Some(Claim { agent: actor.agent.clone(), epoch: t.epoch, lease_until: now.plus(lease).ceil_secs() });
     writes.push(place(board, t.clone(), &stored.path, &mut removes));
     let summary = format!("claim {}: {}", t.id, subject(&t.title));
-    Ok((change("claim", actor, &t, summary, writes, removes), t))
+    Ok((change("claim", actor, &t, summary, writes, removes), Some(t)))
 }
 
 /// The epoch of the next claim of `t`, unless epochs have run out (only a hand-made file gets there).
@@ -371,14 +392,14 @@ fn renew_one(
     actor: &Actor,
     epoch: Option<u64>,
     lease: Duration,
+    removes: &mut Vec<String>,
 ) -> Result<(Stored, Task), DomainError> {
     check_holder(&s.task, &actor.agent, epoch)?;
     let mut t = s.task.clone();
     if let Some(c) = t.claim.as_mut() {
         c.lease_until = actor.now.plus(lease).ceil_secs();
     }
-    let mut removes = vec![];
-    Ok((place(board, t.clone(), &s.path, &mut removes), t))
+    Ok((place(board, t.clone(), &s.path, removes), t))
 }
 
 /// Extend the lease of my claim on `id`, or of every claim I hold.
@@ -391,16 +412,17 @@ pub fn renew(
 ) -> Result<(Change, Vec<Task>), DomainError> {
     let mut writes = Vec::new();
     let mut tasks = Vec::new();
+    let mut removes = Vec::new();
     match id {
         Some(id) => {
-            let (w, t) = renew_one(board, get(board, id)?, actor, epoch, lease)?;
+            let (w, t) = renew_one(board, get(board, id)?, actor, epoch, lease, &mut removes)?;
             writes.push(w);
             tasks.push(t);
         }
         None => {
             for s in board.tasks.values() {
                 if s.task.status == Status::Claimed && s.task.claim.as_ref().is_some_and(|c| c.agent == actor.agent) {
-                    let (w, t) = renew_one(board, s, actor, None, lease)?;
+                    let (w, t) = renew_one(board, s, actor, None, lease, &mut removes)?;
                     writes.push(w);
                     tasks.push(t);
                 }
@@ -418,7 +440,7 @@ pub fn renew(
         epoch: None,
         summary,
         writes,
-        removes: vec![],
+        removes,
     };
     if let [one] = tasks.as_slice() {
         ch.epoch = one.claim.as_ref().map(|c| c.epoch);
@@ -529,6 +551,17 @@ pub fn apply(board: &mut Board, change: &Change) {
 mod tests {
     use super::*;
 
+    /// A claim that must come back with a task.
+    fn claim1(
+        b: &Board,
+        a: &Actor,
+        id: Option<&str>,
+        kind: Kind,
+        lease: Duration,
+    ) -> Result<(Change, Task), DomainError> {
+        claim(b, a, id, kind, lease, None).map(|(c, t)| (c, t.expect("a claimed task")))
+    }
+
     fn actor(a: &str, now: u64) -> Actor {
         Actor { agent: a.into(), now: Timestamp::from_secs(now) }
     }
@@ -550,16 +583,16 @@ mod tests {
     fn claim_done_is_final_and_fenced() {
         let (mut b, ids) = board_with(1);
         let lease = Duration::from_secs(10);
-        let (ch, t) = claim(&b, &actor("a", 100), None, Kind::Work, lease).expect("claim");
+        let (ch, t) = claim1(&b, &actor("a", 100), None, Kind::Work, lease).expect("claim");
         assert_eq!(t.epoch, 1);
         apply(&mut b, &ch);
         // b cannot claim while the lease is live.
         assert!(matches!(
-            claim(&b, &actor("b", 105), Some(&ids[0]), Kind::Work, lease),
+            claim1(&b, &actor("b", 105), Some(&ids[0]), Kind::Work, lease),
             Err(DomainError::ClaimedByOther { .. })
         ));
         // after expiry b takes over with a higher epoch; a is fenced.
-        let (ch, t) = claim(&b, &actor("b", 111), Some(&ids[0]), Kind::Work, lease).expect("takeover");
+        let (ch, t) = claim1(&b, &actor("b", 111), Some(&ids[0]), Kind::Work, lease).expect("takeover");
         assert_eq!((t.epoch, t.attempts), (2, 1));
         apply(&mut b, &ch);
         assert!(matches!(done(&b, &actor("a", 112), &ids[0], None, None, None), Err(DomainError::NotMine { .. })));
@@ -571,7 +604,7 @@ mod tests {
         assert_eq!(t.status, Status::Done);
         apply(&mut b, &ch);
         assert!(matches!(
-            claim(&b, &actor("c", 999), Some(&ids[0]), Kind::Work, lease),
+            claim1(&b, &actor("c", 999), Some(&ids[0]), Kind::Work, lease),
             Err(DomainError::Final { .. })
         ));
         assert!(matches!(fail(&b, &actor("b", 113), &ids[0], None, "x".into()), Err(DomainError::Final { .. })));
@@ -587,7 +620,7 @@ mod tests {
         let r: Vec<&str> = ready(&b, Kind::Work, Timestamp::from_secs(100)).iter().map(|t| t.id.as_str()).collect();
         assert_eq!(r, vec![ids[2].as_str(), ids[0].as_str()]);
         assert!(matches!(
-            claim(&b, &actor("a", 100), Some(&ids[1]), Kind::Work, Duration::from_secs(5)),
+            claim1(&b, &actor("a", 100), Some(&ids[1]), Kind::Work, Duration::from_secs(5)),
             Err(DomainError::DepsNotDone { .. })
         ));
     }
@@ -598,7 +631,7 @@ mod tests {
         b.config.max_attempts = 2;
         let lease = Duration::from_secs(10);
         for (i, want) in [(0, Status::Open), (1, Status::Failed)] {
-            let (ch, _) = claim(&b, &actor("a", 100 + i), Some(&ids[0]), Kind::Work, lease).expect("claim");
+            let (ch, _) = claim1(&b, &actor("a", 100 + i), Some(&ids[0]), Kind::Work, lease).expect("claim");
             apply(&mut b, &ch);
             let (ch, t) = fail(&b, &actor("a", 100 + i), &ids[0], None, "broke".into()).expect("fail");
             assert_eq!(t.status, want);
@@ -612,12 +645,42 @@ mod tests {
         let (mut b, ids) = board_with(2);
         b.config.max_attempts = 1;
         let lease = Duration::from_secs(10);
-        let (ch, _) = claim(&b, &actor("a", 100), Some(&ids[0]), Kind::Work, lease).expect("claim");
+        let (ch, _) = claim1(&b, &actor("a", 100), Some(&ids[0]), Kind::Work, lease).expect("claim");
         apply(&mut b, &ch);
-        let (ch, t) = claim(&b, &actor("b", 200), None, Kind::Work, lease).expect("claim other");
+        let (ch, t) = claim1(&b, &actor("b", 200), None, Kind::Work, lease).expect("claim other");
         assert_eq!(t.id, ids[1]);
         apply(&mut b, &ch);
         assert_eq!(b.tasks[&ids[0]].task.status, Status::Failed);
+    }
+
+    #[test]
+    fn a_lone_exhausted_claim_is_swept_even_when_nothing_is_ready() {
+        let (mut b, ids) = board_with(1);
+        b.config.max_attempts = 1;
+        let (ch, _) = claim1(&b, &actor("a", 100), Some(&ids[0]), Kind::Work, Duration::from_secs(10)).expect("claim");
+        apply(&mut b, &ch);
+        let (ch, t) = claim(&b, &actor("b", 200), None, Kind::Work, Duration::from_secs(10), None).expect("sweep");
+        assert_eq!(t, None);
+        assert_eq!(ch.writes[0].task.status, Status::Failed);
+        assert_eq!(ch.writes[0].path, closed_path(Status::Failed, &ids[0]));
+        apply(&mut b, &ch);
+        assert!(matches!(
+            claim(&b, &actor("b", 300), None, Kind::Work, Duration::from_secs(10), None),
+            Err(DomainError::NothingReady { .. })
+        ));
+    }
+
+    #[test]
+    fn a_stale_twin_of_my_agent_cannot_renew_by_claiming() {
+        let (mut b, ids) = board_with(1);
+        let lease = Duration::from_secs(60);
+        let (ch, _) = claim1(&b, &actor("w", 100), Some(&ids[0]), Kind::Work, lease).expect("claim");
+        apply(&mut b, &ch);
+        assert!(matches!(
+            claim(&b, &actor("w", 110), Some(&ids[0]), Kind::Work, lease, Some(7)),
+            Err(DomainError::StaleEpoch { .. })
+        ));
+        assert!(claim(&b, &actor("w", 110), Some(&ids[0]), Kind::Work, lease, Some(1)).is_ok());
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub enum FetchWith {
 #[derive(Debug)]
 pub enum Location {
     /// This repository or a local path: in-process CAS.
-    InProcess { store: Box<Store>, path: PathBuf },
+    InProcess { store: Box<Store> },
     /// A URL: gix fetch + `git push`.
     Url { url: String, push_to: String, mirror_key: String, fetch_with: FetchWith },
 }
@@ -117,7 +117,18 @@ pub fn fetch(
 }
 
 fn unreachable(url: &str, e: impl std::fmt::Display) -> RemoteError {
-    RemoteError::Unreachable { remote: url.to_string(), message: e.to_string() }
+    RemoteError::Unreachable { remote: redact(url), message: e.to_string().replace(url, &redact(url)) }
+}
+
+/// A URL fit for messages and logs: credentials (`https://user:token@host/…`) removed.
+pub fn redact(url: &str) -> String {
+    let Some(i) = url.find("://") else { return url.to_string() };
+    let rest = &url[i + 3..];
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..host_end].rfind('@') {
+        Some(at) => format!("{}://{}", &url[..i], &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 fn fetch_gix(local: &Store, url: &str, refname: &str, mirror: &str) -> Result<Option<ObjectId>, RemoteError> {
@@ -144,19 +155,22 @@ fn fetch_gix(local: &Store, url: &str, refname: &str, mirror: &str) -> Result<Op
     let interrupt = AtomicBool::new(false);
     prepared
         .receive(gix::progress::Discard, &interrupt)
-        .map_err(|e| RemoteError::Fetch { remote: url.to_string(), message: e.to_string() })?;
+        .map_err(|e| RemoteError::Fetch { remote: redact(url), message: e.to_string().replace(url, &redact(url)) })?;
     Ok(tip)
 }
 
+/// `git` run against `local`'s repository, whatever the environment says (`GIT_DIR` of a caller included), never
+/// asking for a password on a terminal.
 fn git(local: &Store) -> Command {
     let mut cmd = Command::new("git");
-    let dir = local.repo.workdir().unwrap_or_else(|| local.repo.git_dir());
-    cmd.current_dir(dir)
+    // From the top of the work tree, as a relative remote path is meant (see `resolve_path`).
+    cmd.current_dir(local.repo.workdir().unwrap_or_else(|| local.repo.git_dir()))
+        .env("GIT_DIR", local.repo.git_dir())
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C")
-        .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_NAMESPACE")
         .stdin(Stdio::null());
     cmd
 }
@@ -165,6 +179,8 @@ fn fetch_git(local: &Store, remote: &str, refname: &str, mirror: &str) -> Result
     // ls-remote first would cost a second connection; instead fetch and tell "no such ref" apart from the rest.
     let out = git(local)
         .args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-recurse-submodules"])
+        // `--`: whatever the remote's name, it is never taken for an option.
+        .arg("--")
         .arg(remote)
         .arg(format!("+{refname}:{mirror}"))
         .output()
@@ -195,7 +211,8 @@ pub fn push(
         let base = base.map(|b| b.to_hex().to_string()).unwrap_or_default();
         cmd.arg(format!("--force-with-lease={refname}:{base}"));
     }
-    cmd.arg(remote);
+    // `--`: whatever the remote's name, it is never taken for an option.
+    cmd.arg("--").arg(remote);
     for (refname, _, new) in updates {
         cmd.arg(format!("{new}:{refname}"));
     }
@@ -284,7 +301,7 @@ pub fn classify<'a>(
             }
             _ => {
                 return Err(RemoteError::Refused {
-                    remote: remote.to_string(),
+                    remote: redact(remote),
                     refname: refname.to_string(),
                     reason: format!("{} {}", line.summary, line.reason.as_deref().unwrap_or("")).trim().to_string(),
                 });
@@ -297,8 +314,12 @@ pub fn classify<'a>(
     if seen == 0 || !success {
         let msg = stderr.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("; ");
         return Err(RemoteError::Unreachable {
-            remote: remote.to_string(),
-            message: if msg.is_empty() { "git push failed without saying why".into() } else { msg },
+            remote: redact(remote),
+            message: if msg.is_empty() {
+                "git push failed without saying why".into()
+            } else {
+                msg.replace(remote, &redact(remote))
+            },
         });
     }
     Ok(Publish::Done)
@@ -345,6 +366,16 @@ mod tests {
         ));
         let ok = parse_porcelain("*\ta:refs/swarm/x\t[new reference]\n");
         assert!(matches!(classify("o", ["refs/swarm/x"].into_iter(), &ok, true, ""), Ok(Publish::Done)));
+    }
+
+    #[test]
+    fn credentials_never_reach_a_message() {
+        assert_eq!(redact("https://x-access-token:s3cr3t@github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(redact("https://github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(redact("ssh://git@host:22/r.git"), "ssh://host:22/r.git");
+        assert_eq!(redact("git@github.com:o/r.git"), "git@github.com:o/r.git");
+        let e = unreachable("https://u:pw@h/r", "failed to reach https://u:pw@h/r");
+        assert!(!e.to_string().contains("pw"), "{e}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ const MAX_DEPTH: usize = 8;
 pub enum StoreError {
     #[error("{context}: {message}")]
     Git { context: String, message: String },
-    #[error("{path} in commit {commit}: {message}")]
+    #[error("{path} in commit {commit}: {}", crate::escape::line(message))]
     BadConfig { path: String, commit: String, message: String },
     #[error("commit {commit} of the state ref has no {CONFIG_PATH}")]
     MissingConfig { commit: String },
@@ -200,7 +200,7 @@ impl Store {
                 EntryKind::Link => problems.push(problem(path, "is a symbolic link, not a task file".into())),
                 EntryKind::Commit => problems.push(problem(path, "is a submodule entry, not a task file".into())),
                 EntryKind::Blob | EntryKind::BlobExecutable => {
-                    let stem = name.trim_end_matches(".toml");
+                    let Some(stem) = name.strip_suffix(".toml") else { continue };
                     let read = match walk.closed {
                         // A finished task is known by its path alone unless the whole board is wanted.
                         Some(status) if !walk.full => model::validate_id(stem).map(|()| Entry::Closed(status)),

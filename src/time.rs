@@ -1,4 +1,5 @@
-//! Time stamps and durations as the state files write them: RFC 3339 in UTC to the second, and `30s`/`10m`/`2h`.
+//! Time stamps and durations as the state files write them: RFC 3339 in UTC (milliseconds only when there are
+//! some), and `30s`/`10m`/`2h`.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,6 +11,15 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timestamp(pub u64);
 
+/// The last millisecond RFC 3339 can write (9999-12-31T23:59:59.999Z); later times are shown as that.
+const MAX_MS: u64 = 253_402_300_799_999;
+/// The longest duration we accept (a lease of more than a year is a typo).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl Timestamp {
     pub fn from_secs(secs: u64) -> Timestamp {
         Timestamp(secs.saturating_mul(1000))
@@ -17,12 +27,12 @@ impl Timestamp {
 
     /// The system clock, shifted by `offset_secs` (negative moves it back). Tests use the offset to skew a clock.
     pub fn now_with_offset(offset_secs: i64) -> Timestamp {
-        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(millis).unwrap_or(0);
         Timestamp(ms.saturating_add_signed(offset_secs.saturating_mul(1000)))
     }
 
     pub fn plus(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(d.as_millis() as u64))
+        Timestamp(self.0.saturating_add(millis(d)))
     }
 
     pub fn plus_millis(self, ms: u64) -> Timestamp {
@@ -41,7 +51,7 @@ impl Timestamp {
     pub fn parse(s: &str) -> Result<Timestamp, String> {
         let t = humantime::parse_rfc3339_weak(s.trim_end_matches('Z'))
             .map_err(|e| format!("'{}' is not an RFC 3339 time ({e})", crate::escape::line(s)))?;
-        Ok(Timestamp(t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)))
+        Ok(Timestamp(t.duration_since(UNIX_EPOCH).map(millis).unwrap_or(0)))
     }
 
     /// `HH:MM:SS` of the day, UTC, for short human output.
@@ -53,8 +63,9 @@ impl Timestamp {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let t = UNIX_EPOCH + Duration::from_millis(self.0);
-        if self.0.is_multiple_of(1000) {
+        let ms = self.0.min(MAX_MS);
+        let t = UNIX_EPOCH + Duration::from_millis(ms);
+        if ms.is_multiple_of(1000) {
             write!(f, "{}", humantime::format_rfc3339_seconds(t))
         } else {
             write!(f, "{}", humantime::format_rfc3339_millis(t))
@@ -81,6 +92,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("'{}' is not a duration like 30s, 10m or 2h ({e})", crate::escape::line(s)))?;
     if d.as_secs() == 0 {
         return Err(format!("'{s}' is shorter than one second"));
+    }
+    if d > MAX_DURATION {
+        return Err(format!("'{s}' is longer than a year"));
     }
     Ok(Duration::from_secs(d.as_secs()))
 }
@@ -126,6 +140,10 @@ mod tests {
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("8000y").is_err());
+        // Far-future times are written, not a panic.
+        assert_eq!(Timestamp(u64::MAX).to_string(), "9999-12-31T23:59:59.999Z");
+        assert_eq!(Timestamp(u64::MAX).plus(Duration::MAX), Timestamp(u64::MAX));
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
     }
 }

@@ -23,6 +23,9 @@ pub struct Swarm {
     pub remote_label: String,
 }
 
+/// Refusals of an update while the ref stays where it was, before the loop stops (see [`TxnError::Stuck`]).
+const UNMOVED_LIMIT: u32 = 8;
+
 /// Limits of the retry loop.
 #[derive(Debug, Clone)]
 pub struct Retry {
@@ -75,6 +78,10 @@ pub enum TxnError {
     NotInitialized { swarm: String, remote: String },
     #[error("gave up after {attempts} lost races in {secs:.1}s: the state ref of '{swarm}' keeps changing")]
     Contention { swarm: String, attempts: u32, secs: f64 },
+    #[error("{refname} did not move, yet the update was refused {attempts} times: {reason}")]
+    Stuck { refname: String, reason: String, attempts: u32 },
+    #[error("the op may or may not have been published to {remote}: {message}")]
+    OutcomeUnknown { remote: String, message: String },
 }
 
 /// What a transaction did.
@@ -145,13 +152,23 @@ impl Swarm {
             Location::InProcess { store, .. } => Ok(if store.cas_ref(&refname, base, new, why)? {
                 Publish::Done
             } else {
-                Publish::LostRace("the ref moved".into())
+                let lock = store.repo.common_dir().join(format!("{refname}.lock"));
+                Publish::LostRace(if lock.exists() {
+                    format!(
+                        "{} exists (another writer, or one that died; remove it if no git process runs)",
+                        lock.display()
+                    )
+                } else {
+                    "the ref moved".into()
+                })
             }),
             Location::Url { push_to, mirror_key, .. } => {
                 let r = remote::push(&self.local, push_to, &[(&refname, base, new)])?;
                 if r == Publish::Done {
-                    // Keep the mirror current: the next fetch negotiates from it and may find nothing to do.
-                    self.local.set_ref(&self.mirror_ref(mirror_key), new, "git swarm: pushed")?;
+                    // Keep the mirror current: the next fetch negotiates from it and may find nothing to do. It is
+                    // only a cache: failing to update it (a concurrent fetch holds its lock) must not turn a
+                    // published op into an error.
+                    let _ = self.local.set_ref(&self.mirror_ref(mirror_key), new, "git swarm: pushed");
                 }
                 Ok(r)
             }
@@ -169,22 +186,40 @@ impl Swarm {
         let started = Instant::now();
         let mut lost = 0u32;
         let mut transient = 0u32;
-        // A commit whose push ended in a network error may have landed all the same: before applying the op
-        // again, look for it on the ref, so that an op is never applied twice.
-        let mut in_doubt: Option<(ObjectId, T)> = None;
+        // Commits whose push ended in a network error may have landed all the same: before applying the op again,
+        // every attempt looks for them on the ref, so that an op is never applied twice.
+        let mut in_doubt: Vec<(ObjectId, T)> = Vec::new();
+        // A lost race means the ref moved. When it keeps being refused while it does not move, something else is
+        // wrong (a stale lock file, a server that refuses without saying why): stop instead of spinning.
+        let mut last_lost: Option<(ObjectId, String)> = None;
+        let mut unmoved = 0u32;
         loop {
             let attempt_started = Instant::now();
-            let attempt = (|| -> Result<Result<Committed<T>, Publish>, TxnError> {
+            let attempt = (|| -> Result<Result<Committed<T>, (ObjectId, Publish)>, TxnError> {
                 let snap = self.read(false)?;
-                if let Some((commit, value)) = in_doubt.take()
-                    && self.store().has_ancestor(snap.commit, commit, 1000)?
-                {
-                    return Ok(Ok(Committed {
-                        value,
-                        commit: Some(commit),
-                        lost_races: lost,
-                        problems: snap.problems,
-                    }));
+                for i in 0..in_doubt.len() {
+                    if self.store().has_ancestor(snap.commit, in_doubt[i].0, 1000)? {
+                        let (commit, value) = in_doubt.swap_remove(i);
+                        return Ok(Ok(Committed {
+                            value,
+                            commit: Some(commit),
+                            lost_races: lost,
+                            problems: snap.problems,
+                        }));
+                    }
+                }
+                match &last_lost {
+                    Some((base, reason)) if *base == snap.commit => {
+                        unmoved += 1;
+                        if unmoved >= UNMOVED_LIMIT {
+                            return Err(TxnError::Stuck {
+                                refname: self.ref_name(),
+                                reason: reason.clone(),
+                                attempts: unmoved,
+                            });
+                        }
+                    }
+                    _ => unmoved = 0,
                 }
                 let now = clock();
                 let (change, value) = op(&snap, now)?;
@@ -197,34 +232,48 @@ impl Swarm {
                         self.store().maybe_gc();
                         Ok(Ok(Committed { value, commit: Some(commit), lost_races: lost, problems: snap.problems }))
                     }
-                    Ok(race) => Ok(Err(race)),
+                    Ok(race) => Ok(Err((snap.commit, race))),
                     Err(e) => {
-                        in_doubt = Some((commit, value));
+                        in_doubt.push((commit, value));
                         Err(e)
                     }
                 }
             })();
-            match attempt {
+            let err = match attempt {
                 Ok(Ok(done)) => return Ok(done),
-                Ok(Err(_race)) => {
+                Ok(Err((base, race))) => {
                     lost += 1;
+                    let reason = match race {
+                        Publish::LostRace(r) => r,
+                        Publish::Done => String::new(),
+                    };
+                    last_lost = Some((base, reason));
                     if lost >= retry.max_attempts || started.elapsed() >= retry.max_elapsed {
-                        return Err(TxnError::Contention {
+                        TxnError::Contention {
                             swarm: self.name.clone(),
                             attempts: lost,
                             secs: started.elapsed().as_secs_f64(),
-                        });
+                        }
+                    } else {
+                        std::thread::sleep(retry.backoff(lost - 1, attempt_started.elapsed()));
+                        continue;
                     }
-                    std::thread::sleep(retry.backoff(lost - 1, attempt_started.elapsed()));
                 }
                 Err(TxnError::Remote(RemoteError::Unreachable { .. } | RemoteError::Fetch { .. }))
                     if transient < retry.transient_retries =>
                 {
                     transient += 1;
                     std::thread::sleep(retry.backoff(transient + 3, retry.base));
+                    continue;
                 }
-                Err(e) => return Err(e),
-            }
+                Err(e) => e,
+            };
+            // Giving up while a push of ours may have landed: say so, so that nobody blindly runs the op again.
+            return Err(if in_doubt.is_empty() {
+                err
+            } else {
+                TxnError::OutcomeUnknown { remote: self.remote_label.clone(), message: err.to_string() }
+            });
         }
     }
 
@@ -237,6 +286,7 @@ impl Swarm {
         config: &Config,
         agent: &str,
     ) -> Result<(ObjectId, bool), TxnError> {
+        let started = Instant::now();
         let mut lost = 0u32;
         loop {
             if let Some(tip) = self.tip()? {
@@ -260,7 +310,8 @@ impl Swarm {
                 Publish::LostRace(_) => {
                     lost += 1;
                     if lost >= retry.max_attempts {
-                        return Err(TxnError::Contention { swarm: self.name.clone(), attempts: lost, secs: 0.0 });
+                        let secs = started.elapsed().as_secs_f64();
+                        return Err(TxnError::Contention { swarm: self.name.clone(), attempts: lost, secs });
                     }
                     std::thread::sleep(retry.backoff(lost, retry.base));
                 }

@@ -260,7 +260,7 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
             ops::add(board, &actor, vec![new], &mut mint)
         }
         Concrete::Claim { id, kind, lease, .. } => {
-            ops::claim(board, &actor, id.as_deref(), *kind, *lease).map(|(c, t)| (c, vec![t]))
+            ops::claim(board, &actor, id.as_deref(), *kind, *lease, None).map(|(c, t)| (c, t.into_iter().collect()))
         }
         Concrete::Renew { id, epoch, lease, .. } => ops::renew(board, &actor, id.as_deref(), *epoch, *lease),
         Concrete::Release { id, epoch, .. } => ops::release(board, &actor, id, *epoch).map(|(c, t)| (c, vec![t])),
@@ -420,6 +420,14 @@ fn check_success(
             prop_assert!(!before.contains(&value[0].id), "add reused id {}", value[0].id);
             prop_assert_eq!(&value[0].deps, deps);
             prop_assert_eq!(value[0].status, Status::Open);
+        }
+        Concrete::Claim { id, .. } if value.is_empty() => {
+            // Nothing was ready: the change only records exhausted expired claims as failed.
+            prop_assert!(id.is_none(), "only a claim without id may come back without a task");
+            prop_assert!(!change.writes.is_empty(), "an empty claim must not be a success");
+            for w in &change.writes {
+                prop_assert_eq!(w.task.status, Status::Failed, "a sweep wrote {:?}", w.task);
+            }
         }
         Concrete::Claim { id, kind, lease, .. } => {
             let t = &value[0];

@@ -192,3 +192,19 @@ fn a_push_whose_answer_is_lost_is_not_applied_twice() {
     assert_eq!(titles, vec!["only once"], "the op was applied twice");
     assert_eq!(list[0]["id"], serde_json::Value::String(id));
 }
+
+#[test]
+fn a_stale_lock_file_is_reported_not_spun_on() {
+    let env = Env::new();
+    let (bare, clones) = env.swarm_with_clones(path_url, 1);
+    // A git process killed between taking the ref's lock and renaming it leaves this behind.
+    let lock = bare.join("refs").join("swarm").join("default.lock");
+    std::fs::create_dir_all(lock.parent().expect("parent")).expect("dir");
+    std::fs::write(&lock, "").expect("lock");
+    let started = std::time::Instant::now();
+    let out = env.sw(&clones[0], &["add", "blocked"]).code(1);
+    assert!(out.stderr.contains("default.lock"), "{}", out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "spun for {:?}", started.elapsed());
+    std::fs::remove_file(&lock).expect("unlock");
+    env.sw(&clones[0], &["add", "free again"]).ok();
+}

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use git_swarm::model::Kind;
-use git_swarm::ops::{self, Actor};
+use git_swarm::ops::{self, Actor, DomainError};
 
 use super::output::task_json;
 use super::{CliResult, Ctx, parse_id, parse_kind, parse_lease};
@@ -22,12 +22,15 @@ pub struct ClaimArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
+    // Claiming a task this agent already holds renews it, but only if it is the claim this clone recorded.
+    let recorded = args.id.as_deref().and_then(|id| ctx.recalled_epoch(ctx.agent(), id));
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };
-        ops::claim(&snap.board, &actor, args.id.as_deref(), args.kind, lease)
+        ops::claim(&snap.board, &actor, args.id.as_deref(), args.kind, lease, recorded)
     })?;
-    let t = c.value;
+    // Nothing was ready; the commit only recorded exhausted claims as failed.
+    let t = c.value.ok_or(DomainError::NothingReady { kind: args.kind })?;
     if let Some(claim) = &t.claim {
         ctx.remember_epoch(&claim.agent, &t.id, claim.epoch);
     }

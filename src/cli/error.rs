@@ -44,6 +44,13 @@ impl CliError {
         self.exit as u8
     }
 
+    /// The JSON document of this error on stdout, alone (the message went to stderr already).
+    pub fn report_json_only(&self) {
+        use std::io::Write;
+        let doc = serde_json::json!({"error": {"code": self.code(), "message": self.message, "hints": self.hints}});
+        let _ = writeln!(std::io::stdout().lock(), "{doc}");
+    }
+
     /// `error: …` and `hint: …` lines on stderr; with `--json` also a JSON object on stdout so that scripts always
     /// get one document.
     pub fn report(&self, json: bool) {
@@ -54,8 +61,7 @@ impl CliError {
             let _ = writeln!(err, "hint: {h}");
         }
         if json {
-            let doc = serde_json::json!({"error": {"code": self.code(), "message": self.message, "hints": self.hints}});
-            let _ = writeln!(std::io::stdout().lock(), "{doc}");
+            self.report_json_only();
         }
     }
 }
@@ -102,6 +108,12 @@ impl From<TxnError> for CliError {
             TxnError::Domain(d) => d.into(),
             TxnError::NotInitialized { .. } => {
                 CliError::io(msg).hint("create it with `git swarm init`, or name another remote with --remote")
+            }
+            TxnError::Stuck { .. } => {
+                CliError::io(msg).hint("a lock file left by a killed git process, or a server that refuses the update")
+            }
+            TxnError::OutcomeUnknown { .. } => {
+                CliError::io(msg).hint("look at `git swarm log` (or `git swarm show <id>`) before you run the op again")
             }
             TxnError::Contention { .. } => {
                 CliError::io(msg).hint("many agents are writing at once; try again, or raise GIT_SWARM_MAX_RETRY_SECS")

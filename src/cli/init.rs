@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use git_swarm::model::Config;
+use git_swarm::store::short;
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx, parse_lease};
@@ -44,23 +45,19 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
             "initialized swarm '{}' on {} ({refname} at {})",
             swarm.name,
             swarm.remote_label,
-            short(commit)
+            short(&commit.to_string())
         ));
     } else {
         ctx.out.line(format!(
             "swarm '{}' already exists on {} ({refname} at {}); nothing changed",
             swarm.name,
             swarm.remote_label,
-            short(commit)
+            short(&commit.to_string())
         ));
     }
     ctx.out
         .doc(&json!({"ref": refname, "commit": commit.to_string(), "created": created, "remote": swarm.remote_label}));
     Ok(())
-}
-
-fn short(id: gix::ObjectId) -> String {
-    id.to_hex_with_len(12).to_string()
 }
 
 fn current_branch(repo: &gix::Repository) -> Option<String> {

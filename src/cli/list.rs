@@ -27,17 +27,12 @@ pub fn run(ctx: &mut Ctx, args: ListArgs) -> CliResult<()> {
         .filter(|t| args.label.as_ref().is_none_or(|l| t.labels.contains(l)))
         .collect();
     tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
-    if tasks.is_empty() && !ctx.out.json {
-        eprintln_quiet("no tasks");
+    if tasks.is_empty() {
+        ctx.out.note("no tasks");
     }
     for t in &tasks {
         ctx.out.line(task_line(t, now));
     }
     ctx.out.doc(&tasks_json(tasks.iter().copied(), now));
     Ok(())
-}
-
-fn eprintln_quiet(s: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{s}");
 }

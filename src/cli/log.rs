@@ -20,7 +20,7 @@ pub fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
             "{}  {}  {:<12} {}",
             &e.commit[..12.min(e.commit.len())],
             e.time,
-            e.agent.as_deref().unwrap_or("-"),
+            git_swarm::escape::line(e.agent.as_deref().unwrap_or("-")),
             git_swarm::escape::line(&e.summary)
         ));
     }

@@ -122,6 +122,12 @@ impl Ctx {
         let swarm_name = global.swarm.clone().or_else(|| get("swarm.name")).unwrap_or_else(|| "default".into());
         git_swarm::model::validate_swarm_name(&swarm_name).map_err(|e| CliError::usage(format!("--swarm: {e}")))?;
         let remote = global.remote.clone().or_else(|| get("swarm.remote"));
+        if let Some(r) = remote.as_deref().filter(|r| r.starts_with('-') || r.is_empty()) {
+            return Err(CliError::usage(format!(
+                "--remote '{}': not a remote name, URL or path",
+                git_swarm::escape::line(r)
+            )));
+        }
         let transport = match std::env::var("GIT_SWARM_TRANSPORT").ok().or_else(|| get("swarm.transport")) {
             Some(t) => t.parse().map_err(|e: String| CliError::usage(format!("swarm.transport: {e}")))?,
             None => git_swarm::Transport::Auto,
@@ -230,8 +236,11 @@ impl Ctx {
         std::fs::read_to_string(self.held_path(agent, id)).ok()?.trim().parse().ok()
     }
 
-    pub fn forget_epoch(&self, agent: &str, id: &str) {
-        let _ = std::fs::remove_file(self.held_path(agent, id));
+    /// Drop the record of `epoch`, unless another claim of this agent has replaced it meanwhile.
+    pub fn forget_epoch(&self, agent: &str, id: &str, epoch: Option<u64>) {
+        if epoch.is_none() || self.recalled_epoch(agent, id) == epoch {
+            let _ = std::fs::remove_file(self.held_path(agent, id));
+        }
     }
 
     /// The shape of `release`, `done` and `fail`: an op by the holder of `id`, under `epoch` (the flag, else the
@@ -253,9 +262,14 @@ impl Ctx {
             let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
             op(&snap.board, &actor, epoch)
         })?;
-        self.forget_epoch(&agent, id);
+        self.forget_epoch(&agent, id, c.value.result.as_ref().and_then(|r| r.epoch).or(epoch));
         let t = c.value;
-        self.out.line(format!("{verb} {}: {}", t.id, git_swarm::escape::line(&t.title)));
+        let after = match (verb, t.status) {
+            ("failed", git_swarm::model::Status::Open) => " (open again for another attempt)".to_string(),
+            ("failed", _) => " (no attempts left)".to_string(),
+            _ => String::new(),
+        };
+        self.out.line(format!("{verb} {}: {}{after}", t.id, git_swarm::escape::line(&t.title)));
         self.out.doc(&output::task_json(&t, self.now()));
         Ok(())
     }
@@ -303,6 +317,11 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
+            // Scripts that asked for JSON get one document, even when the command line is wrong.
+            if code == 2 && std::env::args_os().any(|a| a == "--json") {
+                let message = e.kind().to_string();
+                CliError::usage(message).report_json_only();
+            }
             return ExitCode::from(code);
         }
     };

@@ -35,6 +35,13 @@ impl Printer {
         }
     }
 
+    /// A remark for a person on stderr (not under `--json`), like "no tasks".
+    pub fn note(&self, s: impl AsRef<str>) {
+        if !self.json {
+            let _ = writeln!(std::io::stderr().lock(), "{}", s.as_ref());
+        }
+    }
+
     pub fn warn(&self, s: impl AsRef<str>) {
         let _ = writeln!(std::io::stderr().lock(), "warning: {}", s.as_ref());
     }
@@ -114,7 +121,7 @@ pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String]) -> String {
         kv("labels", t.labels.join(", "));
     }
     if let Some(p) = &t.parent {
-        kv("parent", p.clone());
+        kv("parent", p.clone()); // validated: a word
     }
     if let Some(c) = &t.claim {
         let state = if c.lease_until <= now { "expired at" } else { "until" };
@@ -129,14 +136,17 @@ pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String]) -> String {
             kv("note", escape::line(n));
         }
         if let Some(a) = &r.agent {
-            kv("done by", a.clone());
+            kv("done by", escape::line(a));
         }
     }
     for f in &t.failures {
-        kv("failure", format!("{} (epoch {}) at {}: {}", f.agent, f.epoch, f.at, escape::line(&f.reason)));
+        kv(
+            "failure",
+            format!("{} (epoch {}) at {}: {}", escape::line(&f.agent), f.epoch, f.at, escape::line(&f.reason)),
+        );
     }
     if let (Some(by), Some(at)) = (&t.created_by, &t.created_at) {
-        kv("created", format!("by {by} at {at}"));
+        kv("created", format!("by {} at {at}", escape::line(by)));
     }
     if !t.body.is_empty() {
         s.push('\n');

@@ -16,7 +16,7 @@ pub struct RenewArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_lease)]
     lease: Option<Duration>,
     /// The epoch I claimed under [default: the one recorded by my claim in this clone].
-    #[arg(long)]
+    #[arg(long, requires = "id")]
     epoch: Option<u64>,
 }
 
