@@ -65,6 +65,13 @@ fn usage_errors_exit_2() {
     env.sw(&c[0], &["list", "--status", "finished"]).code(2);
     env.sw(&c[0], &["--swarm", "a/b", "list"]).code(2);
     env.sw(&c[0], &["fail", "t-1", "--reason", " "]).code(2);
+    env.sw(&c[0], &["renew", "--epoch", "3"]).code(2);
+    let out = env.sw(&c[0], &["--remote=--upload-pack=touch pwned", "list"]).code(2);
+    assert!(out.stderr.contains("--remote"), "{}", out.stderr);
+    assert!(!c[0].join("pwned").exists());
+    // Under --json, even a usage error is one JSON document on stdout.
+    let out = env.sw(&c[0], &["list", "--json", "--no-such-flag"]).code(2);
+    assert_eq!(out.json()["error"]["code"], 2);
     // --help and --version are not errors.
     env.sw(&c[0], &["--help"]).ok();
     env.sw(&c[0], &["--version"]).ok();
@@ -205,7 +212,8 @@ fn claim_done_release_fail_and_their_refusals() {
     assert_eq!((s["status"].as_str(), s["attempts"].as_u64(), &s["claim"]), (Some("open"), Some(0), &Value::Null));
     // Fail: an attempt spent, the reason kept, open again.
     env.sw(b, &["--agent", "bob", "claim", &t]).ok();
-    env.sw(b, &["--agent", "bob", "fail", &t, "--reason", "tests broke"]).ok();
+    let out = env.sw(b, &["--agent", "bob", "fail", &t, "--reason", "tests broke"]).ok();
+    assert!(out.stdout.contains("open again"), "{}", out.stdout);
     let s = env.sw(a, &["show", &t, "--json"]).ok().json();
     assert_eq!((s["status"].as_str(), s["attempts"].as_u64()), (Some("open"), Some(1)));
     assert_eq!(s["failures"][0]["reason"], "tests broke");
