@@ -134,7 +134,9 @@ pub fn redact(url: &str) -> String {
 fn fetch_gix(local: &Store, url: &str, refname: &str, mirror: &str) -> Result<Option<ObjectId>, RemoteError> {
     use gix::remote::Direction;
     let repo = &local.repo;
-    let spec = format!("+{refname}:{mirror}");
+    // No destination: gix must not fail the fetch over the mirror ref (a process killed while it held the mirror's
+    // lock would otherwise break every later fetch of this clone). The mirror is set below, best effort.
+    let spec = refname.to_string();
     let remote = repo
         .remote_at(url)
         .map_err(|e| unreachable(url, e))?
@@ -156,6 +158,9 @@ fn fetch_gix(local: &Store, url: &str, refname: &str, mirror: &str) -> Result<Op
     prepared
         .receive(gix::progress::Discard, &interrupt)
         .map_err(|e| RemoteError::Fetch { remote: redact(url), message: e.to_string().replace(url, &redact(url)) })?;
+    if let Some(tip) = tip {
+        local.set_mirror(mirror, tip);
+    }
     Ok(tip)
 }
 
@@ -176,6 +181,7 @@ fn git(local: &Store) -> Command {
 }
 
 fn fetch_git(local: &Store, remote: &str, refname: &str, mirror: &str) -> Result<Option<ObjectId>, RemoteError> {
+    local.clear_stale_lock(mirror);
     // ls-remote first would cost a second connection; instead fetch and tell "no such ref" apart from the rest.
     let out = git(local)
         .args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-recurse-submodules"])

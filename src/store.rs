@@ -412,6 +412,25 @@ impl Store {
         Ok(false)
     }
 
+    /// Point the private mirror ref at `new`, best effort: it is a cache (objects anchor, negotiation hint). A lock
+    /// left on it by a killed process is cleared once it is clearly stale.
+    pub fn set_mirror(&self, name: &str, new: ObjectId) {
+        self.clear_stale_lock(name);
+        let _ = self.set_ref(name, new, "git swarm: mirror");
+    }
+
+    /// Remove `<name>.lock` if it is older than a live writer ever holds one. Only for refs that nothing but
+    /// git-swarm writes and that are caches (the mirror), never for the state ref itself.
+    pub fn clear_stale_lock(&self, name: &str) {
+        let lock = self.repo.common_dir().join(format!("{name}.lock"));
+        let stale = std::fs::metadata(&lock)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(10)));
+        if stale {
+            let _ = std::fs::remove_file(&lock);
+        }
+    }
+
     /// The ops on the state ref from `tip`, newest first, at most `limit`.
     pub fn log(&self, tip: ObjectId, limit: usize) -> Result<Vec<LogEntry>, StoreError> {
         let walk = self.repo.rev_walk([tip]).all().git(|| "cannot walk the state ref".into())?;

@@ -168,7 +168,7 @@ impl Swarm {
                     // Keep the mirror current: the next fetch negotiates from it and may find nothing to do. It is
                     // only a cache: failing to update it (a concurrent fetch holds its lock) must not turn a
                     // published op into an error.
-                    let _ = self.local.set_ref(&self.mirror_ref(mirror_key), new, "git swarm: pushed");
+                    self.local.set_mirror(&self.mirror_ref(mirror_key), new);
                 }
                 Ok(r)
             }

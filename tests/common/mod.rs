@@ -174,12 +174,16 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(env: &Env, base: &Path) -> Daemon {
+        // Run git-daemon itself, not `git daemon`: the `git` wrapper would leave its git-daemon child behind
+        // when killed.
+        let exec_path = env.git(base, &["--exec-path"]);
+        let daemon = Path::new(&exec_path).join("git-daemon");
         for _ in 0..20 {
             let port = free_port();
-            let mut cmd = Command::new("git");
+            let mut cmd = Command::new(&daemon);
             env.env(&mut cmd);
             let child = cmd
-                .args(["daemon", "--reuseaddr", "--listen=127.0.0.1", "--export-all", "--enable=receive-pack"])
+                .args(["--reuseaddr", "--listen=127.0.0.1", "--export-all", "--enable=receive-pack"])
                 .arg(format!("--port={port}"))
                 .arg(format!("--base-path={}", base.display()))
                 .arg(base)
