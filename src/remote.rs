@@ -168,9 +168,12 @@ fn fetch_gix(local: &Store, url: &str, refname: &str, mirror: &str) -> Result<Op
 /// asking for a password on a terminal.
 fn git(local: &Store) -> Command {
     let mut cmd = Command::new("git");
+    // Absolute paths: `-C some/relative/dir` makes gix's paths relative, and git resolves GIT_DIR after it has
+    // changed into the work tree.
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     // From the top of the work tree, as a relative remote path is meant (see `resolve_path`).
-    cmd.current_dir(local.repo.workdir().unwrap_or_else(|| local.repo.git_dir()))
-        .env("GIT_DIR", local.repo.git_dir())
+    cmd.current_dir(abs(local.repo.workdir().unwrap_or_else(|| local.repo.git_dir())))
+        .env("GIT_DIR", abs(local.repo.git_dir()))
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C")
         .env_remove("GIT_WORK_TREE")

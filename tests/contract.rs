@@ -51,6 +51,19 @@ fn a_repository_without_remote_is_its_own_swarm() {
 }
 
 #[test]
+fn a_relative_dash_c_reaches_a_url_remote() {
+    let env = Env::new();
+    let bare = env.bare_remote("r");
+    env.clone(&common::file_url(&bare), "deep/a");
+    // Relative -C, from the parent folder: fetch and push must run in the right repository.
+    env.sw(env.root.path(), &["-C", "deep/a", "init"]).ok();
+    let id = env.sw(env.root.path(), &["-C", "deep/a", "add", "relative"]).ok().line();
+    env.sw(env.root.path(), &["-C", "deep/a", "--agent", "r", "claim", &id]).ok();
+    env.sw(env.root.path(), &["-C", "deep/a", "--agent", "r", "done", &id]).ok();
+    assert_eq!(env.git(&bare, &["log", "--format=%s", "-1", "refs/swarm/default"]), format!("done {id}: relative"));
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let (env, _bare, c) = setup();
     env.sw(&c[0], &["frobnicate"]).code(2);
