@@ -415,6 +415,10 @@ impl Store {
     /// Point the private mirror ref at `new`, best effort: it is a cache (objects anchor, negotiation hint). A lock
     /// left on it by a killed process is cleared once it is clearly stale.
     pub fn set_mirror(&self, name: &str, new: ObjectId) {
+        // Mostly it is there already (our own push set it, or nothing changed): no write, no reflog line.
+        if self.read_ref(name).ok().flatten() == Some(new) {
+            return;
+        }
         self.clear_stale_lock(name);
         let _ = self.set_ref(name, new, "git swarm: mirror");
     }
