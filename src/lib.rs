@@ -14,10 +14,12 @@
 //!
 //! The engine does no terminal I/O and reads no user configuration on its own: the caller passes every choice.
 
+pub mod agent;
 pub mod escape;
 pub mod model;
 pub mod ops;
 pub mod remote;
+pub mod runner;
 pub mod store;
 pub mod time;
 pub mod txn;
@@ -77,7 +79,7 @@ pub fn open_swarm(
         },
     };
     let location = match url {
-        None => Location::InProcess { store: Box::new(Store::open(repo.git_dir())?) },
+        None => Location::InProcess { store: Box::new(Store::open(repo.git_dir())?), endpoint: None },
         Some(url)
             if remote::is_local_path(&url) && remote_name.is_none() && !remote::resolve_path(&repo, &url).exists() =>
         {
@@ -89,7 +91,13 @@ pub fn open_swarm(
         }
         Some(url) if remote::is_local_path(&url) && transport == Transport::Auto => {
             let path = remote::resolve_path(&repo, &url);
-            Location::InProcess { store: Box::new(remote::open_local(&path)?) }
+            let endpoint = remote::Endpoint {
+                url: path.to_string_lossy().into_owned(),
+                push_to: remote_name.clone().unwrap_or_else(|| path.to_string_lossy().into_owned()),
+                mirror_key: remote::mirror_key(remote_name.as_deref(), &url),
+                fetch_with: FetchWith::Gix,
+            };
+            Location::InProcess { store: Box::new(remote::open_local(&path)?), endpoint: Some(endpoint) }
         }
         Some(url) => {
             // A configured remote is pushed by name (git applies pushurl and insteadOf); a bare URL as it is.
@@ -102,10 +110,17 @@ pub fn open_swarm(
             let is_http = url.starts_with("http://") || url.starts_with("https://");
             let fetch_with = if transport == Transport::GitFetch || is_http { FetchWith::Git } else { FetchWith::Gix };
             let mirror_key = remote::mirror_key(remote_name.as_deref(), &url);
-            Location::Url { url: fetch_url, push_to, mirror_key, fetch_with }
+            Location::Url { endpoint: remote::Endpoint { url: fetch_url, push_to, mirror_key, fetch_with } }
         }
     };
-    Ok(Swarm { local: Store::from_repo(repo), location, name: name.to_string(), remote_label: label })
+    Ok(Swarm {
+        local: Store::from_repo(repo),
+        location,
+        name: name.to_string(),
+        remote_label: label,
+        publishes: Default::default(),
+        lost: Default::default(),
+    })
 }
 
 /// Open the repository at or above `dir`, as git does (`GIT_DIR` and friends included).

@@ -142,6 +142,12 @@ pub struct Task {
     pub labels: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// How to tell the task is done (a test that passes, a command's output): planners write it, workers read it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub acceptance: String,
+    /// The paths the task is about; planners keep the scopes of open tasks apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
     /// Finished attempts that did not succeed.
     #[serde(default)]
     pub attempts: u32,

@@ -60,7 +60,7 @@ pub struct Actor {
 }
 
 /// The effect of one operation: the task files to write and what the commit says.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Change {
     pub op: &'static str,
     pub agent: String,
@@ -72,11 +72,50 @@ pub struct Change {
     pub writes: Vec<Stored>,
     /// Paths to delete (a task that moved when it finished).
     pub removes: Vec<String>,
+    /// Other files of the state tree to write (`notes/<id>.md`, `cycles/<n>.toml`, `goal.md`), path → text.
+    pub files: BTreeMap<String, String>,
+    /// The ops that [`Change::then`] folded into this one, after it (each one more group of trailers).
+    pub also: Vec<OpRecord>,
+}
+
+/// One op of a commit that holds several (a landing that also claims the next task).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpRecord {
+    pub op: &'static str,
+    pub task: Option<String>,
+    pub epoch: Option<u64>,
 }
 
 impl Change {
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty() && self.removes.is_empty()
+        self.writes.is_empty() && self.removes.is_empty() && self.files.is_empty()
+    }
+
+    /// Fold `next` — an op computed on the board with `self` applied (see [`apply`]) — into this change, so that
+    /// both go out in one commit and one push.
+    pub fn then(mut self, next: Change) -> Change {
+        if next.is_empty() {
+            return self;
+        }
+        if self.is_empty() {
+            return next;
+        }
+        for w in next.writes {
+            // A later write of the same task replaces the earlier one; its old path is not removed twice.
+            self.writes.retain(|x| x.task.id != w.task.id);
+            self.removes.retain(|r| *r != w.path);
+            self.writes.push(w);
+        }
+        for r in next.removes {
+            if !self.removes.contains(&r) && !self.writes.iter().any(|w| w.path == r) {
+                self.removes.push(r);
+            }
+        }
+        self.files.extend(next.files);
+        self.summary = format!("{}; {}", self.summary, next.summary);
+        self.also.push(OpRecord { op: next.op, task: next.task, epoch: next.epoch });
+        self.also.extend(next.also);
+        self
     }
 }
 
@@ -117,6 +156,8 @@ pub struct NewTask {
     pub deps: Vec<String>,
     pub labels: Vec<String>,
     pub parent: Option<String>,
+    pub acceptance: String,
+    pub scope: Vec<String>,
 }
 
 /// Where a live task with this id is stored when we create it: `tasks/<2 hex>/<id>.toml`, a fan-out that keeps
@@ -148,6 +189,12 @@ fn place(board: &Board, t: Task, from: &str, removes: &mut Vec<String>) -> Store
         }
     }
     Stored { path, task: t }
+}
+
+/// A fresh id: `t-` and 6 random hex digits (collisions with the board are re-drawn by [`add`]). The one impure
+/// helper here: it is passed to `add` as `mint`, never called by an op.
+pub fn mint_id() -> String {
+    format!("t-{:06x}", fastrand::u32(0..0x100_0000))
 }
 
 /// Add tasks in one op. `mint` proposes ids; one already on the board is thrown away and another asked for.
@@ -187,6 +234,8 @@ pub fn add(
             deps: n.deps,
             labels: n.labels,
             parent: n.parent,
+            acceptance: n.acceptance,
+            scope: n.scope,
             attempts: 0,
             epoch: 0,
             created_by: Some(actor.agent.clone()),
@@ -211,6 +260,7 @@ pub fn add(
         summary,
         writes,
         removes: vec![],
+        ..Default::default()
     };
     Ok((change, tasks))
 }
@@ -331,6 +381,7 @@ pub fn claim(
                         summary,
                         writes,
                         removes,
+                        ..Default::default()
                     };
                     return Ok((ch, None));
                 }
@@ -441,6 +492,7 @@ pub fn renew(
         summary,
         writes,
         removes,
+        ..Default::default()
     };
     if let [one] = tasks.as_slice() {
         ch.epoch = one.claim.as_ref().map(|c| c.epoch);
@@ -523,6 +575,7 @@ fn change(
         summary,
         writes,
         removes,
+        ..Default::default()
     }
 }
 
@@ -540,6 +593,9 @@ fn subject(title: &str) -> String {
 
 /// Apply a change to a board in memory (what committing it would give), for tests and for chaining ops.
 pub fn apply(board: &mut Board, change: &Change) {
+    for r in &change.removes {
+        board.twins.values_mut().for_each(|v| v.retain(|p| p != r));
+    }
     for w in &change.writes {
         board.twins.remove(&w.task.id);
         board.closed.remove(&w.task.id);

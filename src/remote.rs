@@ -28,10 +28,20 @@ pub enum FetchWith {
 /// Where the state ref is.
 #[derive(Debug)]
 pub enum Location {
-    /// This repository or a local path: in-process CAS.
-    InProcess { store: Box<Store> },
+    /// This repository or a local path: in-process CAS. `endpoint` is how git reaches a local path (for landing
+    /// code, which must copy objects there); `None` for the repository itself.
+    InProcess { store: Box<Store>, endpoint: Option<Endpoint> },
     /// A URL: gix fetch + `git push`.
-    Url { url: String, push_to: String, mirror_key: String, fetch_with: FetchWith },
+    Url { endpoint: Endpoint },
+}
+
+/// How git reaches a remote: what to fetch from, what to push to, the key of its mirror refs, and how to fetch.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub url: String,
+    pub push_to: String,
+    pub mirror_key: String,
+    pub fetch_with: FetchWith,
 }
 
 /// The result of one CAS attempt.
@@ -110,9 +120,20 @@ pub fn fetch(
     mirror: &str,
     with: FetchWith,
 ) -> Result<Option<ObjectId>, RemoteError> {
+    Ok(fetch_many(local, url, push_to, &[(refname, mirror)], with)?.into_iter().next().flatten())
+}
+
+/// Fetch several refs (`(remote ref, local mirror)`) in one connection; where each one is on the remote.
+pub fn fetch_many(
+    local: &Store,
+    url: &str,
+    push_to: &str,
+    refs: &[(&str, &str)],
+    with: FetchWith,
+) -> Result<Vec<Option<ObjectId>>, RemoteError> {
     match with {
-        FetchWith::Gix => fetch_gix(local, url, refname, mirror),
-        FetchWith::Git => fetch_git(local, push_to, refname, mirror),
+        FetchWith::Gix => fetch_gix(local, url, refs),
+        FetchWith::Git => fetch_git(local, push_to, refs),
     }
 }
 
@@ -131,37 +152,43 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-fn fetch_gix(local: &Store, url: &str, refname: &str, mirror: &str) -> Result<Option<ObjectId>, RemoteError> {
+fn fetch_gix(local: &Store, url: &str, refs: &[(&str, &str)]) -> Result<Vec<Option<ObjectId>>, RemoteError> {
     use gix::remote::Direction;
     let repo = &local.repo;
     // No destination: gix must not fail the fetch over the mirror ref (a process killed while it held the mirror's
     // lock would otherwise break every later fetch of this clone). The mirror is set below, best effort.
-    let spec = refname.to_string();
     let remote = repo
         .remote_at(url)
         .map_err(|e| unreachable(url, e))?
         .with_fetch_tags(gix::remote::fetch::Tags::None)
-        .with_refspecs([spec.as_str()], Direction::Fetch)
+        .with_refspecs(refs.iter().map(|r| r.0), Direction::Fetch)
         .map_err(|e| unreachable(url, e))?;
     let conn = remote.connect(Direction::Fetch).map_err(|e| unreachable(url, e))?;
     let prepared = conn.prepare_fetch(gix::progress::Discard, Default::default()).map_err(|e| unreachable(url, e))?;
-    let tip = prepared.ref_map().remote_refs.iter().find_map(|r| {
-        let (name, target, _) = r.unpack();
-        (name == refname.as_bytes().as_bstr()).then(|| target.map(|t| t.to_owned())).flatten()
-    });
-    if tip.is_none() {
+    let tips: Vec<Option<ObjectId>> = refs
+        .iter()
+        .map(|(refname, _)| {
+            prepared.ref_map().remote_refs.iter().find_map(|r| {
+                let (name, target, _) = r.unpack();
+                (name == refname.as_bytes().as_bstr()).then(|| target.map(|t| t.to_owned())).flatten()
+            })
+        })
+        .collect();
+    if tips.iter().all(Option::is_none) {
         // Nothing to fetch; don't let gix complain about an empty mapping.
         drop(prepared);
-        return Ok(None);
+        return Ok(tips);
     }
     let interrupt = AtomicBool::new(false);
     prepared
         .receive(gix::progress::Discard, &interrupt)
         .map_err(|e| RemoteError::Fetch { remote: redact(url), message: e.to_string().replace(url, &redact(url)) })?;
-    if let Some(tip) = tip {
-        local.set_mirror(mirror, tip);
+    for ((_, mirror), tip) in refs.iter().zip(&tips) {
+        if let Some(tip) = tip {
+            local.set_mirror(mirror, *tip);
+        }
     }
-    Ok(tip)
+    Ok(tips)
 }
 
 /// `git` run against `local`'s repository, whatever the environment says (`GIT_DIR` of a caller included), never
@@ -183,25 +210,32 @@ fn git(local: &Store) -> Command {
     cmd
 }
 
-fn fetch_git(local: &Store, remote: &str, refname: &str, mirror: &str) -> Result<Option<ObjectId>, RemoteError> {
-    local.clear_stale_lock(mirror);
+fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<Option<ObjectId>>, RemoteError> {
+    for (_, mirror) in refs {
+        local.clear_stale_lock(mirror);
+    }
     // ls-remote first would cost a second connection; instead fetch and tell "no such ref" apart from the rest.
-    let out = git(local)
-        .args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-recurse-submodules"])
+    let mut cmd = git(local);
+    cmd.args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-recurse-submodules"])
         // `--`: whatever the remote's name, it is never taken for an option.
         .arg("--")
-        .arg(remote)
-        .arg(format!("+{refname}:{mirror}"))
-        .output()
-        .map_err(|e| RemoteError::Spawn(e.to_string()))?;
+        .arg(remote);
+    for (refname, mirror) in refs {
+        cmd.arg(format!("+{refname}:{mirror}"));
+    }
+    let out = cmd.output().map_err(|e| RemoteError::Spawn(e.to_string()))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("couldn't find remote ref") {
-            return Ok(None);
+            if refs.len() == 1 {
+                return Ok(vec![None]);
+            }
+            // One of several is missing: fetch them one by one to say which.
+            return refs.iter().map(|r| fetch_git(local, remote, &[*r]).map(|v| v.into_iter().next().flatten())).collect();
         }
         return Err(unreachable(remote, err.trim()));
     }
-    Ok(local.read_ref(mirror)?)
+    refs.iter().map(|(_, mirror)| Ok(local.read_ref(mirror)?)).collect()
 }
 
 /// `git push --porcelain --force-with-lease=<ref>:<base> <remote> <new>:<ref>`, classified.
@@ -230,6 +264,21 @@ pub fn push(
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines = parse_porcelain(&stdout);
     classify(remote, updates.iter().map(|u| u.0), &lines, out.status.success(), &stderr)
+}
+
+/// Push `new` to `refname` with a lease on `base` (`None`: whatever is there), for refs that are not part of the
+/// protocol (a work branch kept for inspection).
+pub fn push_forced(local: &Store, remote: &str, refname: &str, base: Option<ObjectId>, new: ObjectId) -> Result<Publish, RemoteError> {
+    let mut cmd = git(local);
+    cmd.args(["push", "--porcelain", "--no-verify"]);
+    match base {
+        Some(b) => cmd.arg(format!("--force-with-lease={refname}:{b}")),
+        None => cmd.arg("--force"),
+    };
+    cmd.arg("--").arg(remote).arg(format!("{new}:{refname}"));
+    let out = cmd.output().map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    let lines = parse_porcelain(&String::from_utf8_lossy(&out.stdout));
+    classify(remote, std::iter::once(refname), &lines, out.status.success(), &String::from_utf8_lossy(&out.stderr))
 }
 
 /// One ref's line of `git push --porcelain`: `<flag>\t<from>:<to>\t<summary> (<reason>)`.

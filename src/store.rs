@@ -292,6 +292,10 @@ impl Store {
         for path in &change.removes {
             editor.remove(path.as_str()).git(|| format!("cannot remove {path}"))?;
         }
+        for (path, text) in &change.files {
+            let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
+            editor.upsert(path.as_str(), EntryKind::Blob, id).git(|| format!("cannot place {path}"))?;
+        }
         for w in &change.writes {
             let text = toml::to_string(&w.task).git(|| format!("cannot serialize task {}", w.task.id))?;
             let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
@@ -315,6 +319,48 @@ impl Store {
         Ok(self.repo.write_object(&commit).git(|| "cannot write the state commit".into())?.detach())
     }
 
+    /// The text of the file at `path` (`a/b/c`) in the state tree of `commit`; `None` when there is no such file.
+    /// A file that is not UTF-8 or bigger than `limit` is an `Err` with the reason (callers report it and go on).
+    pub fn read_text(&self, commit: ObjectId, path: &str, limit: u64) -> Result<Option<Result<String, String>>, StoreError> {
+        let Some(entry) = self.lookup(commit, path)? else { return Ok(None) };
+        if !matches!(entry.0, EntryKind::Blob | EntryKind::BlobExecutable) {
+            return Ok(Some(Err(format!("is a {:?}, not a file", entry.0))));
+        }
+        Ok(Some(
+            self.blob_limited(entry.1, limit)
+                .and_then(|b| String::from_utf8(b).map_err(|e| format!("not UTF-8: {e}"))),
+        ))
+    }
+
+    /// The files directly in the folder `dir` of the state tree of `commit`: (name, blob id), sorted by name.
+    pub fn list_dir(&self, commit: ObjectId, dir: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        let Some((EntryKind::Tree, id)) = self.lookup(commit, dir)? else { return Ok(vec![]) };
+        let tree = self.repo.find_tree(id).git(|| format!("cannot read {dir} of {commit}"))?;
+        let mut out = Vec::new();
+        for entry in tree.iter() {
+            let entry = entry.git(|| format!("cannot decode {dir} of {commit}"))?;
+            if matches!(entry.mode().kind(), EntryKind::Blob | EntryKind::BlobExecutable)
+                && let Ok(name) = entry.filename().to_str()
+            {
+                out.push((name.to_string(), entry.object_id()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The text of a blob, as [`Store::read_text`] gives it.
+    pub fn blob_text(&self, id: ObjectId, limit: u64) -> Result<String, String> {
+        self.blob_limited(id, limit).and_then(|b| String::from_utf8(b).map_err(|e| format!("not UTF-8: {e}")))
+    }
+
+    fn lookup(&self, commit: ObjectId, path: &str) -> Result<Option<(EntryKind, ObjectId)>, StoreError> {
+        let c = self.repo.find_commit(commit).git(|| format!("cannot read state commit {commit}"))?;
+        let tree = c.tree().git(|| format!("cannot read the tree of {commit}"))?;
+        let entry = tree.lookup_entry_by_path(path).git(|| format!("cannot look up {path} in {commit}"))?;
+        Ok(entry.map(|e| (e.mode().kind(), e.object_id())))
+    }
+
     /// Move `name` from `expected` (None: must not exist) to `new`, atomically. `Ok(false)` when the ref was not at
     /// `expected` (a lost race) or its lock was held by another writer at that moment.
     pub fn cas_ref(
@@ -324,30 +370,42 @@ impl Store {
         new: ObjectId,
         why: &str,
     ) -> Result<bool, StoreError> {
-        let edit = RefEdit {
-            change: RefChange::Update {
-                log: LogChange { mode: RefLog::AndReference, force_create_reflog: false, message: why.into() },
-                expected: match expected {
-                    Some(id) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(id)),
-                    None => PreviousValue::MustNotExist,
-                },
-                new: gix::refs::Target::Object(new),
-            },
-            name: name.try_into().git(|| format!("bad ref name {name}"))?,
-            deref: false,
-        };
-        match self.repo.edit_reference(edit) {
+        self.cas_refs(&[(name, expected, new)], why)
+    }
+
+    /// Move several refs at once, all or none (a gix transaction locks them all before it changes any).
+    pub fn cas_refs(&self, updates: &[(&str, Option<ObjectId>, ObjectId)], why: &str) -> Result<bool, StoreError> {
+        let edits = updates
+            .iter()
+            .map(|(name, expected, new)| {
+                Ok(RefEdit {
+                    change: RefChange::Update {
+                        log: LogChange { mode: RefLog::AndReference, force_create_reflog: false, message: why.into() },
+                        expected: match expected {
+                            Some(id) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(*id)),
+                            None => PreviousValue::MustNotExist,
+                        },
+                        new: gix::refs::Target::Object(*new),
+                    },
+                    name: (*name).try_into().git(|| format!("bad ref name {name}"))?,
+                    deref: false,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        match self.repo.edit_references(edits) {
             Ok(_) => Ok(true),
             Err(e) => {
                 // A mismatch or a held lock is a lost race; anything else is a real error. Tell them apart by
-                // looking again: the ref moved, or its lock file is there.
-                let now = self.read_ref(name)?;
-                let lock = self.repo.common_dir().join(format!("{name}.lock"));
-                if now != expected || lock.exists() || is_lock_error(&e.to_string()) {
-                    Ok(false)
-                } else {
-                    Err(StoreError::Git { context: format!("cannot update {name}"), message: e.to_string() })
+                // looking again: a ref moved, or its lock file is there.
+                for (name, expected, _) in updates {
+                    let now = self.read_ref(name)?;
+                    let lock = self.repo.common_dir().join(format!("{name}.lock"));
+                    if now != *expected || lock.exists() || is_lock_error(&e.to_string()) {
+                        return Ok(false);
+                    }
                 }
+                let names: Vec<&str> = updates.iter().map(|u| u.0).collect();
+                Err(StoreError::Git { context: format!("cannot update {}", names.join(" and ")), message: e.to_string() })
             }
         }
     }
@@ -525,22 +583,43 @@ pub struct LogEntry {
     pub agent: Option<String>,
     pub epoch: Option<u64>,
     pub summary: String,
+    /// Further ops of the same commit (a landing that also claimed the next task): op, task, epoch.
+    pub also: Vec<(String, Option<String>, Option<u64>)>,
 }
 
 impl LogEntry {
     pub fn parse(commit: String, time: Timestamp, msg: &str) -> LogEntry {
         let summary = msg.lines().next().unwrap_or_default().to_string();
-        let mut e = LogEntry { commit, time, op: None, task: None, agent: None, epoch: None, summary };
+        let mut e = LogEntry { commit, time, op: None, task: None, agent: None, epoch: None, summary, also: vec![] };
+        // Each `Swarm-Op` starts a group; the first group is the commit's op, later ones go to `also`.
+        let mut groups = 0usize;
         for line in msg.lines().skip(1) {
             let Some((k, v)) = line.split_once(": ") else {
                 continue;
             };
             let v = v.trim().to_string();
-            match k {
-                "Swarm-Op" => e.op = Some(v),
-                "Swarm-Task" => e.task = Some(v),
-                "Swarm-Agent" => e.agent = Some(v),
-                "Swarm-Epoch" => e.epoch = v.parse().ok(),
+            match (k, groups) {
+                ("Swarm-Op", 0) => {
+                    e.op = Some(v);
+                    groups = 1;
+                }
+                ("Swarm-Op", _) => {
+                    e.also.push((v, None, None));
+                    groups += 1;
+                }
+                ("Swarm-Agent", _) => e.agent = Some(v),
+                ("Swarm-Task", 0 | 1) => e.task = Some(v),
+                ("Swarm-Epoch", 0 | 1) => e.epoch = v.parse().ok(),
+                ("Swarm-Task", _) => {
+                    if let Some(last) = e.also.last_mut() {
+                        last.1 = Some(v);
+                    }
+                }
+                ("Swarm-Epoch", _) => {
+                    if let Some(last) = e.also.last_mut() {
+                        last.2 = v.parse().ok();
+                    }
+                }
                 _ => {}
             }
         }
@@ -557,6 +636,15 @@ pub fn commit_message(change: &Change) -> String {
     m.push_str(&format!("Swarm-Agent: {}\n", change.agent));
     if let Some(e) = change.epoch {
         m.push_str(&format!("Swarm-Epoch: {e}\n"));
+    }
+    for more in &change.also {
+        m.push_str(&format!("Swarm-Op: {}\n", more.op));
+        if let Some(t) = &more.task {
+            m.push_str(&format!("Swarm-Task: {t}\n"));
+        }
+        if let Some(e) = more.epoch {
+            m.push_str(&format!("Swarm-Epoch: {e}\n"));
+        }
     }
     m
 }
@@ -581,11 +669,33 @@ mod tests {
             summary: "claim t-1: x".into(),
             writes: vec![],
             removes: vec![],
+            ..Default::default()
         };
         let e = LogEntry::parse("c".into(), Timestamp::from_secs(1), &commit_message(&change));
         assert_eq!(
             (e.op.as_deref(), e.task.as_deref(), e.agent.as_deref(), e.epoch, e.summary.as_str()),
             (Some("claim"), Some("t-1"), Some("alice"), Some(3), "claim t-1: x")
         );
+        let two = Change {
+            op: "done",
+            task: Some("t-1".into()),
+            epoch: Some(3),
+            summary: "done t-1".into(),
+            files: [("notes/t-0.md".to_string(), "y".to_string())].into(),
+            ..change
+        }
+            .then(Change {
+                op: "claim",
+                agent: "alice".into(),
+                task: Some("t-2".into()),
+                epoch: Some(1),
+                summary: "claim t-2".into(),
+                files: [("notes/t-1.md".to_string(), "x".to_string())].into(),
+                ..Default::default()
+            });
+        let e = LogEntry::parse("c".into(), Timestamp::from_secs(1), &commit_message(&two));
+        assert_eq!((e.op.as_deref(), e.task.as_deref(), e.epoch), (Some("done"), Some("t-1"), Some(3)));
+        assert_eq!(e.also, vec![("claim".to_string(), Some("t-2".to_string()), Some(1))]);
+        assert_eq!(e.summary, "done t-1; claim t-2");
     }
 }

@@ -2,6 +2,7 @@
 //! lost race, back off (exponential, full jitter) and do it all again on the new state. The only writer of the
 //! state ref.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gix::ObjectId;
@@ -21,6 +22,10 @@ pub struct Swarm {
     pub name: String,
     /// What users call the remote in messages (`origin`, a URL, `this repository`).
     pub remote_label: String,
+    /// Updates of the remote's refs tried by this process (pushes, or in-process swaps), and how many of them lost a
+    /// race: the figures behind "pushes per task".
+    pub publishes: AtomicU64,
+    pub lost: AtomicU64,
 }
 
 /// Refusals of an update while the ref stays where it was, before the loop stops (see [`TxnError::Stuck`]).
@@ -84,6 +89,56 @@ pub enum TxnError {
     OutcomeUnknown { remote: String, message: String },
 }
 
+/// One attempt of the optimistic loop.
+enum Attempt<T, E> {
+    Published(Committed<T>),
+    Lost { base: ObjectId, reason: String },
+    Aborted(E),
+}
+
+/// What the optimistic loop remembers across attempts.
+struct Guard<T> {
+    /// Commits whose push ended in a network error may have landed all the same: before applying the op again,
+    /// every attempt looks for them on the ref, so that an op is never applied twice.
+    in_doubt: Vec<(ObjectId, T)>,
+    /// A lost race means the ref moved. When it keeps being refused while it does not move, something else is
+    /// wrong (a stale lock file, a server that refuses without saying why): stop instead of spinning.
+    last_lost: Option<(ObjectId, String)>,
+    unmoved: u32,
+    lost: u32,
+}
+
+impl<T> Guard<T> {
+    /// Before an attempt applies its op to `snap`: an earlier push in doubt that did land ends the loop; a ref
+    /// refused too often while it stood still is an error.
+    fn settle(&mut self, store: &Store, snap: &Snapshot, refname: &str) -> Result<Option<Committed<T>>, TxnError> {
+        for i in 0..self.in_doubt.len() {
+            if store.has_ancestor(snap.commit, self.in_doubt[i].0, 1000)? {
+                let (commit, value) = self.in_doubt.swap_remove(i);
+                return Ok(Some(self.committed(value, Some(commit), snap.problems.clone())));
+            }
+        }
+        match &self.last_lost {
+            Some((base, reason)) if *base == snap.commit => {
+                self.unmoved += 1;
+                if self.unmoved >= UNMOVED_LIMIT {
+                    return Err(TxnError::Stuck {
+                        refname: refname.to_string(),
+                        reason: reason.clone(),
+                        attempts: self.unmoved,
+                    });
+                }
+            }
+            _ => self.unmoved = 0,
+        }
+        Ok(None)
+    }
+
+    fn committed(&self, value: T, commit: Option<ObjectId>, problems: Vec<Problem>) -> Committed<T> {
+        Committed { value, commit, lost_races: self.lost, problems }
+    }
+}
+
 /// What a transaction did.
 #[derive(Debug)]
 pub struct Committed<T> {
@@ -118,7 +173,7 @@ impl Swarm {
         let refname = self.ref_name();
         Ok(match &self.location {
             Location::InProcess { store, .. } => store.read_ref(&refname)?,
-            Location::Url { url, push_to, mirror_key, fetch_with } => {
+            Location::Url { endpoint: remote::Endpoint { url, push_to, mirror_key, fetch_with } } => {
                 let tip =
                     remote::fetch(&self.local, url, push_to, &refname, &self.mirror_ref(mirror_key), *fetch_with)?;
                 // Each fetch that brings something adds a pack.
@@ -148,10 +203,12 @@ impl Swarm {
     /// One compare-and-swap of the state ref from `base` to `new`.
     fn publish(&self, base: Option<ObjectId>, new: ObjectId, why: &str) -> Result<Publish, TxnError> {
         let refname = self.ref_name();
+        self.publishes.fetch_add(1, Ordering::Relaxed);
         match &self.location {
             Location::InProcess { store, .. } => Ok(if store.cas_ref(&refname, base, new, why)? {
                 Publish::Done
             } else {
+                self.lost.fetch_add(1, Ordering::Relaxed);
                 let lock = store.repo.common_dir().join(format!("{refname}.lock"));
                 Publish::LostRace(if lock.exists() {
                     format!(
@@ -162,8 +219,11 @@ impl Swarm {
                     "the ref moved".into()
                 })
             }),
-            Location::Url { push_to, mirror_key, .. } => {
+            Location::Url { endpoint: remote::Endpoint { push_to, mirror_key, .. } } => {
                 let r = remote::push(&self.local, push_to, &[(&refname, base, new)])?;
+                if r != Publish::Done {
+                    self.lost.fetch_add(1, Ordering::Relaxed);
+                }
                 if r == Publish::Done {
                     // Keep the mirror current: the next fetch negotiates from it and may find nothing to do. It is
                     // only a cache: failing to update it (a concurrent fetch holds its lock) must not turn a
@@ -183,79 +243,198 @@ impl Swarm {
         clock: &dyn Fn() -> Timestamp,
         mut op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
+        let res = self.optimistic::<T, std::convert::Infallible>(retry, |guard| {
+            let snap = self.read(false)?;
+            if let Some(done) = guard.settle(self.store(), &snap, &self.ref_name())? {
+                return Ok(Attempt::Published(done));
+            }
+            let now = clock();
+            let (change, value) = op(&snap, now)?;
+            if change.is_empty() {
+                return Ok(Attempt::Published(guard.committed(value, None, snap.problems)));
+            }
+            let commit = self.store().write(Some(&snap), None, &change, who, now)?;
+            match self.publish(Some(snap.commit), commit, &change.summary) {
+                Ok(Publish::Done) => {
+                    self.store().maybe_gc();
+                    Ok(Attempt::Published(guard.committed(value, Some(commit), snap.problems)))
+                }
+                Ok(Publish::LostRace(reason)) => Ok(Attempt::Lost { base: snap.commit, reason }),
+                Err(e) => {
+                    guard.in_doubt.push((commit, value));
+                    Err(e)
+                }
+            }
+        })?;
+        match res {
+            Ok(c) => Ok(c),
+            Err(never) => match never {},
+        }
+    }
+
+    /// Land code and state together: move `branch` (`refs/heads/<target>`) to the commit `prepare` makes from the
+    /// branch's newest tip, and the state ref by `op` (which is told that commit), in **one atomic push** with a
+    /// lease on each ref. A lost race on either ref fetches both again, calls `prepare` again (rebase) and re-runs
+    /// `op` on the new state. `prepare` may give up (`Ok(Err(e))`): nothing was published.
+    pub fn land<T, E>(
+        &self,
+        retry: &Retry,
+        who: &Identity,
+        clock: &dyn Fn() -> Timestamp,
+        branch: &str,
+        prepare: &mut dyn FnMut(ObjectId) -> Result<ObjectId, E>,
+        mut op: impl FnMut(&Snapshot, Timestamp, ObjectId) -> Result<(Change, T), DomainError>,
+    ) -> Result<Result<Committed<T>, E>, TxnError> {
+        let state_ref = self.ref_name();
+        self.optimistic(retry, |guard| {
+            let (state_tip, branch_tip) = self.fetch_pair(branch)?;
+            let snap = self.local.read(state_tip, false)?;
+            if let Some(done) = guard.settle(&self.local, &snap, &state_ref)? {
+                return Ok(Attempt::Published(done));
+            }
+            let code = match prepare(branch_tip) {
+                Ok(c) => c,
+                Err(e) => return Ok(Attempt::Aborted(e)),
+            };
+            let now = clock();
+            let (change, value) = op(&snap, now, code)?;
+            let commit = self.local.write(Some(&snap), None, &change, who, now)?;
+            let updates = [(branch, Some(branch_tip), code), (state_ref.as_str(), Some(state_tip), commit)];
+            self.publishes.fetch_add(1, Ordering::Relaxed);
+            let published = match &self.location {
+                Location::InProcess { store, endpoint: None } => {
+                    if store.cas_refs(&updates, &change.summary)? {
+                        Ok(Publish::Done)
+                    } else {
+                        Ok(Publish::LostRace("a ref moved".into()))
+                    }
+                }
+                Location::InProcess { endpoint: Some(ep), .. } | Location::Url { endpoint: ep } => {
+                    remote::push(&self.local, &ep.push_to, &updates).map(|p| {
+                        if p == Publish::Done {
+                            self.local.set_mirror(&self.mirror_ref(&ep.mirror_key), commit);
+                            self.local.set_mirror(&self.branch_mirror(&ep.mirror_key, branch), code);
+                        }
+                        p
+                    })
+                }
+            };
+            match published {
+                Ok(Publish::Done) => {
+                    self.local.maybe_gc();
+                    Ok(Attempt::Published(guard.committed(value, Some(commit), snap.problems)))
+                }
+                Ok(Publish::LostRace(reason)) => {
+                    self.lost.fetch_add(1, Ordering::Relaxed);
+                    Ok(Attempt::Lost { base: snap.commit, reason })
+                }
+                Err(e) => {
+                    guard.in_doubt.push((commit, value));
+                    Err(e.into())
+                }
+            }
+        })
+    }
+
+    /// Where the state ref and `branch` are on the remote, with their objects in the local repository.
+    fn fetch_pair(&self, branch: &str) -> Result<(ObjectId, ObjectId), TxnError> {
+        let state_ref = self.ref_name();
+        let missing_branch = || {
+            TxnError::Store(StoreError::Git {
+                context: format!("cannot land on {branch}"),
+                message: format!("{} has no {branch}", self.remote_label),
+            })
+        };
+        match &self.location {
+            Location::InProcess { store, endpoint: None } => {
+                let state = store.read_ref(&state_ref)?.ok_or_else(|| self.not_initialized())?;
+                let code = store.read_ref(branch)?.ok_or_else(missing_branch)?;
+                Ok((state, code))
+            }
+            Location::InProcess { endpoint: Some(ep), .. } | Location::Url { endpoint: ep } => {
+                let mirror = self.mirror_ref(&ep.mirror_key);
+                let bmirror = self.branch_mirror(&ep.mirror_key, branch);
+                let tips = remote::fetch_many(
+                    &self.local,
+                    &ep.url,
+                    &ep.push_to,
+                    &[(&state_ref, &mirror), (branch, &bmirror)],
+                    ep.fetch_with,
+                )?;
+                self.local.maybe_gc();
+                let state = tips.first().copied().flatten().ok_or_else(|| self.not_initialized())?;
+                let code = tips.get(1).copied().flatten().ok_or_else(missing_branch)?;
+                Ok((state, code))
+            }
+        }
+    }
+
+    /// Where `branch` (`refs/heads/<target>`) is on the remote, fetched into the local repository.
+    pub fn fetch_branch(&self, branch: &str) -> Result<Option<ObjectId>, TxnError> {
+        Ok(match &self.location {
+            Location::InProcess { store, endpoint: None } => store.read_ref(branch)?,
+            Location::InProcess { endpoint: Some(ep), .. } | Location::Url { endpoint: ep } => {
+                let bmirror = self.branch_mirror(&ep.mirror_key, branch);
+                let tip = remote::fetch(&self.local, &ep.url, &ep.push_to, branch, &bmirror, ep.fetch_with)?;
+                self.local.maybe_gc();
+                tip
+            }
+        })
+    }
+
+    /// Push `new` to `refname` on the remote, whatever is there (a work branch kept for a person to look at; never
+    /// the state ref or the target branch).
+    pub fn push_aside(&self, refname: &str, new: ObjectId) -> Result<(), TxnError> {
+        match &self.location {
+            Location::InProcess { store, endpoint: None } => Ok(store.set_ref(refname, new, "git swarm: work kept")?),
+            Location::InProcess { endpoint: Some(ep), .. } | Location::Url { endpoint: ep } => {
+                let base = None;
+                match remote::push_forced(&self.local, &ep.push_to, refname, base, new)? {
+                    Publish::Done => Ok(()),
+                    Publish::LostRace(reason) => Err(TxnError::Remote(RemoteError::Refused {
+                        remote: self.remote_label.clone(),
+                        refname: refname.into(),
+                        reason,
+                    })),
+                }
+            }
+        }
+    }
+
+    fn branch_mirror(&self, key: &str, branch: &str) -> String {
+        format!("refs/swarm-branches/{key}/{}", branch.trim_start_matches("refs/heads/"))
+    }
+
+    /// The retry loop shared by [`Swarm::transact`] and [`Swarm::land`]: backoff in round trips on lost races,
+    /// a few tries on network errors, and the in-doubt bookkeeping that makes a retried op never apply twice.
+    fn optimistic<T, E>(
+        &self,
+        retry: &Retry,
+        mut attempt: impl FnMut(&mut Guard<T>) -> Result<Attempt<T, E>, TxnError>,
+    ) -> Result<Result<Committed<T>, E>, TxnError> {
         let started = Instant::now();
-        let mut lost = 0u32;
         let mut transient = 0u32;
-        // Commits whose push ended in a network error may have landed all the same: before applying the op again,
-        // every attempt looks for them on the ref, so that an op is never applied twice.
-        let mut in_doubt: Vec<(ObjectId, T)> = Vec::new();
-        // A lost race means the ref moved. When it keeps being refused while it does not move, something else is
-        // wrong (a stale lock file, a server that refuses without saying why): stop instead of spinning.
-        let mut last_lost: Option<(ObjectId, String)> = None;
-        let mut unmoved = 0u32;
+        let mut guard = Guard { in_doubt: Vec::new(), last_lost: None, unmoved: 0, lost: 0 };
         loop {
             let attempt_started = Instant::now();
-            let attempt = (|| -> Result<Result<Committed<T>, (ObjectId, Publish)>, TxnError> {
-                let snap = self.read(false)?;
-                for i in 0..in_doubt.len() {
-                    if self.store().has_ancestor(snap.commit, in_doubt[i].0, 1000)? {
-                        let (commit, value) = in_doubt.swap_remove(i);
-                        return Ok(Ok(Committed {
-                            value,
-                            commit: Some(commit),
-                            lost_races: lost,
-                            problems: snap.problems,
-                        }));
-                    }
-                }
-                match &last_lost {
-                    Some((base, reason)) if *base == snap.commit => {
-                        unmoved += 1;
-                        if unmoved >= UNMOVED_LIMIT {
-                            return Err(TxnError::Stuck {
-                                refname: self.ref_name(),
-                                reason: reason.clone(),
-                                attempts: unmoved,
-                            });
-                        }
-                    }
-                    _ => unmoved = 0,
-                }
-                let now = clock();
-                let (change, value) = op(&snap, now)?;
-                if change.is_empty() {
-                    return Ok(Ok(Committed { value, commit: None, lost_races: lost, problems: snap.problems }));
-                }
-                let commit = self.store().write(Some(&snap), None, &change, who, now)?;
-                match self.publish(Some(snap.commit), commit, &change.summary) {
-                    Ok(Publish::Done) => {
-                        self.store().maybe_gc();
-                        Ok(Ok(Committed { value, commit: Some(commit), lost_races: lost, problems: snap.problems }))
-                    }
-                    Ok(race) => Ok(Err((snap.commit, race))),
-                    Err(e) => {
-                        in_doubt.push((commit, value));
-                        Err(e)
-                    }
-                }
-            })();
-            let err = match attempt {
-                Ok(Ok(done)) => return Ok(done),
-                Ok(Err((base, race))) => {
-                    lost += 1;
-                    let reason = match race {
-                        Publish::LostRace(r) => r,
-                        Publish::Done => String::new(),
-                    };
-                    last_lost = Some((base, reason));
-                    if lost >= retry.max_attempts || started.elapsed() >= retry.max_elapsed {
+            let err = match attempt(&mut guard) {
+                Ok(Attempt::Published(done)) => return Ok(Ok(done)),
+                Ok(Attempt::Aborted(e)) if guard.in_doubt.is_empty() => return Ok(Err(e)),
+                Ok(Attempt::Aborted(_)) => TxnError::OutcomeUnknown {
+                    remote: self.remote_label.clone(),
+                    message: "gave up after a push whose answer was lost".into(),
+                },
+                Ok(Attempt::Lost { base, reason }) => {
+                    guard.lost += 1;
+                    guard.last_lost = Some((base, reason));
+                    if guard.lost >= retry.max_attempts || started.elapsed() >= retry.max_elapsed {
                         TxnError::Contention {
                             swarm: self.name.clone(),
-                            attempts: lost,
+                            attempts: guard.lost,
                             secs: started.elapsed().as_secs_f64(),
                         }
                     } else {
-                        std::thread::sleep(retry.backoff(lost - 1, attempt_started.elapsed()));
+                        std::thread::sleep(retry.backoff(guard.lost - 1, attempt_started.elapsed()));
                         continue;
                     }
                 }
@@ -269,7 +448,7 @@ impl Swarm {
                 Err(e) => e,
             };
             // Giving up while a push of ours may have landed: say so, so that nobody blindly runs the op again.
-            return Err(if in_doubt.is_empty() {
+            return Err(if guard.in_doubt.is_empty() {
                 err
             } else {
                 TxnError::OutcomeUnknown { remote: self.remote_label.clone(), message: err.to_string() }
@@ -302,6 +481,7 @@ impl Swarm {
                 summary: format!("init swarm {} (target {})", self.name, config.target),
                 writes: vec![],
                 removes: vec![],
+                ..Default::default()
             };
             let now = clock();
             let commit = self.store().write(None, Some(config), &change, who, now)?;

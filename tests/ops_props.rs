@@ -705,6 +705,8 @@ fn counters_at_their_limits_never_overflow() {
             deps: vec![],
             labels: vec![],
             parent: None,
+            acceptance: String::new(),
+            scope: vec![],
             attempts: 0,
             epoch: 0,
             created_by: None,

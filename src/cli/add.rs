@@ -30,9 +30,15 @@ pub struct AddArgs {
     /// `work` (code to write) or `plan` (an area to plan).
     #[arg(long, default_value = "work", value_parser = parse_kind)]
     kind: Kind,
-    /// The plan task this one belongs to.
-    #[arg(long, value_name = "ID", value_parser = parse_id)]
+    /// The plan task this one belongs to [default: $GIT_SWARM_PARENT, set for planner agents by the runner].
+    #[arg(long, value_name = "ID", value_parser = parse_id, env = "GIT_SWARM_PARENT", hide_env = true)]
     parent: Option<String>,
+    /// How to tell the task is done (a test, a command and its expected output).
+    #[arg(long, value_name = "TEXT")]
+    acceptance: Option<String>,
+    /// A path the task is about (repeatable).
+    #[arg(long = "scope", value_name = "PATH")]
+    scope: Vec<String>,
 }
 
 pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
@@ -80,10 +86,12 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
         deps: args.after,
         labels: args.labels,
         parent: args.parent,
+        acceptance: args.acceptance.unwrap_or_default(),
+        scope: args.scope,
     };
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
         let actor = Actor { agent: agent.to_string(), now };
-        ops::add(&snap.board, &actor, vec![new.clone()], &mut mint_id)
+        ops::add(&snap.board, &actor, vec![new.clone()], &mut ops::mint_id)
     })?;
     let now = ctx.now();
     for t in &c.value {
@@ -93,9 +101,4 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
         ctx.out.doc(&task_json(t, now));
     }
     Ok(())
-}
-
-/// A fresh id: `t-` and 6 random hex digits (collisions with the board are re-drawn by `ops::add`).
-pub fn mint_id() -> String {
-    format!("t-{:06x}", fastrand::u32(0..0x100_0000))
 }

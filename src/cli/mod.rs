@@ -13,6 +13,7 @@ mod output;
 mod ready;
 mod release;
 mod renew;
+mod run;
 mod show;
 mod status;
 
@@ -50,10 +51,10 @@ pub struct GlobalArgs {
     pub dir: Option<PathBuf>,
     /// The shared remote holding the swarm: a remote's name, a URL or a path
     /// [default: git config swarm.remote, else origin, else this repository].
-    #[arg(long, global = true, value_name = "NAME-OR-URL")]
+    #[arg(long, global = true, value_name = "NAME-OR-URL", env = "GIT_SWARM_REMOTE", hide_env = true)]
     pub remote: Option<String>,
     /// Which swarm: the ref refs/swarm/<NAME> [default: git config swarm.name, else default].
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", env = "GIT_SWARM_SWARM", hide_env = true)]
     pub swarm: Option<String>,
     /// This agent's identity (letters, digits, '-', '_', '.') [default: $GIT_SWARM_AGENT, else user-host].
     #[arg(long, global = true, value_name = "ID")]
@@ -89,6 +90,8 @@ pub enum Command {
     Status(status::StatusArgs),
     /// The audit log of the swarm, newest first.
     Log(log::LogArgs),
+    /// Run an agent loop: a worker, a planner or a judge.
+    Run(run::RunArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -169,6 +172,16 @@ impl Ctx {
     pub fn clock(&self) -> impl Fn() -> Timestamp + use<> {
         let offset = self.clock_offset;
         move || Timestamp::now_with_offset(offset)
+    }
+
+    /// The remote as agents should name it (`GIT_SWARM_REMOTE`): `--remote`, else `origin` when configured, else
+    /// this repository's path. Call before [`Ctx::swarm`].
+    pub fn remote_arg(&self) -> String {
+        if let Some(r) = &self.remote {
+            return r.clone();
+        }
+        let has_origin = self.repo.as_ref().is_some_and(|r| r.config_snapshot().string("remote.origin.url").is_some());
+        if has_origin { "origin".into() } else { self.common_dir.to_string_lossy().into_owned() }
     }
 
     /// Open the swarm (once).
@@ -290,6 +303,17 @@ fn default_agent() -> String {
     if id.is_empty() { "agent".into() } else { id }
 }
 
+/// Read a text argument from a file (`-`: stdin), naming the flag in errors.
+pub fn read_text_arg(path: &std::path::Path, flag: &str) -> CliResult<String> {
+    if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| CliError::io(format!("{flag} -: cannot read stdin: {e}")))?;
+        return Ok(s);
+    }
+    std::fs::read_to_string(path).map_err(|e| CliError::io(format!("{flag} {}: {e}", path.display())))
+}
+
 /// Parse a `--kind`.
 pub fn parse_kind(s: &str) -> Result<Kind, String> {
     match s {
@@ -350,5 +374,6 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Fail(a) => fail::run(&mut ctx, a),
         Command::Status(a) => status::run(&mut ctx, a),
         Command::Log(a) => log::run(&mut ctx, a),
+        Command::Run(a) => run::run(&mut ctx, a),
     }
 }

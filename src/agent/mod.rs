@@ -1,0 +1,376 @@
+//! Agent backends: what runs an agent for a role.
+//!
+//! * `command` — any CLI agent, run through `sh -c` in a work tree, with the prompt on stdin and in a file, in a
+//!   process group of its own (so that a time limit or a stop ends the agent and whatever it started).
+//! * `http` — an OpenAI-compatible chat-completions or Anthropic messages API (text-only roles: planner, judge).
+//!
+//! The command line comes from configuration only; task text reaches the agent through stdin, the prompt file and
+//! environment variables, never through the command line.
+
+pub mod http;
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// How an agent of a role is run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Backend {
+    /// `sh -c <exec>` in the work tree.
+    Command { exec: String },
+    /// A model API; text in, text out.
+    Http(http::HttpAgent),
+}
+
+/// The presets of well-known CLI agents, with the flags each needs to run unattended (see `docs/agents.md`).
+pub const PRESETS: &[(&str, &str)] = &[
+    ("claude", "claude -p --dangerously-skip-permissions --output-format text"),
+    ("codex", "codex exec --full-auto --skip-git-repo-check -"),
+    ("cursor", "cursor-agent -p --force --output-format text \"$(cat \"$GIT_SWARM_PROMPT_FILE\")\""),
+    (
+        "aider",
+        "aider --yes-always --no-check-update --no-show-model-warnings --message-file \"$GIT_SWARM_PROMPT_FILE\"",
+    ),
+    ("gemini", "gemini --yolo --prompt \"$(cat \"$GIT_SWARM_PROMPT_FILE\")\""),
+];
+
+/// The command of a preset, by name.
+pub fn preset(name: &str) -> Option<&'static str> {
+    PRESETS.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
+}
+
+/// One run of an agent.
+#[derive(Debug, Clone)]
+pub struct Invocation<'a> {
+    /// Where it runs (a work tree; any folder for text-only roles).
+    pub cwd: &'a Path,
+    /// The rendered prompt (a system part for HTTP backends is the first paragraph up to a line `---`).
+    pub prompt: &'a str,
+    /// Where the prompt is also written, named by `$GIT_SWARM_PROMPT_FILE`.
+    pub prompt_file: PathBuf,
+    /// Environment variables for the agent (task id, title, role…).
+    pub env: Vec<(String, String)>,
+    /// Appends everything the agent prints (stdout and stderr) to this file.
+    pub log: Option<PathBuf>,
+    /// Stop the agent after this long.
+    pub timeout: Option<Duration>,
+    /// How long a stopped agent gets between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal (not by us).
+    Signal(i32),
+    /// Ran past its time limit; stopped.
+    TimedOut,
+    /// Stopped because the runner was told to stop (or lost its claim).
+    Stopped,
+}
+
+impl Exit {
+    pub fn success(&self) -> bool {
+        *self == Exit::Code(0)
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exited with {c}"),
+            Exit::Signal(s) => write!(f, "was killed by signal {s}"),
+            Exit::TimedOut => write!(f, "ran past its time limit and was stopped"),
+            Exit::Stopped => write!(f, "was stopped"),
+        }
+    }
+}
+
+/// What a run gave.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub exit: Exit,
+    /// What it printed on stdout (at most [`MAX_OUTPUT`] bytes; the start is kept).
+    pub stdout: String,
+    /// The last lines it printed on stdout and stderr, for failure reasons.
+    pub tail: Vec<String>,
+    pub elapsed: Duration,
+}
+
+/// Most stdout kept in memory (planner blocks and verdicts are far smaller).
+pub const MAX_OUTPUT: usize = 4 << 20;
+/// Lines kept for [`Outcome::tail`].
+pub const TAIL_LINES: usize = 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("cannot start the agent `{exec}`: {message}")]
+    Spawn { exec: String, message: String },
+    #[error("cannot write the prompt to {path}: {message}")]
+    PromptFile { path: String, message: String },
+    #[error(transparent)]
+    Http(#[from] http::HttpError),
+}
+
+/// Run the agent. `poll` is called about once a second while it runs; returning `false` stops the agent (a lost
+/// claim, a stop request).
+pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool) -> Result<Outcome, AgentError> {
+    if let Some(parent) = inv.prompt_file.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    std::fs::write(&inv.prompt_file, inv.prompt).map_err(|e| AgentError::PromptFile {
+        path: inv.prompt_file.display().to_string(),
+        message: e.to_string(),
+    })?;
+    match backend {
+        Backend::Command { exec } => run_command(exec, inv, poll),
+        Backend::Http(h) => {
+            let started = Instant::now();
+            let (system, user) = split_system(inv.prompt);
+            let timeout = inv.timeout.unwrap_or(Duration::from_secs(600));
+            let text = http::complete(h, system, user, timeout)?;
+            if let Some(log) = &inv.log {
+                append(log, text.as_bytes());
+            }
+            let tail = last_lines(&text, TAIL_LINES);
+            Ok(Outcome { exit: Exit::Code(0), stdout: text, tail, elapsed: started.elapsed() })
+        }
+    }
+}
+
+/// A prompt's system part: everything before a line `---` (when there is one near the top), else nothing.
+pub fn split_system(prompt: &str) -> (&str, &str) {
+    match prompt.find("\n---\n") {
+        Some(i) => (prompt[..i].trim(), prompt[i + 5..].trim_start()),
+        None => ("", prompt),
+    }
+}
+
+fn last_lines(text: &str, n: usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].iter().map(|l| l.to_string()).collect()
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(bytes);
+    }
+}
+
+fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool) -> Result<Outcome, AgentError> {
+    use std::os::unix::process::CommandExt;
+    let started = Instant::now();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(exec)
+        .current_dir(inv.cwd)
+        .env("GIT_SWARM_PROMPT_FILE", &inv.prompt_file)
+        // The agent runs in a work tree of its own: git must find that one, not a caller's GIT_DIR.
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: a stop reaches everything the agent started.
+        .process_group(0);
+    for (k, v) in &inv.env {
+        cmd.env(k, v);
+    }
+    let mut child =
+        cmd.spawn().map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
+    let pid = child.id();
+    // Feed the prompt from a thread: an agent that does not read stdin must not block us.
+    if let Some(mut stdin) = child.stdin.take() {
+        let prompt = inv.prompt.to_string();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(prompt.as_bytes());
+        });
+    }
+    let log = inv.log.as_ref().and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+    let log = Arc::new(Mutex::new(log));
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    let mut readers = 0;
+    if let Some(out) = child.stdout.take() {
+        readers += 1;
+        spawn_reader(out, Some(tx.clone()), Arc::clone(&log), Arc::clone(&tail));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers += 1;
+        spawn_reader(err, None, Arc::clone(&log), Arc::clone(&tail));
+    }
+    drop(tx);
+    let mut last_poll = Instant::now();
+    let mut stopping: Option<(Instant, Exit)> = None;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+        let now = Instant::now();
+        if stopping.is_none() {
+            let why = if inv.timeout.is_some_and(|t| started.elapsed() >= t) {
+                Some(Exit::TimedOut)
+            } else if now.duration_since(last_poll) >= Duration::from_millis(500) {
+                last_poll = now;
+                (!poll()).then_some(Exit::Stopped)
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                signal_group(pid, nix::sys::signal::Signal::SIGTERM);
+                stopping = Some((now, why));
+            }
+        } else if let Some((since, _)) = &stopping
+            && now.duration_since(*since) >= inv.grace
+        {
+            signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Whatever the agent left running in its group goes with it.
+    signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+    // Collect stdout; a grandchild that escaped the group may hold the pipe open, so do not wait for ever.
+    let mut stdout = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while readers > 0 {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(chunk) if chunk.is_empty() => readers -= 1,
+            Ok(chunk) => {
+                if stdout.len() < MAX_OUTPUT {
+                    let room = MAX_OUTPUT - stdout.len();
+                    stdout.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    let exit = match (stopping, status) {
+        (Some((_, why)), _) => why,
+        (None, Some(st)) => {
+            use std::os::unix::process::ExitStatusExt;
+            match (st.code(), st.signal()) {
+                (Some(c), _) => Exit::Code(c),
+                (None, Some(s)) => Exit::Signal(s),
+                (None, None) => Exit::Code(-1),
+            }
+        }
+        (None, None) => Exit::Code(-1),
+    };
+    let tail = tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
+    Ok(Outcome { exit, stdout: String::from_utf8_lossy(&stdout).into_owned(), tail, elapsed: started.elapsed() })
+}
+
+/// Read a pipe line by line into the log and the tail; stdout also goes to `tx` (an empty chunk marks the end).
+fn spawn_reader(
+    pipe: impl Read + Send + 'static,
+    tx: Option<mpsc::Sender<Vec<u8>>>,
+    log: Arc<Mutex<Option<std::fs::File>>>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(pipe);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if let Ok(mut g) = log.lock()
+                        && let Some(f) = g.as_mut()
+                    {
+                        let _ = f.write_all(&line);
+                    }
+                    if let Ok(mut t) = tail.lock() {
+                        if t.len() == TAIL_LINES {
+                            t.pop_front();
+                        }
+                        t.push_back(String::from_utf8_lossy(&line).trim_end().to_string());
+                    }
+                    if let Some(tx) = &tx {
+                        let _ = tx.send(line.clone());
+                    }
+                }
+            }
+        }
+        if let Some(tx) = &tx {
+            let _ = tx.send(Vec::new());
+        }
+    });
+}
+
+/// Send `sig` to the process group `pgid` (the agent's); a group that is gone already is fine.
+fn signal_group(pgid: u32, sig: nix::sys::signal::Signal) {
+    if let Ok(pid) = i32::try_from(pgid) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv<'a>(dir: &'a Path, prompt: &'a str, timeout: Option<Duration>) -> Invocation<'a> {
+        Invocation {
+            cwd: dir,
+            prompt,
+            prompt_file: dir.join("prompt.md"),
+            env: vec![("GIT_SWARM_TASK_TITLE".into(), "a; rm -rf / $(x)".into())],
+            log: Some(dir.join("log")),
+            timeout,
+            grace: Duration::from_millis(200),
+        }
+    }
+
+    #[test]
+    fn a_command_gets_the_prompt_on_stdin_and_in_a_file_and_text_only_through_env() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let exec = r#"read first; echo "stdin:$first"; cat "$GIT_SWARM_PROMPT_FILE" | wc -l; printf '%s\n' "$GIT_SWARM_TASK_TITLE"; echo oops >&2; exit 7"#;
+        let out = run(&Backend::Command { exec: exec.into() }, &inv(dir.path(), "hello\nworld\n", None), &mut || true)
+            .expect("run");
+        assert_eq!(out.exit, Exit::Code(7));
+        assert!(out.stdout.contains("stdin:hello"), "{}", out.stdout);
+        assert!(out.stdout.contains("a; rm -rf / $(x)"), "{}", out.stdout);
+        assert!(out.tail.iter().any(|l| l == "oops"), "{:?}", out.tail);
+        let log = std::fs::read_to_string(dir.path().join("log")).expect("log");
+        assert!(log.contains("oops") && log.contains("stdin:hello"), "{log}");
+    }
+
+    #[test]
+    fn a_hanging_command_is_stopped_at_its_time_limit_with_its_children() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().join("child-alive");
+        let exec = format!("(sleep 3; touch '{}') & sleep 30", marker.display());
+        let t = Instant::now();
+        let out = run(&Backend::Command { exec }, &inv(dir.path(), "", Some(Duration::from_millis(300))), &mut || true)
+            .expect("run");
+        assert_eq!(out.exit, Exit::TimedOut);
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        std::thread::sleep(Duration::from_millis(3500));
+        assert!(!marker.exists(), "a child of the agent outlived it");
+    }
+
+    #[test]
+    fn poll_false_stops_the_agent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = run(&Backend::Command { exec: "trap '' TERM; sleep 20".into() }, &inv(dir.path(), "", None), &mut || {
+            false
+        })
+        .expect("run");
+        assert_eq!(out.exit, Exit::Stopped);
+        assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+    }
+
+    #[test]
+    fn system_part_splits_at_the_first_rule() {
+        assert_eq!(split_system("sys\n---\nuser"), ("sys", "user"));
+        assert_eq!(split_system("just user"), ("", "just user"));
+    }
+}

@@ -1,0 +1,241 @@
+//! `git swarm run worker|planner|judge`: one long-running agent loop of one role.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use git_swarm::runner::judge::JudgeOptions;
+use git_swarm::runner::planner::PlannerOptions;
+use git_swarm::runner::worker::WorkerOptions;
+use git_swarm::runner::{Event, Mode, RunEnd, RunError, Runner};
+use serde_json::json;
+
+use super::error::Exit;
+use super::{CliError, CliResult, Ctx};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(subcommand)]
+    role: RoleCmd,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RoleCmd {
+    /// Claim work tasks, run the agent in a fresh work tree, land its code and mark the task done in one push.
+    Worker(WorkerArgs),
+    /// Claim plan tasks, run the agent to break them into tasks, and plan again when they are finished.
+    Planner(PlannerArgs),
+    /// At the end of each cycle, run the agent for a verdict: continue (plan again) or stop (every runner exits).
+    Judge(JudgeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct LoopArgs {
+    /// The agent command, run through `sh -c` with the prompt on stdin [default: the role in swarm.toml].
+    #[arg(long, value_name = "CMD")]
+    exec: Option<String>,
+    /// One task (or one plan, one verdict), then exit; exit 3 when there is none.
+    #[arg(long, conflicts_with = "until_idle")]
+    once: bool,
+    /// Exit when no task is ready and no claim is live.
+    #[arg(long)]
+    until_idle: bool,
+}
+
+impl LoopArgs {
+    fn mode(&self) -> Mode {
+        if self.once {
+            Mode::Once
+        } else if self.until_idle {
+            Mode::UntilIdle
+        } else {
+            Mode::Forever
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    lp: LoopArgs,
+    /// Run this in the work tree after the rebase; a failure fails the task [default: [run] check in swarm.toml].
+    #[arg(long, value_name = "CMD")]
+    check: Option<String>,
+    /// Stop after this many tasks.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_tasks: Option<u64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PlannerArgs {
+    #[command(flatten)]
+    lp: LoopArgs,
+    /// The goal of the swarm: creates the root plan task when the swarm has none.
+    #[arg(long, value_name = "TEXT", conflicts_with = "goal_file")]
+    goal: Option<String>,
+    /// Read the goal from a file (`-` for stdin).
+    #[arg(long, value_name = "PATH")]
+    goal_file: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct JudgeArgs {
+    #[command(flatten)]
+    lp: LoopArgs,
+}
+
+/// Ctrl-C and SIGTERM set the flag (a second Ctrl-C ends the process at once).
+pub fn stop_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag));
+        let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
+    }
+    flag
+}
+
+pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
+    let stop = stop_flag();
+    let agent = ctx.agent().to_string();
+    let remote_env = ctx.remote_arg();
+    let swarm = ctx.swarm()?;
+    let who = Ctx::identity(&swarm, &agent);
+    let clock = ctx.clock();
+    let home = swarm.local.repo.common_dir().join("swarm");
+    let commit_ident = git_swarm::runner::commit_ident(&swarm.local.repo, &agent);
+    let json = ctx.out.json;
+    let tag = agent.clone();
+    // A wait that repeats is said once.
+    let mut last_wait = String::new();
+    let mut events = move |e: Event| {
+        if let Event::Waiting { why } = &e {
+            if *why == last_wait {
+                return;
+            }
+            last_wait.clone_from(why);
+        } else {
+            last_wait.clear();
+        }
+        print_event(&tag, &e, json)
+    };
+    let (exec, check) = match &args.role {
+        RoleCmd::Worker(w) => (w.lp.exec.clone(), w.check.clone()),
+        RoleCmd::Planner(p) => (p.lp.exec.clone(), None),
+        RoleCmd::Judge(j) => (j.lp.exec.clone(), None),
+    };
+    let mut r = Runner {
+        swarm: &swarm,
+        agent: agent.clone(),
+        who,
+        clock: &clock,
+        retry: ctx.retry.clone(),
+        stop,
+        home,
+        remote_env,
+        exec,
+        check,
+        events: &mut events,
+        commit_ident,
+    };
+    let (role, end, doc) = match args.role {
+        RoleCmd::Worker(w) => {
+            let opts = WorkerOptions { mode: w.lp.mode(), max_tasks: w.max_tasks };
+            let (end, s) = git_swarm::runner::worker::run(&mut r, &opts).map_err(run_error)?;
+            ("worker", end, json!({"landed": s.landed, "failed": s.failed, "lost": s.lost}))
+        }
+        RoleCmd::Planner(p) => {
+            let goal = match (p.goal, p.goal_file) {
+                (Some(g), _) => Some(g),
+                (None, Some(path)) => Some(super::read_text_arg(&path, "--goal-file")?),
+                (None, None) => None,
+            };
+            let opts = PlannerOptions { goal, mode: p.lp.mode() };
+            let (end, s) = git_swarm::runner::planner::run(&mut r, &opts).map_err(run_error)?;
+            ("planner", end, json!({"rounds": s.rounds, "proposed": s.proposed, "plans_done": s.plans_done}))
+        }
+        RoleCmd::Judge(j) => {
+            let opts = JudgeOptions { mode: j.lp.mode() };
+            let (end, n) = git_swarm::runner::judge::run(&mut r, &opts).map_err(run_error)?;
+            ("judge", end, json!({"verdicts": n}))
+        }
+    };
+    let publishes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);
+    let lost = swarm.lost.load(std::sync::atomic::Ordering::Relaxed);
+    let why = match &end {
+        RunEnd::NothingReady => "nothing to do".to_string(),
+        RunEnd::Done => "done".to_string(),
+        RunEnd::Idle => "idle: no task ready and no claim live".to_string(),
+        RunEnd::SwarmStopped { cycle } => format!("the judge stopped the swarm (cycle {cycle})"),
+        RunEnd::Interrupted => "interrupted; claims released".to_string(),
+    };
+    ctx.out.note(format!("{agent}: {role} exits: {why}; {publishes} push(es), {lost} lost race(s)"));
+    let mut doc = doc;
+    if let Some(o) = doc.as_object_mut() {
+        o.insert("role".into(), json!(role));
+        o.insert("agent".into(), json!(agent));
+        o.insert("end".into(), json!(end_name(&end)));
+        o.insert("pushes".into(), json!(publishes));
+        o.insert("lost_races".into(), json!(lost));
+    }
+    ctx.out.doc(&doc);
+    if end == RunEnd::NothingReady {
+        return Err(CliError::new(Exit::NothingReady, format!("no ready {} task", if role == "planner" { "plan" } else { "work" }))
+            .hint("see the board with `git swarm list`"));
+    }
+    Ok(())
+}
+
+fn end_name(e: &RunEnd) -> &'static str {
+    match e {
+        RunEnd::NothingReady => "nothing-ready",
+        RunEnd::Done => "done",
+        RunEnd::Idle => "idle",
+        RunEnd::SwarmStopped { .. } => "stopped",
+        RunEnd::Interrupted => "interrupted",
+    }
+}
+
+fn run_error(e: RunError) -> CliError {
+    match e {
+        RunError::Txn(t) => t.into(),
+        RunError::NoAgent { .. } => CliError::usage(e.to_string())
+            .hint("e.g. --exec 'claude -p --dangerously-skip-permissions', or see docs/agents.md for presets"),
+        RunError::Settings(_) => CliError::io(e.to_string()).hint("see docs/agents.md for the [run] and [roles] tables"),
+        other => CliError::io(other.to_string()),
+    }
+}
+
+/// One line on stderr per event: `<agent>: <what happened>` (task text escaped).
+pub fn print_event(agent: &str, e: &Event, _json: bool) {
+    use git_swarm::escape::line;
+    use std::io::Write;
+    let msg = match e {
+        Event::Claimed { task, title, epoch, kind } => format!("claimed {kind} task {task} (epoch {epoch}): {}", line(title)),
+        Event::AgentStarted { task, what } => format!("agent started ({what}) on {task}"),
+        Event::AgentExited { task, exit, secs } => format!("agent on {task} {exit} after {secs:.1}s"),
+        Event::Renewed { task, until } => format!("renewed {task} until {until}"),
+        Event::Landed { task, commit, lost_races, exit_to_landed, next } => format!(
+            "landed {task} at {} ({lost_races} lost race(s), {:.2}s after the agent exited){}",
+            &commit[..commit.len().min(12)],
+            exit_to_landed.as_secs_f64(),
+            next.as_ref().map(|n| format!("; claimed {n} in the same push")).unwrap_or_default()
+        ),
+        Event::Failed { task, reason, attempts_left } => format!(
+            "failed {task}{}: {}",
+            if *attempts_left { " (open again)" } else { " (no attempts left)" },
+            line(reason)
+        ),
+        Event::Released { task } => format!("released {task}"),
+        Event::LostClaim { task, why } => format!("lost the claim on {task}: {}", line(why)),
+        Event::KeptAside { task, refname } => format!("kept the work of {task} at {refname}"),
+        Event::Conflict { task, files, attempt } => {
+            format!("rebase conflict on {task} in {} (agent run {attempt})", line(&files.join(", ")))
+        }
+        Event::Proposed { plan, count } => format!("plan {plan}: filed {count} task(s)"),
+        Event::PlanDone { plan, rounds } => format!("plan {plan} done after {rounds} round(s)"),
+        Event::Verdict { cycle, verdict, reasons } => format!("cycle {cycle}: {verdict} — {}", line(reasons)),
+        Event::Waiting { why } => format!("waiting: {}", line(why)),
+        Event::Warning(w) => format!("warning: {}", line(w)),
+    };
+    let _ = writeln!(std::io::stderr().lock(), "{agent}: {msg}");
+}

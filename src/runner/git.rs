@@ -1,0 +1,226 @@
+//! The git work a runner does in work trees: create and remove them, commit what an agent left, rebase, and ask
+//! what state a rebase is in. Through the system `git` (gix does not rebase), never through a shell.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use gix::ObjectId;
+
+#[derive(Debug, thiserror::Error)]
+#[error("git {args} failed{}: {message}", dir.as_ref().map(|d| format!(" in {}", d.display())).unwrap_or_default())]
+pub struct GitError {
+    pub args: String,
+    pub dir: Option<PathBuf>,
+    pub message: String,
+}
+
+/// `git` with a clean environment: no caller's `GIT_DIR`, no prompts, no pager, C locale, no editor.
+pub fn git_in(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_NAMESPACE")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_EDITOR", "true")
+        .env("GIT_SEQUENCE_EDITOR", "true")
+        .env("GIT_PAGER", "cat")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn describe(args: &[&str]) -> String {
+    args.iter().take(3).copied().collect::<Vec<_>>().join(" ")
+}
+
+/// Run git in `dir`; its stdout on success.
+pub fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    let out = output(dir, args)?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(GitError {
+            args: describe(args),
+            dir: Some(dir.to_path_buf()),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+    git_in(dir).args(args).output().map_err(|e| GitError {
+        args: describe(args),
+        dir: Some(dir.to_path_buf()),
+        message: format!("cannot run git: {e}"),
+    })
+}
+
+/// A new detached work tree of the repository at `common_dir`, at `commit`. Whatever was at `path` goes first.
+pub fn add_worktree(common_dir: &Path, path: &Path, commit: ObjectId) -> Result<(), GitError> {
+    remove_worktree(common_dir, path);
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let p = path.to_string_lossy();
+    let c = commit.to_string();
+    run(common_dir, &["worktree", "add", "--quiet", "--force", "--detach", &p, &c])?;
+    Ok(())
+}
+
+/// Remove a work tree and its administrative files, whatever state it is in (best effort).
+pub fn remove_worktree(common_dir: &Path, path: &Path) {
+    if path.exists() {
+        let p = path.to_string_lossy();
+        let _ = run(common_dir, &["worktree", "remove", "--force", "--force", &p]);
+        let _ = std::fs::remove_dir_all(path);
+    }
+    let _ = run(common_dir, &["worktree", "prune"]);
+}
+
+pub fn head(dir: &Path) -> Result<ObjectId, GitError> {
+    rev_parse(dir, "HEAD")
+}
+
+pub fn rev_parse(dir: &Path, rev: &str) -> Result<ObjectId, GitError> {
+    let out = run(dir, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])?;
+    ObjectId::from_hex(out.trim().as_bytes()).map_err(|e| GitError {
+        args: "rev-parse".into(),
+        dir: Some(dir.to_path_buf()),
+        message: e.to_string(),
+    })
+}
+
+/// Commit whatever the agent left in the work tree (new files too). Returns whether there was anything.
+pub fn commit_all(dir: &Path, message: &str, ident: &[(String, String)]) -> Result<bool, GitError> {
+    run(dir, &["add", "--all"])?;
+    let staged = output(dir, &["diff", "--cached", "--quiet"])?;
+    if staged.status.success() {
+        return Ok(false);
+    }
+    let mut cmd = git_in(dir);
+    cmd.args(["commit", "--quiet", "--no-verify", "--file", "-"]).stdin(Stdio::piped());
+    for (k, v) in ident {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().map_err(|e| GitError {
+        args: "commit".into(),
+        dir: Some(dir.to_path_buf()),
+        message: e.to_string(),
+    })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        let _ = stdin.write_all(message.as_bytes());
+    }
+    let out = child.wait_with_output().map_err(|e| GitError {
+        args: "commit".into(),
+        dir: Some(dir.to_path_buf()),
+        message: e.to_string(),
+    })?;
+    if !out.status.success() {
+        return Err(GitError {
+            args: "commit".into(),
+            dir: Some(dir.to_path_buf()),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(true)
+}
+
+/// How many commits are on `HEAD` since `base`.
+pub fn count_since(dir: &Path, base: ObjectId) -> Result<u64, GitError> {
+    let out = run(dir, &["rev-list", "--count", &format!("{base}..HEAD")])?;
+    Ok(out.trim().parse().unwrap_or(0))
+}
+
+/// Is a rebase stopped in this work tree?
+pub fn rebase_in_progress(dir: &Path) -> bool {
+    ["rebase-merge", "rebase-apply"].iter().any(|p| {
+        run(dir, &["rev-parse", "--git-path", p]).map(|out| dir.join(out.trim()).exists()).unwrap_or(false)
+    })
+}
+
+/// Files with unresolved conflicts.
+pub fn conflicted(dir: &Path) -> Vec<String> {
+    run(dir, &["diff", "--name-only", "--diff-filter=U"])
+        .map(|o| o.lines().map(str::to_string).filter(|l| !l.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// How a rebase went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rebased {
+    Clean,
+    /// Stopped on conflicts in these files (the rebase is in progress).
+    Conflict(Vec<String>),
+}
+
+/// Rebase the commits `old_base..HEAD` onto `onto`. With `trailer_env`, every rebased commit gets the trailer
+/// `Swarm-Task: $<trailer_env>` (the value comes from the environment, never from the command line).
+pub fn rebase(
+    dir: &Path,
+    onto: ObjectId,
+    old_base: ObjectId,
+    trailer_env: Option<(&str, &str)>,
+    ident: &[(String, String)],
+) -> Result<Rebased, GitError> {
+    let onto_s = onto.to_string();
+    let base_s = old_base.to_string();
+    let mut cmd = git_in(dir);
+    cmd.args(["-c", "rebase.autoStash=false", "-c", "rebase.updateRefs=false", "rebase", "--quiet", "--no-autosquash"]);
+    let exec;
+    if let Some((var, value)) = trailer_env {
+        exec = format!(
+            "git -c trailer.ifexists=addIfDifferent commit --quiet --amend --no-edit --no-verify --allow-empty \
+             --trailer \"Swarm-Task: ${var}\""
+        );
+        cmd.arg("--exec").arg(&exec).env(var, value);
+    }
+    cmd.args(["--onto", &onto_s, &base_s]);
+    for (k, v) in ident {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().map_err(|e| GitError {
+        args: "rebase".into(),
+        dir: Some(dir.to_path_buf()),
+        message: e.to_string(),
+    })?;
+    if out.status.success() && !rebase_in_progress(dir) {
+        return Ok(Rebased::Clean);
+    }
+    let files = conflicted(dir);
+    if rebase_in_progress(dir) && !files.is_empty() {
+        return Ok(Rebased::Conflict(files));
+    }
+    let message = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr).trim(),
+        if rebase_in_progress(dir) { " (the rebase stopped)" } else { "" }
+    );
+    if rebase_in_progress(dir) {
+        let _ = run(dir, &["rebase", "--abort"]);
+    }
+    Err(GitError { args: "rebase".into(), dir: Some(dir.to_path_buf()), message })
+}
+
+pub fn abort_rebase(dir: &Path) {
+    if rebase_in_progress(dir) {
+        let _ = run(dir, &["rebase", "--abort"]);
+    }
+}
+
+/// The branches checked out in any work tree of the repository at `common_dir` (`refs/heads/...`).
+pub fn checked_out_branches(common_dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(out) = run(common_dir, &["worktree", "list", "--porcelain"]) else { return vec![] };
+    let mut res = Vec::new();
+    let mut path = PathBuf::new();
+    for line in out.lines() {
+        if let Some(p) = line.strip_prefix("worktree ") {
+            path = PathBuf::from(p);
+        } else if let Some(b) = line.strip_prefix("branch ") {
+            res.push((b.to_string(), path.clone()));
+        }
+    }
+    res
+}

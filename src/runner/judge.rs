@@ -1,0 +1,281 @@
+//! The judge: when a cycle ends (nothing open or claimed, or its budget of tasks or time is spent), run the agent
+//! with the judge prompt and a summary, and record its verdict in `cycles/<n>.toml`. `continue` opens the next
+//! cycle with a fresh root plan; `stop` makes every runner of the swarm exit at its next step.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{CycleRecord, Event, Mode, Role, RunEnd, RunError, Runner, Verdict, git, prompts};
+use crate::agent::Exit;
+use crate::model::{Kind, Status};
+use crate::ops::{self, Board, NewTask};
+use crate::store::Snapshot;
+use crate::time::Timestamp;
+
+#[derive(Debug, Clone, Default)]
+pub struct JudgeOptions {
+    pub mode: Mode,
+}
+
+/// Read a verdict from the agent's output: the last `verdict: continue|stop` line (with the `reasons:` text
+/// before it), or a ```toml block with `verdict` and `reasons`.
+pub fn parse_verdict(output: &str) -> Option<(Verdict, String)> {
+    #[derive(Deserialize)]
+    struct Block {
+        verdict: Verdict,
+        #[serde(default)]
+        reasons: String,
+    }
+    let mut found = None;
+    for block in super::planner::fenced_blocks(output, "toml") {
+        if let Ok(b) = toml::from_str::<Block>(block) {
+            found = Some((b.verdict, b.reasons));
+        }
+    }
+    let lines: Vec<&str> = output.lines().collect();
+    for (i, line) in lines.iter().enumerate().rev() {
+        let l = line.trim().trim_matches('*').trim();
+        let Some(v) = l.strip_prefix("verdict:").or_else(|| l.strip_prefix("Verdict:")) else { continue };
+        let v = match v.trim().trim_matches(|c: char| !c.is_ascii_alphabetic()).to_ascii_lowercase().as_str() {
+            "continue" => Verdict::Continue,
+            "stop" => Verdict::Stop,
+            _ => continue,
+        };
+        // The reasons: from a `reasons:` line above up to the verdict.
+        let start = lines[..i].iter().rposition(|l| l.trim_start().to_ascii_lowercase().starts_with("reasons:"));
+        let reasons = match start {
+            Some(s) => {
+                let text = lines[s..i].join("\n");
+                text.trim_start().get("reasons:".len()..).unwrap_or_default().trim().to_string()
+            }
+            None => String::new(),
+        };
+        return Some((v, reasons));
+    }
+    found
+}
+
+/// Where the current cycle stands.
+struct CycleView {
+    n: u64,
+    started: Timestamp,
+    done: u64,
+    failed: u64,
+    live: usize,
+}
+
+fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
+    let last = super::last_cycle(r.swarm.store(), full.commit);
+    let n = last.as_ref().map(|c| c.cycle + 1).unwrap_or(1);
+    let started = last.as_ref().map(|c| c.at).unwrap_or(Timestamp::from_secs(0));
+    let finished_since = |st: Status| {
+        full.board
+            .tasks
+            .values()
+            .filter(|s| s.task.status == st)
+            .filter(|s| s.task.result.as_ref().and_then(|r| r.at).or(s.task.failures.last().map(|f| f.at)).is_some_and(|at| at >= started))
+            .count() as u64
+    };
+    let live = full.board.tasks.values().filter(|s| !s.task.status.is_final()).count();
+    CycleView { n, started, done: finished_since(Status::Done), failed: finished_since(Status::Failed), live }
+}
+
+pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
+    r.setup()?;
+    let mut verdicts = 0u64;
+    let mut backoff = super::MIN_POLL;
+    let mut no_verdict = 0u32;
+    loop {
+        if r.stopping() {
+            return Ok((RunEnd::Interrupted, verdicts));
+        }
+        let full = r.read(true)?;
+        if let Some(cycle) = r.stopped_at(&full) {
+            return Ok((RunEnd::SwarmStopped { cycle }, verdicts));
+        }
+        let settings = r.settings(&full.board.config)?;
+        let view = cycle_view(r, &full);
+        let now = (r.clock)();
+        let any = view.done + view.failed > 0;
+        let ended = (view.live == 0 && any)
+            || settings.cycle_max_tasks.is_some_and(|m| view.done + view.failed >= m)
+            || settings.cycle_max_time.is_some_and(|t| view.started.0 > 0 && now.0 >= view.started.plus(t).0);
+        if !ended {
+            if opts.mode == Mode::Once {
+                return Ok((RunEnd::NothingReady, verdicts));
+            }
+            if opts.mode == Mode::UntilIdle && super::idle(&full.board, now) && !any {
+                return Ok((RunEnd::Idle, verdicts));
+            }
+            r.emit(Event::Waiting { why: format!("cycle {} is running ({} open or claimed)", view.n, view.live) });
+            r.wait_for_change(full.commit, Duration::from_secs(30), &mut backoff)?;
+            continue;
+        }
+        let (verdict, reasons) = match judge_once(r, &full, &view, &settings)? {
+            Some(v) => v,
+            None if r.stopping() => continue,
+            None => {
+                no_verdict += 1;
+                if no_verdict < 3 {
+                    r.emit(Event::Warning("the judge gave no verdict; asking again".into()));
+                    continue;
+                }
+                (Verdict::Stop, "the judge agent gave no readable verdict three times; stopping to be safe".into())
+            }
+        };
+        no_verdict = 0;
+        let rec = CycleRecord {
+            cycle: view.n,
+            verdict,
+            reasons: reasons.clone(),
+            by: r.agent.clone(),
+            at: now,
+            tasks_done: view.done,
+            tasks_failed: view.failed,
+        };
+        let text = toml::to_string(&rec).map_err(|e| RunError::Setup(e.to_string()))?;
+        let n = view.n;
+        let res = r.transact(|snap, actor| {
+            if super::last_cycle(r.swarm.store(), snap.commit).is_some_and(|c| c.cycle >= n) {
+                // Another judge spoke first.
+                return Ok((Default::default(), false));
+            }
+            let mut ch = ops::Change {
+                op: "judge",
+                agent: actor.agent.clone(),
+                summary: format!("cycle {n}: {verdict}"),
+                ..Default::default()
+            };
+            if verdict == Verdict::Continue {
+                let goal = super::goal(r.swarm.store(), snap.commit).unwrap_or_default();
+                let new = NewTask {
+                    title: format!("Cycle {}: plan the goal again", n + 1),
+                    body: format!("{goal}\n\nThe judge ended cycle {n} with `continue`:\n\n{reasons}\n"),
+                    kind: Kind::Plan,
+                    priority: 100,
+                    labels: vec!["goal".into(), format!("cycle-{}", n + 1)],
+                    ..NewTask::default()
+                };
+                let (add, _) = ops::add(&snap.board, actor, vec![new], &mut ops::mint_id)?;
+                ch = ch.then(add);
+            }
+            ch.files.insert(format!("cycles/{n}.toml"), text.clone());
+            Ok((ch, true))
+        })?;
+        if res.value {
+            verdicts += 1;
+            r.emit(Event::Verdict { cycle: n, verdict, reasons });
+        }
+        if verdict == Verdict::Stop {
+            return Ok((RunEnd::SwarmStopped { cycle: n }, verdicts));
+        }
+        if opts.mode == Mode::Once {
+            return Ok((RunEnd::Done, verdicts));
+        }
+    }
+}
+
+fn summary(board: &Board, view: &CycleView) -> String {
+    let mut s = format!(
+        "Cycle {}: {} task(s) done and {} failed in this cycle; {} open or claimed.\n\n",
+        view.n, view.done, view.failed, view.live
+    );
+    let mut tasks: Vec<_> = board.tasks.values().map(|s| &s.task).collect();
+    tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+    for t in tasks {
+        let extra = match t.status {
+            Status::Done => t.result.as_ref().and_then(|r| r.commit.clone()).map(|c| format!(" (commit {})", &c[..c.len().min(12)])).unwrap_or_default(),
+            Status::Failed => t.failures.last().map(|f| format!(" — {}", f.reason)).unwrap_or_default(),
+            _ => String::new(),
+        };
+        let line = format!("- {} [{} {}] {}{}\n", t.id, t.kind, t.status, crate::escape::line(&t.title), crate::escape::line(&extra));
+        if s.len() + line.len() > 60_000 {
+            s.push_str("(more left out)\n");
+            break;
+        }
+        s.push_str(&line);
+    }
+    s
+}
+
+fn judge_once(
+    r: &mut Runner<'_>,
+    full: &Snapshot,
+    view: &CycleView,
+    settings: &super::RunSettings,
+) -> Result<Option<(Verdict, String)>, RunError> {
+    let config = &full.board.config;
+    let backend = r.backend(config, Role::Judge)?;
+    let wt = r.worktree();
+    let common = r.common_dir();
+    let branch = format!("refs/heads/{}", config.target);
+    let tip = r.swarm.fetch_branch(&branch)?;
+    let cwd = match tip {
+        Some(t) => {
+            git::add_worktree(&common, &wt, t)?;
+            wt.clone()
+        }
+        None => r.run_dir(),
+    };
+    let check = match (&settings.check, tip) {
+        (Some(cmd), Some(t)) => {
+            let (ok, tail) = super::worker::run_check(&cwd, cmd, settings.task_timeout, &r.commit_ident);
+            format!(
+                "`{cmd}` on {} ({}): {}\n{}",
+                &t.to_string()[..12],
+                config.target,
+                if ok { "passed" } else { "FAILED" },
+                tail.join("\n")
+            )
+        }
+        (Some(cmd), None) => format!("`{cmd}`: not run, there is no {} branch", config.target),
+        (None, _) => "no check command is configured ([run] check in swarm.toml)".into(),
+    };
+    let goal = super::goal(r.swarm.store(), full.commit).unwrap_or_else(|| "(no goal recorded)".into());
+    let (template, warn) = prompts::load(r.swarm.store(), full.commit, "judge");
+    if let Some(w) = warn {
+        r.emit(Event::Warning(w));
+    }
+    let prompt = prompts::render(
+        &template,
+        &[
+            ("goal", &goal),
+            ("cycle", &view.n.to_string()),
+            ("summary", &summary(&full.board, view)),
+            ("handoffs", &super::handoffs(r.swarm.store(), full, None, 60_000)),
+            ("check", &check),
+        ],
+    );
+    let mut env = r.base_env(Role::Judge);
+    env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
+    r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
+    let out = r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, &mut || true);
+    git::remove_worktree(&common, &wt);
+    let out = out?;
+    r.emit(Event::AgentExited { task: format!("cycle-{}", view.n), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });
+    if out.exit == Exit::Stopped || !out.exit.success() {
+        return Ok(None);
+    }
+    Ok(parse_verdict(&out.stdout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_are_read_from_the_last_line_or_a_toml_block() {
+        assert_eq!(
+            parse_verdict("blah\nreasons: all good,\nreally.\nverdict: stop\n"),
+            Some((Verdict::Stop, "all good,\nreally.".into()))
+        );
+        assert_eq!(parse_verdict("verdict: continue"), Some((Verdict::Continue, String::new())));
+        assert_eq!(
+            parse_verdict("```toml\nverdict = \"continue\"\nreasons = \"more\"\n```"),
+            Some((Verdict::Continue, "more".into()))
+        );
+        assert_eq!(parse_verdict("verdict: maybe"), None);
+        assert_eq!(parse_verdict("nothing"), None);
+    }
+}

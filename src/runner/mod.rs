@@ -1,0 +1,498 @@
+//! The runner: long-running loops that drive agents through the board — workers that land their own code,
+//! planners (and sub-planners) that file tasks, a judge that ends cycles.
+//!
+//! A runner is one agent identity in one clone. It talks to the swarm only through [`Swarm`] (`txn`), runs agents
+//! through [`crate::agent`], and does its git work in work trees of its own under `<git dir>/swarm/worktrees/`,
+//! never in the user's. It does no terminal I/O: what happens is reported as [`Event`]s to the caller.
+
+pub mod git;
+pub mod judge;
+pub mod planner;
+pub mod prompts;
+pub mod settings;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{self, Backend};
+use crate::model::{Config, Kind, Status, Task};
+use crate::ops::{self, Actor, Board, Change, DomainError};
+use crate::remote::Location;
+use crate::store::{Identity, Snapshot, Store};
+use crate::time::Timestamp;
+use crate::txn::{Committed, Retry, Swarm, TxnError};
+
+pub use settings::{Role, RunSettings};
+
+/// What a runner reports while it works.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Claimed { task: String, title: String, epoch: u64, kind: Kind },
+    AgentStarted { task: String, what: &'static str },
+    AgentExited { task: String, exit: String, secs: f64 },
+    Renewed { task: String, until: Timestamp },
+    Landed { task: String, commit: String, lost_races: u32, exit_to_landed: Duration, next: Option<String> },
+    Failed { task: String, reason: String, attempts_left: bool },
+    Released { task: String },
+    LostClaim { task: String, why: String },
+    KeptAside { task: String, refname: String },
+    Conflict { task: String, files: Vec<String>, attempt: u32 },
+    Proposed { plan: String, count: usize },
+    PlanDone { plan: String, rounds: u32 },
+    Verdict { cycle: u64, verdict: Verdict, reasons: String },
+    Waiting { why: String },
+    Warning(String),
+}
+
+/// The judge's word at the end of a cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Continue,
+    Stop,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Continue => "continue",
+            Verdict::Stop => "stop",
+        })
+    }
+}
+
+/// `cycles/<n>.toml`: what the judge said at the end of cycle `n`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CycleRecord {
+    pub cycle: u64,
+    pub verdict: Verdict,
+    #[serde(default)]
+    pub reasons: String,
+    #[serde(default)]
+    pub by: String,
+    pub at: Timestamp,
+    #[serde(default)]
+    pub tasks_done: u64,
+    #[serde(default)]
+    pub tasks_failed: u64,
+}
+
+/// Why a runner stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEnd {
+    /// `--once` found nothing to claim.
+    NothingReady,
+    /// `--once` did its task, or `--max-tasks` were done.
+    Done,
+    /// `--until-idle`: nothing ready and no live claim.
+    Idle,
+    /// The judge said stop (cycle n).
+    SwarmStopped { cycle: u64 },
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+    #[error(transparent)]
+    Git(#[from] git::GitError),
+    #[error(transparent)]
+    Agent(#[from] agent::AgentError),
+    #[error("swarm.toml: {0}")]
+    Settings(String),
+    #[error("no agent is configured for the {role} role: pass --exec, or set [roles.{role}] in swarm.toml")]
+    NoAgent { role: Role },
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// How a runner loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Until the judge says stop, or a signal.
+    #[default]
+    Forever,
+    /// One task; [`RunEnd::NothingReady`] when there is none.
+    Once,
+    /// Until nothing is ready and no claim is live.
+    UntilIdle,
+}
+
+/// Everything a runner needs.
+pub struct Runner<'a> {
+    pub swarm: &'a Swarm,
+    pub agent: String,
+    pub who: Identity,
+    pub clock: &'a dyn Fn() -> Timestamp,
+    pub retry: Retry,
+    /// Set by Ctrl-C / SIGTERM.
+    pub stop: Arc<AtomicBool>,
+    /// `<git common dir>/swarm`.
+    pub home: PathBuf,
+    /// What `GIT_SWARM_REMOTE` tells agents (the remote as the user named it).
+    pub remote_env: String,
+    /// `--exec`: the agent command for this runner, whatever the config says.
+    pub exec: Option<String>,
+    /// `--check`.
+    pub check: Option<String>,
+    pub events: &'a mut dyn FnMut(Event),
+    /// Git identity for commits the runner makes, when the repository has none configured.
+    pub commit_ident: Vec<(String, String)>,
+}
+
+impl Runner<'_> {
+    pub fn emit(&mut self, e: Event) {
+        (self.events)(e);
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    pub fn worktree(&self) -> PathBuf {
+        self.home.join("worktrees").join(&self.agent)
+    }
+
+    pub fn log_file(&self) -> PathBuf {
+        self.home.join("logs").join(format!("{}.log", self.agent))
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.home.join("run").join(&self.agent)
+    }
+
+    pub fn common_dir(&self) -> PathBuf {
+        self.swarm.local.repo.common_dir().to_path_buf()
+    }
+
+    /// One op through the transaction loop, as this runner's agent.
+    pub fn transact<T>(
+        &self,
+        mut op: impl FnMut(&Snapshot, &Actor) -> Result<(Change, T), DomainError>,
+    ) -> Result<Committed<T>, TxnError> {
+        let agent = self.agent.clone();
+        self.swarm.transact(&self.retry, &self.who, self.clock, |snap, now| {
+            op(snap, &Actor { agent: agent.clone(), now })
+        })
+    }
+
+    /// The backend of `role`: `--exec`, else the config.
+    pub fn backend(&self, config: &Config, role: Role) -> Result<Backend, RunError> {
+        if let Some(exec) = &self.exec {
+            return Ok(Backend::Command { exec: exec.clone() });
+        }
+        settings::backend_for(config, role).map_err(RunError::Settings)?.ok_or(RunError::NoAgent { role })
+    }
+
+    pub fn settings(&self, config: &Config) -> Result<RunSettings, RunError> {
+        let mut s = RunSettings::from_config(config).map_err(RunError::Settings)?;
+        if let Some(c) = &self.check {
+            s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
+        }
+        Ok(s)
+    }
+
+    /// Prepare this runner's folders: logs, run files, and no stray work tree of a runner that died.
+    pub fn setup(&mut self) -> Result<(), RunError> {
+        for d in [self.home.join("logs"), self.run_dir(), self.home.join("worktrees")] {
+            std::fs::create_dir_all(&d).map_err(|e| RunError::Setup(format!("cannot create {}: {e}", d.display())))?;
+        }
+        let pid_file = self.home.join("worktrees").join(format!("{}.pid", self.agent));
+        // Work trees of runners that are gone (their pid file names a process that no longer runs) are removed;
+        // so is ours, whatever state a killed predecessor with our name left it in.
+        if let Ok(entries) = std::fs::read_dir(self.home.join("worktrees")) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if !p.is_dir() {
+                    continue;
+                }
+                let name = e.file_name().to_string_lossy().into_owned();
+                let pid = std::fs::read_to_string(self.home.join("worktrees").join(format!("{name}.pid")))
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok());
+                let alive = pid.is_some_and(|pid| pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists());
+                if name == self.agent || !alive {
+                    git::remove_worktree(&self.common_dir(), &p);
+                }
+            }
+        }
+        let _ = git::run(&self.common_dir(), &["worktree", "prune"]);
+        let _ = std::fs::write(pid_file, std::process::id().to_string());
+        Ok(())
+    }
+
+    /// The state's newest snapshot, in full (every task) when `full`.
+    pub fn read(&self, full: bool) -> Result<Snapshot, RunError> {
+        Ok(self.swarm.read(full)?)
+    }
+
+    /// The judge's last verdict, when it is `stop`.
+    pub fn stopped_at(&self, snap: &Snapshot) -> Option<u64> {
+        match last_cycle(self.swarm.store(), snap.commit) {
+            Some(c) if c.verdict == Verdict::Stop => Some(c.cycle),
+            _ => None,
+        }
+    }
+
+    /// Wait until the state ref moves from `seen`, the stop flag is set, or `max` passes. Local remotes are
+    /// watched for changes (`notify`); URL remotes are polled with a backoff that `backoff` carries across calls.
+    pub fn wait_for_change(&self, seen: ObjectId, max: Duration, backoff: &mut Duration) -> Result<(), RunError> {
+        let started = Instant::now();
+        let watch_dir = match &self.swarm.location {
+            Location::InProcess { store, .. } => Some(store.repo.common_dir().to_path_buf()),
+            Location::Url { .. } => None,
+        };
+        let (_watcher, rx) = match &watch_dir {
+            Some(dir) => watch_refs(dir),
+            None => (None, None),
+        };
+        loop {
+            if self.stopping() {
+                return Ok(());
+            }
+            let left = max.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Ok(());
+            }
+            let nap = (*backoff).min(left);
+            match &rx {
+                Some(rx) => {
+                    let _ = rx.recv_timeout(nap.min(Duration::from_millis(250)));
+                }
+                None => sleep_unless(&self.stop, nap),
+            }
+            if self.swarm.tip()? != Some(seen) {
+                *backoff = MIN_POLL;
+                return Ok(());
+            }
+            if rx.is_none() {
+                *backoff = (*backoff * 3 / 2).min(MAX_POLL);
+            }
+        }
+    }
+
+    /// Environment common to every agent this runner starts.
+    pub fn base_env(&self, role: Role) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("GIT_SWARM_AGENT".to_string(), self.agent.clone()),
+            ("GIT_SWARM_SWARM".to_string(), self.swarm.name.clone()),
+            ("GIT_SWARM_REMOTE".to_string(), self.remote_env.clone()),
+            ("GIT_SWARM_ROLE".to_string(), role.as_str().to_string()),
+        ];
+        env.extend(self.commit_ident.iter().cloned());
+        env
+    }
+
+    /// Run an agent; `poll` as in [`agent::run`], also stopped by the stop flag.
+    pub fn run_agent(
+        &self,
+        backend: &Backend,
+        cwd: &Path,
+        prompt: &str,
+        env: Vec<(String, String)>,
+        timeout: Duration,
+        poll: &mut dyn FnMut() -> bool,
+    ) -> Result<agent::Outcome, RunError> {
+        let stop = Arc::clone(&self.stop);
+        let inv = agent::Invocation {
+            cwd,
+            prompt,
+            prompt_file: self.run_dir().join("prompt.md"),
+            env,
+            log: Some(self.log_file()),
+            timeout: Some(timeout),
+            grace: Duration::from_secs(10),
+        };
+        Ok(agent::run(backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll())?)
+    }
+
+    /// Renew my claim on `task` when less than a third of its lease is left. `Err` when the claim is lost.
+    pub fn renew_if_due(&mut self, task: &str, epoch: u64, until: &mut Timestamp, lease: Duration) -> Result<(), String> {
+        let now = (self.clock)();
+        let left = Duration::from_millis(until.0.saturating_sub(now.0));
+        if left > lease / 3 {
+            return Ok(());
+        }
+        let id = task.to_string();
+        match self.transact(|snap, actor| ops::renew(&snap.board, actor, Some(&id), Some(epoch), lease)) {
+            Ok(c) => {
+                if let Some(t) = c.value.first()
+                    && let Some(cl) = &t.claim
+                {
+                    *until = cl.lease_until;
+                    self.emit(Event::Renewed { task: id, until: cl.lease_until });
+                }
+                Ok(())
+            }
+            Err(TxnError::Domain(e)) => Err(e.to_string()),
+            // The remote is away for a moment: try again at the next poll, the lease still runs.
+            Err(e) => {
+                self.emit(Event::Warning(format!("renewing {id}: {e}")));
+                Ok(())
+            }
+        }
+    }
+
+    /// Give a claim back (on a signal); errors are reported, not raised: the lease runs out anyway.
+    pub fn release(&mut self, task: &str, epoch: u64) {
+        let id = task.to_string();
+        match self.transact(|snap, actor| ops::release(&snap.board, actor, &id, Some(epoch))) {
+            Ok(_) => self.emit(Event::Released { task: id }),
+            Err(e) => self.emit(Event::Warning(format!("could not release {id}: {e} (its lease will run out)"))),
+        }
+    }
+}
+
+pub const MIN_POLL: Duration = Duration::from_millis(200);
+pub const MAX_POLL: Duration = Duration::from_secs(10);
+
+fn sleep_unless(stop: &AtomicBool, d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep((end - Instant::now()).min(Duration::from_millis(100)));
+    }
+}
+
+/// Watch a repository's refs (loose refs under `refs/swarm/` and `packed-refs`) for changes.
+fn watch_refs(common_dir: &Path) -> (Option<notify::RecommendedWatcher>, Option<std::sync::mpsc::Receiver<()>>) {
+    use notify::Watcher;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let Ok(mut w) = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+        let _ = tx.send(());
+    }) else {
+        return (None, None);
+    };
+    let refs = common_dir.join("refs").join("swarm");
+    let ok = w.watch(&refs, notify::RecursiveMode::Recursive).is_ok()
+        | w.watch(common_dir, notify::RecursiveMode::NonRecursive).is_ok();
+    if ok { (Some(w), Some(rx)) } else { (None, None) }
+}
+
+/// The record of the last cycle, if any judge has spoken.
+pub fn last_cycle(store: &Store, commit: ObjectId) -> Option<CycleRecord> {
+    let files = store.list_dir(commit, "cycles").ok()?;
+    let (n, id) = files
+        .iter()
+        .filter_map(|(name, id)| name.strip_suffix(".toml").and_then(|n| n.parse::<u64>().ok()).map(|n| (n, *id)))
+        .max_by_key(|(n, _)| *n)?;
+    let text = store.blob_text(id, 64 * 1024).ok()?;
+    let mut rec: CycleRecord = toml::from_str(&text).ok()?;
+    rec.cycle = n;
+    Some(rec)
+}
+
+/// Is there nothing to do: no ready task of any kind and no live claim?
+pub fn idle(board: &Board, now: Timestamp) -> bool {
+    board.tasks.values().all(|s| {
+        let t = &s.task;
+        t.live_claim(now).is_none() && !ops::is_ready(board, t, now)
+    })
+}
+
+/// The goal of the swarm (`goal.md`), if one was set.
+pub fn goal(store: &Store, commit: ObjectId) -> Option<String> {
+    match store.read_text(commit, GOAL_PATH, 256 * 1024) {
+        Ok(Some(Ok(t))) => Some(t),
+        _ => None,
+    }
+}
+
+pub const GOAL_PATH: &str = "goal.md";
+
+/// `notes/<id>.md` of the state at `commit`: the hand-offs, newest task first, at most `budget` bytes in all.
+pub fn handoffs(store: &Store, snap: &Snapshot, only_parent: Option<&str>, budget: usize) -> String {
+    let Ok(files) = store.list_dir(snap.commit, "notes") else { return String::new() };
+    let mut notes: Vec<(Timestamp, String, String)> = Vec::new();
+    for (name, id) in files {
+        let Some(task_id) = name.strip_suffix(".md") else { continue };
+        let task = snap.board.tasks.get(task_id).map(|s| &s.task);
+        if let Some(p) = only_parent
+            && task.and_then(|t| t.parent.as_deref()) != Some(p)
+        {
+            continue;
+        }
+        let at = task.and_then(|t| t.result.as_ref()).and_then(|r| r.at).unwrap_or(Timestamp::from_secs(0));
+        let title = task.map(|t| t.title.clone()).unwrap_or_default();
+        if let Ok(text) = store.blob_text(id, 64 * 1024) {
+            notes.push((at, format!("## {task_id}: {title}"), text));
+        }
+    }
+    notes.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut out = String::new();
+    for (_, head, text) in notes {
+        let piece = format!("{head}\n{}\n\n", text.trim());
+        if out.len() + piece.len() > budget {
+            out.push_str("(older hand-offs left out)\n");
+            break;
+        }
+        out.push_str(&piece);
+    }
+    if out.is_empty() { "(none yet)".into() } else { out }
+}
+
+/// The board as text for prompts: one line a task.
+pub fn board_text(board: &Board, budget: usize) -> String {
+    let mut tasks: Vec<&Task> = board.tasks.values().map(|s| &s.task).collect();
+    tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+    let mut out = String::new();
+    for t in tasks {
+        let line = format!(
+            "{} [{} {}] {}{}\n",
+            t.id,
+            t.kind,
+            t.status,
+            crate::escape::line(&t.title),
+            t.parent.as_deref().map(|p| format!(" (parent {p})")).unwrap_or_default()
+        );
+        if out.len() + line.len() > budget {
+            out.push_str("(more tasks left out)\n");
+            break;
+        }
+        out.push_str(&line);
+    }
+    if out.is_empty() { "(no tasks yet)".into() } else { out }
+}
+
+/// Counts of tasks by status.
+pub fn counts(board: &Board) -> [(Status, usize); 5] {
+    let mut c = Status::ALL.map(|s| (s, 0usize));
+    for st in board.tasks.values().map(|s| s.task.status).chain(board.closed.values().map(|c| c.status)) {
+        if let Some(e) = c.iter_mut().find(|(s, _)| *s == st) {
+            e.1 += 1;
+        }
+    }
+    c
+}
+
+/// The identity env a runner's commits (and its agents') need when the repository has no `user.name`/`user.email`.
+pub fn commit_ident(repo: &gix::Repository, agent: &str) -> Vec<(String, String)> {
+    let cfg = repo.config_snapshot();
+    let has = |k: &str| cfg.string(k).is_some_and(|v| !v.is_empty());
+    let mut env = Vec::new();
+    if !has("user.name") {
+        env.push(("GIT_AUTHOR_NAME".to_string(), agent.to_string()));
+        env.push(("GIT_COMMITTER_NAME".to_string(), agent.to_string()));
+    }
+    if !has("user.email") {
+        env.push(("GIT_AUTHOR_EMAIL".to_string(), format!("{agent}@git-swarm.invalid")));
+        env.push(("GIT_COMMITTER_EMAIL".to_string(), format!("{agent}@git-swarm.invalid")));
+    }
+    env
+}
+
+/// The last lines of an agent's output, one line, for a failure reason.
+pub fn reason_from(what: &str, tail: &[String]) -> String {
+    let lines: Vec<&str> = tail.iter().rev().take(8).map(String::as_str).collect::<Vec<_>>().into_iter().rev().collect();
+    let text = lines.join(" | ");
+    let text = crate::escape::line(&text);
+    let cut: String = text.chars().take(600).collect();
+    if cut.is_empty() { what.to_string() } else { format!("{what}: {cut}") }
+}

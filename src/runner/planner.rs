@@ -1,0 +1,602 @@
+//! The planner: claim a plan task (the root goal or an area), run the agent with the planner prompt, the board and
+//! the hand-offs, file the tasks it proposes in one commit, wait until they are finished, and plan again with the
+//! new hand-offs; the plan is done when its agent proposes nothing.
+//!
+//! One planner process can hold several plans: while it waits on the children of one, it takes any ready plan
+//! task (a sub-plan it or another planner filed), so that a single planner never waits on itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Event, Mode, Role, RunEnd, RunError, Runner, git, prompts};
+use crate::agent::Exit;
+use crate::model::{Kind, Status, Task};
+use crate::ops::{self, Board, DomainError, NewTask};
+use crate::store::Snapshot;
+use crate::time::Timestamp;
+use crate::txn::TxnError;
+
+/// Options of `git swarm run planner`.
+#[derive(Debug, Clone, Default)]
+pub struct PlannerOptions {
+    pub goal: Option<String>,
+    pub mode: Mode,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PlannerStats {
+    pub rounds: u64,
+    pub proposed: u64,
+    pub plans_done: u64,
+}
+
+/// A plan this planner holds.
+struct HeldPlan {
+    task: Task,
+    epoch: u64,
+    until: Timestamp,
+    rounds: u32,
+    /// Its children were filed and are not all finished yet.
+    waiting: bool,
+}
+
+/// A task as a planner proposes it (one `[[task]]` table of its output).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Proposal {
+    #[serde(default)]
+    pub key: Option<String>,
+    pub title: String,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub acceptance: String,
+    #[serde(default)]
+    pub scope: Vec<String>,
+    #[serde(default)]
+    pub kind: Kind,
+    #[serde(default)]
+    pub priority: i64,
+    #[serde(default)]
+    pub deps: Vec<String>,
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Block {
+    #[serde(default)]
+    task: Vec<Proposal>,
+}
+
+/// The tasks in the fenced ```toml blocks of an agent's output (all blocks that hold `[[task]]` tables). `Ok(None)`
+/// when the output has no block at all; an empty block is `Ok(Some([]))`, "nothing more to do".
+pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
+    let mut found = None;
+    for block in fenced_blocks(output, "toml") {
+        let parsed: Block = toml::from_str(block).map_err(|e| {
+            format!("the planner's ```toml block is not valid: {}", e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+        })?;
+        found.get_or_insert_with(Vec::new).extend(parsed.task);
+    }
+    if let Some(ps) = &found {
+        let mut keys = BTreeSet::new();
+        for (i, p) in ps.iter().enumerate() {
+            let title = p.title.trim();
+            if title.is_empty() || title.contains('\n') || title.len() > crate::model::MAX_TITLE_LEN {
+                return Err(format!("proposed task {} has an empty, multi-line or too long title", i + 1));
+            }
+            if let Some(k) = &p.key
+                && !keys.insert(k.clone())
+            {
+                return Err(format!("the key '{}' is used twice", crate::escape::line(k)));
+            }
+            for l in &p.labels {
+                crate::model::validate_label(l).map_err(|e| format!("proposed task '{}': {e}", crate::escape::line(title)))?;
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The contents of fenced code blocks tagged `lang` (```` ```toml ````).
+pub fn fenced_blocks<'a>(text: &'a str, lang: &str) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    let open = format!("```{lang}");
+    while let Some(i) = rest.find(&open) {
+        let after = &rest[i + open.len()..];
+        let Some(nl) = after.find('\n') else { break };
+        if !after[..nl].trim().is_empty() {
+            rest = &after[nl..];
+            continue;
+        }
+        let body = &after[nl + 1..];
+        let end = body.find("\n```").map(|e| e + 1).or_else(|| body.strip_prefix("```").map(|_| 0));
+        match end {
+            Some(e) => {
+                out.push(&body[..e]);
+                rest = &body[e + 3..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// Turn proposals into new tasks under `parent`, in an order where every dep comes first, with ids minted for
+/// the block's keys. Plans beyond the depth limit become work tasks.
+pub fn to_new_tasks(
+    board: &Board,
+    parent: &str,
+    proposals: &[Proposal],
+    plans_allowed: bool,
+) -> Result<(Vec<NewTask>, Vec<String>), DomainError> {
+    // Mint an id for every proposal up front, so that deps by key can name them.
+    let mut ids: Vec<String> = Vec::with_capacity(proposals.len());
+    let mut taken = BTreeSet::new();
+    for _ in proposals {
+        let mut tries = 0;
+        let id = loop {
+            let id = ops::mint_id();
+            if !board.contains(&id) && !taken.contains(&id) {
+                break id;
+            }
+            tries += 1;
+            if tries >= 64 {
+                return Err(DomainError::IdSpaceExhausted(tries));
+            }
+        };
+        taken.insert(id.clone());
+        ids.push(id);
+    }
+    let by_key: BTreeMap<&str, usize> =
+        proposals.iter().enumerate().filter_map(|(i, p)| p.key.as_deref().map(|k| (k, i))).collect();
+    let mut deps_of: Vec<Vec<usize>> = Vec::new();
+    let mut ext_deps: Vec<Vec<String>> = Vec::new();
+    for p in proposals {
+        let mut mine = Vec::new();
+        let mut ext = Vec::new();
+        for d in &p.deps {
+            match by_key.get(d.as_str()) {
+                Some(j) => mine.push(*j),
+                None if board.contains(d) => ext.push(d.clone()),
+                None => return Err(DomainError::UnknownTask(d.clone())),
+            }
+        }
+        deps_of.push(mine);
+        ext_deps.push(ext);
+    }
+    // Topological order (Kahn); a cycle is refused.
+    let mut order = Vec::new();
+    let mut placed = vec![false; proposals.len()];
+    while order.len() < proposals.len() {
+        let before = order.len();
+        for i in 0..proposals.len() {
+            if !placed[i] && deps_of[i].iter().all(|d| placed[*d]) {
+                placed[i] = true;
+                order.push(i);
+            }
+        }
+        if order.len() == before {
+            let stuck: Vec<String> =
+                (0..proposals.len()).filter(|i| !placed[*i]).map(|i| proposals[i].title.clone()).collect();
+            return Err(DomainError::DepsNotDone { id: "(proposed)".into(), waiting: stuck });
+        }
+    }
+    let mut demoted = Vec::new();
+    let mut news = Vec::new();
+    let mut minted = Vec::new();
+    for i in order {
+        let p = &proposals[i];
+        let mut kind = p.kind;
+        if kind == Kind::Plan && !plans_allowed {
+            kind = Kind::Work;
+            demoted.push(p.title.clone());
+        }
+        let mut deps: Vec<String> = deps_of[i].iter().map(|j| ids[*j].clone()).collect();
+        deps.extend(ext_deps[i].iter().cloned());
+        news.push(NewTask {
+            title: p.title.trim().to_string(),
+            body: p.body.clone(),
+            kind,
+            priority: p.priority,
+            deps,
+            labels: p.labels.clone(),
+            parent: Some(parent.to_string()),
+            acceptance: p.acceptance.clone(),
+            scope: p.scope.clone(),
+        });
+        minted.push(ids[i].clone());
+    }
+    Ok((news, [minted, demoted].concat()))
+}
+
+/// The depth of a plan task: 0 for a root, one more per plan parent.
+fn depth(board: &Board, task: &Task) -> u32 {
+    let mut d = 0;
+    let mut cur = task.parent.clone();
+    let mut seen = BTreeSet::new();
+    while let Some(p) = cur {
+        if !seen.insert(p.clone()) || d > 64 {
+            break;
+        }
+        d += 1;
+        cur = board.tasks.get(&p).and_then(|s| s.task.parent.clone());
+    }
+    d
+}
+
+/// Make sure the swarm has a goal: write `goal.md` and a root plan task unless a goal is there. Returns whether
+/// this call set it.
+pub fn ensure_goal(r: &mut Runner<'_>, goal: &str) -> Result<bool, RunError> {
+    let goal = goal.trim().to_string();
+    if goal.is_empty() {
+        return Err(RunError::Setup("the goal is empty".into()));
+    }
+    let store = r.swarm.store();
+    let _ = store;
+    let res = r.transact(|snap, actor| {
+        if super::goal(r.swarm.store(), snap.commit).is_some() {
+            return Ok((Default::default(), false));
+        }
+        let title: String = format!("Goal: {}", goal.lines().next().unwrap_or_default().trim());
+        let title: String = title.chars().take(200).collect();
+        let new = NewTask {
+            title,
+            body: goal.clone(),
+            kind: Kind::Plan,
+            priority: 100,
+            labels: vec!["goal".into()],
+            ..NewTask::default()
+        };
+        let (mut ch, _) = ops::add(&snap.board, actor, vec![new], &mut ops::mint_id)?;
+        ch.files.insert(super::GOAL_PATH.into(), format!("{goal}\n"));
+        ch.summary = format!("goal: {}", ch.summary);
+        Ok((ch, true))
+    })?;
+    Ok(res.value)
+}
+
+pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, PlannerStats), RunError> {
+    r.setup()?;
+    let mut stats = PlannerStats::default();
+    if let Some(goal) = &opts.goal {
+        let snap = r.read(false)?;
+        match super::goal(r.swarm.store(), snap.commit) {
+            Some(g) if g.trim() != goal.trim() => r.emit(Event::Warning(
+                "the swarm has a goal already (goal.md); planning that one, not --goal".into(),
+            )),
+            _ => {
+                ensure_goal(r, goal)?;
+            }
+        }
+    }
+    let mut held: Vec<HeldPlan> = Vec::new();
+    let mut backoff = super::MIN_POLL;
+    loop {
+        if r.stopping() {
+            for h in held.drain(..) {
+                r.release(&h.task.id, h.epoch);
+            }
+            return Ok((RunEnd::Interrupted, stats));
+        }
+        let snap = r.read(false)?;
+        if let Some(cycle) = r.stopped_at(&snap) {
+            for h in held.drain(..) {
+                r.release(&h.task.id, h.epoch);
+            }
+            return Ok((RunEnd::SwarmStopped { cycle }, stats));
+        }
+        let lease = snap.board.config.lease;
+        let mut progressed = false;
+        // Keep the plans we hold; note those whose children are all finished.
+        let mut i = 0;
+        while i < held.len() {
+            let h = &mut held[i];
+            let (id, epoch, mut until) = (h.task.id.clone(), h.epoch, h.until);
+            let renewed = r.renew_if_due(&id, epoch, &mut until, lease);
+            let h = &mut held[i];
+            h.until = until;
+            if let Err(why) = renewed {
+                r.emit(Event::LostClaim { task: id, why });
+                held.remove(i);
+                continue;
+            }
+            let children_live = snap.board.tasks.values().any(|s| s.task.parent.as_deref() == Some(&id));
+            if h.waiting && !children_live {
+                h.waiting = false;
+            }
+            i += 1;
+        }
+        // Plan every held plan that is not waiting.
+        let mut j = 0;
+        while j < held.len() {
+            if held[j].waiting {
+                j += 1;
+                continue;
+            }
+            progressed = true;
+            match plan_round(r, &mut held[j], &mut stats)? {
+                RoundEnd::Waiting => {
+                    held[j].waiting = true;
+                    j += 1;
+                }
+                RoundEnd::Finished | RoundEnd::Gone => {
+                    held.remove(j);
+                }
+                RoundEnd::Interrupted => {
+                    continue;
+                }
+            }
+            if r.stopping() {
+                break;
+            }
+        }
+        if r.stopping() {
+            continue;
+        }
+        // Take a ready plan task.
+        let snap = r.read(false)?;
+        match r.transact(|snap, actor| ops::claim(&snap.board, actor, None, Kind::Plan, lease, None)) {
+            Ok(c) => {
+                if let Some(t) = c.value
+                    && let Some(cl) = t.claim.clone()
+                {
+                    r.emit(Event::Claimed { task: t.id.clone(), title: t.title.clone(), epoch: cl.epoch, kind: Kind::Plan });
+                    held.push(HeldPlan { task: t, epoch: cl.epoch, until: cl.lease_until, rounds: 0, waiting: false });
+                }
+                continue;
+            }
+            Err(TxnError::Domain(DomainError::NothingReady { .. })) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if held.is_empty() {
+            match opts.mode {
+                Mode::Once if stats.rounds > 0 => return Ok((RunEnd::Done, stats)),
+                Mode::Once => return Ok((RunEnd::NothingReady, stats)),
+                Mode::UntilIdle if super::idle(&snap.board, (r.clock)()) => return Ok((RunEnd::Idle, stats)),
+                _ => {}
+            }
+        }
+        if !progressed {
+            let why = if held.is_empty() {
+                "no plan task ready".to_string()
+            } else {
+                format!("{} plan(s) wait for their tasks", held.len())
+            };
+            r.emit(Event::Waiting { why });
+            // Wake up in time to renew what we hold.
+            let max = Duration::from_secs(30).min(lease / 4).max(Duration::from_millis(500));
+            r.wait_for_change(snap.commit, max, &mut backoff)?;
+        }
+    }
+}
+
+enum RoundEnd {
+    /// Tasks were filed; wait for them.
+    Waiting,
+    /// The plan is done (or failed).
+    Finished,
+    /// The claim was lost.
+    Gone,
+    /// A signal; the claim was released.
+    Interrupted,
+}
+
+fn plan_round(r: &mut Runner<'_>, h: &mut HeldPlan, stats: &mut PlannerStats) -> Result<RoundEnd, RunError> {
+    let full = r.read(true)?;
+    let config = full.board.config.clone();
+    let settings = r.settings(&config)?;
+    let backend = r.backend(&config, Role::Planner)?;
+    h.rounds += 1;
+    stats.rounds += 1;
+    let id = h.task.id.clone();
+    let d = depth(&full.board, &h.task);
+    let goal = super::goal(r.swarm.store(), full.commit).unwrap_or_else(|| h.task.body.clone());
+    let name = if d == 0 { "planner" } else { "sub-planner" };
+    let (template, warn) = prompts::load(r.swarm.store(), full.commit, name);
+    if let Some(w) = warn {
+        r.emit(Event::Warning(w));
+    }
+    let prompt = prompts::render(
+        &template,
+        &[
+            ("goal", &goal),
+            ("plan_id", &id),
+            ("plan_title", &h.task.title),
+            ("plan_body", &h.task.body),
+            ("depth", &d.to_string()),
+            ("max_depth", &settings.plan_depth.to_string()),
+            ("round", &h.rounds.to_string()),
+            ("board", &super::board_text(&full.board, 60_000)),
+            ("handoffs", &super::handoffs(r.swarm.store(), &full, None, 60_000)),
+            ("target", &config.target),
+        ],
+    );
+    let children_before: BTreeSet<String> = children(&full, &id);
+    // The planner explores a work tree at the target's tip (read-only by its prompt; whatever it changes is
+    // thrown away with the tree).
+    let wt = r.worktree();
+    let common = r.common_dir();
+    let branch = format!("refs/heads/{}", config.target);
+    let cwd = match r.swarm.fetch_branch(&branch)? {
+        Some(tip) => {
+            git::add_worktree(&common, &wt, tip)?;
+            wt.clone()
+        }
+        None => r.run_dir(),
+    };
+    let mut env = r.base_env(Role::Planner);
+    env.push(("GIT_SWARM_PARENT".into(), id.clone()));
+    env.push(("GIT_SWARM_TASK_ID".into(), id.clone()));
+    env.push(("GIT_SWARM_TASK_TITLE".into(), h.task.title.clone()));
+    env.push(("GIT_SWARM_ROUND".into(), h.rounds.to_string()));
+    env.push(("GIT_SWARM_DEPTH".into(), d.to_string()));
+    r.emit(Event::AgentStarted { task: id.clone(), what: "plan" });
+    let (epoch, lease) = (h.epoch, config.lease);
+    let mut until = h.until;
+    let mut lost = None;
+    let out = {
+        let stop = std::sync::Arc::clone(&r.stop);
+        let inv = crate::agent::Invocation {
+            cwd: &cwd,
+            prompt: &prompt,
+            prompt_file: r.run_dir().join("prompt.md"),
+            env,
+            log: Some(r.log_file()),
+            timeout: Some(settings.plan_timeout),
+            grace: Duration::from_secs(10),
+        };
+        let res = crate::agent::run(&backend, &inv, &mut || {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return false;
+            }
+            match r.renew_if_due(&id, epoch, &mut until, lease) {
+                Ok(()) => true,
+                Err(why) => {
+                    lost = Some(why);
+                    false
+                }
+            }
+        });
+        git::remove_worktree(&common, &wt);
+        res?
+    };
+    h.until = until;
+    r.emit(Event::AgentExited { task: id.clone(), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });
+    if let Some(why) = lost {
+        r.emit(Event::LostClaim { task: id, why });
+        return Ok(RoundEnd::Gone);
+    }
+    if out.exit == Exit::Stopped {
+        r.release(&id, epoch);
+        return Ok(RoundEnd::Interrupted);
+    }
+    let fail = |r: &mut Runner<'_>, reason: String| -> Result<RoundEnd, RunError> {
+        let res = r.transact(|snap, actor| ops::fail(&snap.board, actor, &id, Some(epoch), reason.clone()));
+        match res {
+            Ok(c) => {
+                r.emit(Event::Failed { task: id.clone(), reason, attempts_left: c.value.status == Status::Open });
+                Ok(RoundEnd::Finished)
+            }
+            Err(TxnError::Domain(e)) => {
+                r.emit(Event::LostClaim { task: id.clone(), why: e.to_string() });
+                Ok(RoundEnd::Gone)
+            }
+            Err(e) => Err(e.into()),
+        }
+    };
+    if !out.exit.success() {
+        return fail(r, super::reason_from(&format!("the planner agent {}", out.exit), &out.tail));
+    }
+    let proposals = match parse_proposals(&out.stdout) {
+        Ok(p) => p.unwrap_or_default(),
+        Err(e) => return fail(r, e),
+    };
+    let plans_allowed = d + 1 <= settings.plan_depth;
+    let count = proposals.len();
+    let last_round = h.rounds >= settings.plan_rounds;
+    let res = r.transact(|snap, actor| {
+        // Tasks the agent filed itself with `git swarm add` count as proposals too.
+        let filed_by_cli = children(snap, &id).difference(&children_before).count();
+        if proposals.is_empty() {
+            if filed_by_cli > 0 {
+                return Ok((Default::default(), (filed_by_cli, Vec::new())));
+            }
+            let note = format!("planned in {} round(s)", h.rounds);
+            let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note))?;
+            return Ok((ch, (0, Vec::new())));
+        }
+        let (news, extra) = to_new_tasks(&snap.board, &id, &proposals, plans_allowed)?;
+        let minted: Vec<String> = extra.iter().take(news.len()).cloned().collect();
+        let demoted: Vec<String> = extra.iter().skip(news.len()).cloned().collect();
+        let mut queue = minted.into_iter();
+        let mut mint = || queue.next().unwrap_or_else(ops::mint_id);
+        let (mut ch, _) = ops::add(&snap.board, actor, news, &mut mint)?;
+        ch.summary = format!("plan {id}: {}", ch.summary);
+        Ok((ch, (count + filed_by_cli, demoted)))
+    });
+    match res {
+        Ok(c) => {
+            let (n, demoted) = c.value;
+            for t in demoted {
+                r.emit(Event::Warning(format!(
+                    "'{}' was proposed as a plan beyond the depth limit ({}); filed as a work task",
+                    crate::escape::line(&t),
+                    settings.plan_depth
+                )));
+            }
+            if n == 0 {
+                stats.plans_done += 1;
+                r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
+                return Ok(RoundEnd::Finished);
+            }
+            stats.proposed += n as u64;
+            r.emit(Event::Proposed { plan: id.clone(), count: n });
+            if last_round {
+                // The round limit: this plan has had its say; what it filed runs without it.
+                let note = format!("stopped after {} rounds (run.plan_rounds)", h.rounds);
+                let _ = r.transact(|snap, actor| ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note.clone())));
+                r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
+                stats.plans_done += 1;
+                return Ok(RoundEnd::Finished);
+            }
+            Ok(RoundEnd::Waiting)
+        }
+        Err(TxnError::Domain(e @ (DomainError::UnknownTask(_) | DomainError::DepsNotDone { .. }))) => {
+            fail(r, format!("the planner proposed tasks that cannot be filed: {e}"))
+        }
+        Err(TxnError::Domain(e)) => {
+            r.emit(Event::LostClaim { task: id, why: e.to_string() });
+            Ok(RoundEnd::Gone)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Ids of the live tasks whose parent is `plan`.
+fn children(snap: &Snapshot, plan: &str) -> BTreeSet<String> {
+    snap.board.tasks.values().filter(|s| s.task.parent.as_deref() == Some(plan)).map(|s| s.task.id.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proposals_come_from_toml_blocks_and_an_empty_block_means_nothing() {
+        let out = "thinking…\n```toml\n[[task]]\nkey = \"a\"\ntitle = \"A\"\n\n[[task]]\ntitle = \"B\"\ndeps = [\"a\"]\nkind = \"plan\"\n```\nbye";
+        let p = parse_proposals(out).expect("ok").expect("some");
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[1].kind, p[1].deps.clone()), (Kind::Plan, vec!["a".to_string()]));
+        assert_eq!(parse_proposals("```toml\n```\n").expect("ok"), Some(vec![]));
+        assert_eq!(parse_proposals("no block").expect("ok"), None);
+        assert!(parse_proposals("```toml\n[[task]]\ntitel = \"x\"\n```").is_err());
+        assert!(parse_proposals("```toml\n[[task]]\nkey=\"k\"\ntitle=\"x\"\n[[task]]\nkey=\"k\"\ntitle=\"y\"\n```").is_err());
+    }
+
+    #[test]
+    fn new_tasks_come_in_dependency_order_with_minted_ids_and_cycles_are_refused() {
+        let board = Board::default();
+        let p = |key: &str, deps: &[&str]| Proposal {
+            key: Some(key.into()),
+            title: key.into(),
+            body: String::new(),
+            acceptance: String::new(),
+            scope: vec![],
+            kind: Kind::Work,
+            priority: 0,
+            deps: deps.iter().map(|d| d.to_string()).collect(),
+            labels: vec![],
+        };
+        let (news, ids) = to_new_tasks(&board, "t-root", &[p("b", &["a"]), p("a", &[])], true).expect("ok");
+        assert_eq!(news[0].title, "a");
+        assert_eq!(news[1].deps, vec![ids[0].clone()]);
+        assert!(to_new_tasks(&board, "t-root", &[p("a", &["b"]), p("b", &["a"])], true).is_err());
+        assert!(to_new_tasks(&board, "t-root", &[p("a", &["t-nowhere"])], true).is_err());
+    }
+}

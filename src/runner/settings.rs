@@ -1,0 +1,232 @@
+//! The runner's settings: the `[run]` and `[roles.*]` tables of `swarm.toml` (see `docs/agents.md`).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::agent::Backend;
+use crate::agent::http::{Api, HttpAgent};
+use crate::model::Config;
+
+/// A role of the swarm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    Worker,
+    Planner,
+    Judge,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Worker => "worker",
+            Role::Planner => "planner",
+            Role::Judge => "judge",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `[run]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSettings {
+    /// Run in the work tree after the rebase, before landing; non-zero fails the task.
+    pub check: Option<String>,
+    pub task_timeout: Duration,
+    /// A time limit for planner and judge runs.
+    pub plan_timeout: Duration,
+    pub conflict_tries: u32,
+    pub plan_depth: u32,
+    pub plan_rounds: u32,
+    /// What a worker that exits 0 without changing anything means: `fail` (the default) or `done`.
+    pub empty_is_done: bool,
+    pub cycle_max_tasks: Option<u64>,
+    pub cycle_max_time: Option<Duration>,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings {
+            check: None,
+            task_timeout: Duration::from_secs(30 * 60),
+            plan_timeout: Duration::from_secs(20 * 60),
+            conflict_tries: 2,
+            plan_depth: 2,
+            plan_rounds: 5,
+            empty_is_done: false,
+            cycle_max_tasks: None,
+            cycle_max_time: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    check: Option<String>,
+    task_timeout: Option<String>,
+    plan_timeout: Option<String>,
+    conflict_tries: Option<u32>,
+    plan_depth: Option<u32>,
+    plan_rounds: Option<u32>,
+    empty: Option<String>,
+    cycle: Option<RawCycle>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCycle {
+    max_tasks: Option<u64>,
+    max_time: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawRole {
+    backend: Option<String>,
+    exec: Option<String>,
+    preset: Option<String>,
+    api: Option<Api>,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    max_tokens: Option<u32>,
+    temperature: Option<f64>,
+}
+
+fn dur(field: &str, v: Option<String>, default: Duration) -> Result<Duration, String> {
+    match v {
+        None => Ok(default),
+        Some(s) => crate::time::parse_duration(&s).map_err(|e| format!("{field}: {e}")),
+    }
+}
+
+impl RunSettings {
+    /// Read `[run]` from the swarm's settings.
+    pub fn from_config(config: &Config) -> Result<RunSettings, String> {
+        let raw: RawRun = match config.extra.get("run") {
+            None => RawRun::default(),
+            Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| format!("[run]: {}", one_line(&e)))?,
+        };
+        let d = RunSettings::default();
+        let cycle = raw.cycle.unwrap_or_default();
+        let empty_is_done = match raw.empty.as_deref() {
+            None | Some("fail") => false,
+            Some("done") => true,
+            Some(other) => return Err(format!("[run] empty = '{other}': use \"fail\" or \"done\"")),
+        };
+        Ok(RunSettings {
+            check: raw.check.filter(|c| !c.trim().is_empty()),
+            task_timeout: dur("[run] task_timeout", raw.task_timeout, d.task_timeout)?,
+            plan_timeout: dur("[run] plan_timeout", raw.plan_timeout, d.plan_timeout)?,
+            conflict_tries: raw.conflict_tries.unwrap_or(d.conflict_tries),
+            plan_depth: raw.plan_depth.unwrap_or(d.plan_depth),
+            plan_rounds: raw.plan_rounds.unwrap_or(d.plan_rounds).max(1),
+            empty_is_done,
+            cycle_max_tasks: cycle.max_tasks,
+            cycle_max_time: cycle.max_time.map(|t| dur("[run.cycle] max_time", Some(t), Duration::ZERO)).transpose()?,
+        })
+    }
+}
+
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The backend configured for `role` (`[roles.<role>]`, else `[roles.default]`), or `None` when nothing is set.
+pub fn backend_for(config: &Config, role: Role) -> Result<Option<Backend>, String> {
+    let roles = match config.extra.get("roles") {
+        None => return Ok(None),
+        Some(toml::Value::Table(t)) => t,
+        Some(_) => return Err("[roles] must be a table".into()),
+    };
+    let Some((name, raw)) = [role.as_str(), "default"].iter().find_map(|n| roles.get(*n).map(|v| (*n, v))) else {
+        return Ok(None);
+    };
+    let raw: RawRole =
+        raw.clone().try_into().map_err(|e: toml::de::Error| format!("[roles.{name}]: {}", one_line(&e)))?;
+    let backend = raw.backend.as_deref().unwrap_or(if raw.api.is_some() { "http" } else { "command" });
+    match backend {
+        "command" => {
+            let exec = match (&raw.exec, &raw.preset) {
+                (Some(e), _) if !e.trim().is_empty() => e.clone(),
+                (_, Some(p)) => crate::agent::preset(p)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = crate::agent::PRESETS.iter().map(|p| p.0).collect();
+                        format!("[roles.{name}] preset '{p}' is unknown (one of {})", names.join(", "))
+                    })?
+                    .to_string(),
+                _ => return Err(format!("[roles.{name}] needs `exec` (a command) or `preset`")),
+            };
+            Ok(Some(Backend::Command { exec }))
+        }
+        "http" => {
+            if role == Role::Worker {
+                return Err(format!(
+                    "[roles.{name}] backend \"http\" cannot be a worker: workers edit files; use a command agent"
+                ));
+            }
+            let api = raw.api.ok_or_else(|| format!("[roles.{name}] needs api = \"openai\" or \"anthropic\""))?;
+            let base_url = raw.base_url.unwrap_or_else(|| match api {
+                Api::Openai => "https://api.openai.com/v1".into(),
+                Api::Anthropic => "https://api.anthropic.com".into(),
+            });
+            let model = raw.model.ok_or_else(|| format!("[roles.{name}] needs model"))?;
+            Ok(Some(Backend::Http(HttpAgent {
+                api,
+                base_url,
+                model,
+                api_key_env: raw.api_key_env,
+                max_tokens: raw.max_tokens.unwrap_or(8000),
+                temperature: raw.temperature,
+            })))
+        }
+        other => Err(format!("[roles.{name}] backend '{other}' is unknown (command or http)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Config {
+        toml::from_str(text).unwrap_or_default()
+    }
+
+    #[test]
+    fn roles_fall_back_to_default_and_presets_expand() {
+        let c = cfg("[roles.default]\npreset = \"claude\"\n[roles.planner]\napi = \"openai\"\nmodel = \"m\"\n");
+        assert!(matches!(backend_for(&c, Role::Worker), Ok(Some(Backend::Command { exec })) if exec.starts_with("claude -p")));
+        assert!(matches!(backend_for(&c, Role::Planner), Ok(Some(Backend::Http(h))) if h.model == "m"));
+        assert!(backend_for(&cfg(""), Role::Judge).expect("none").is_none());
+    }
+
+    #[test]
+    fn bad_roles_and_run_settings_name_the_culprit() {
+        for (text, want) in [
+            ("[roles.worker]\nbackend = \"http\"\napi = \"openai\"\nmodel = \"m\"\n", "cannot be a worker"),
+            ("[roles.worker]\npreset = \"nope\"\n", "preset 'nope'"),
+            ("[roles.worker]\nexec = \"x\"\ncolour = 1\n", "[roles.worker]"),
+            ("[roles.judge]\nbackend = \"carrier-pigeon\"\n", "carrier-pigeon"),
+        ] {
+            let role = if text.contains("judge") { Role::Judge } else { Role::Worker };
+            let e = backend_for(&cfg(text), role).expect_err(text);
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        for (text, want) in [
+            ("[run]\ntask_timeout = \"soon\"\n", "task_timeout"),
+            ("[run]\nempty = \"maybe\"\n", "empty"),
+            ("[run]\nchek = \"x\"\n", "chek"),
+        ] {
+            let e = RunSettings::from_config(&cfg(text)).expect_err(text);
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        let s = RunSettings::from_config(&cfg("[run]\ncheck = \"make\"\n[run.cycle]\nmax_tasks = 5\n")).expect("ok");
+        assert_eq!((s.check.as_deref(), s.cycle_max_tasks), (Some("make"), Some(5)));
+    }
+}

@@ -1,0 +1,571 @@
+//! The worker: claim the best ready work task, run the agent in a fresh work tree at the tip of the target branch,
+//! then land its commits and mark the task done in one atomic push (and claim the next task in the same push).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+
+use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, git, prompts};
+use crate::agent::{Backend, Exit};
+use crate::model::{Kind, Task};
+use crate::ops::{self, Actor, Board, Change, DomainError};
+use crate::store::Snapshot;
+use crate::time::Timestamp;
+use crate::txn::TxnError;
+
+/// Options of `git swarm run worker`.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerOptions {
+    pub mode: Mode,
+    pub max_tasks: Option<u64>,
+}
+
+/// What a worker did.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerStats {
+    pub landed: u64,
+    pub failed: u64,
+    pub lost: u64,
+}
+
+/// A claim this runner holds.
+#[derive(Debug, Clone)]
+struct Held {
+    task: Task,
+    epoch: u64,
+    until: Timestamp,
+}
+
+impl Held {
+    fn from(task: Task) -> Option<Held> {
+        let c = task.claim.clone()?;
+        Some(Held { task, epoch: c.epoch, until: c.lease_until })
+    }
+}
+
+/// How one task ended.
+enum TaskEnd {
+    Landed,
+    Failed,
+    /// The claim was lost (taken over) or given back; nothing recorded by us.
+    Gone,
+    /// A signal: the claim was released.
+    Interrupted,
+}
+
+/// Why landing gave up before publishing anything.
+enum Abort {
+    /// A rebase conflict the agent could not resolve, a failing check, a broken work tree…: fail the task.
+    Fail(String),
+    /// A signal arrived.
+    Interrupted,
+}
+
+pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
+    r.setup()?;
+    let mut stats = WorkerStats::default();
+    let mut held: Option<Held> = None;
+    let mut done_tasks = 0u64;
+    let mut backoff = super::MIN_POLL;
+    loop {
+        if r.stopping() {
+            if let Some(h) = held.take() {
+                r.release(&h.task.id, h.epoch);
+            }
+            return Ok((RunEnd::Interrupted, stats));
+        }
+        let want_more = |n: u64| opts.mode != Mode::Once && opts.max_tasks.is_none_or(|m| n < m);
+        let h = match held.take() {
+            Some(h) => h,
+            None => {
+                let snap = r.read(false)?;
+                if let Some(cycle) = r.stopped_at(&snap) {
+                    return Ok((RunEnd::SwarmStopped { cycle }, stats));
+                }
+                let settings = r.settings(&snap.board.config)?;
+                let lease = snap.board.config.lease;
+                let _ = settings;
+                match r.transact(|snap, actor| ops::claim(&snap.board, actor, None, Kind::Work, lease, None)) {
+                    Ok(c) => match c.value.and_then(Held::from) {
+                        Some(h) => h,
+                        None => continue, // a sweep of exhausted claims; look again
+                    },
+                    Err(TxnError::Domain(DomainError::NothingReady { .. })) => {
+                        match opts.mode {
+                            Mode::Once => return Ok((RunEnd::NothingReady, stats)),
+                            Mode::UntilIdle if super::idle(&r.read(false)?.board, (r.clock)()) => {
+                                return Ok((RunEnd::Idle, stats));
+                            }
+                            _ => {}
+                        }
+                        r.emit(Event::Waiting { why: "no ready work task".into() });
+                        let tip = snap.commit;
+                        r.wait_for_change(tip, Duration::from_secs(30), &mut backoff)?;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        r.emit(Event::Claimed {
+            task: h.task.id.clone(),
+            title: h.task.title.clone(),
+            epoch: h.epoch,
+            kind: Kind::Work,
+        });
+        let (end, next) = work_on(r, h, want_more(done_tasks + 1))?;
+        done_tasks += 1;
+        match end {
+            TaskEnd::Landed => stats.landed += 1,
+            TaskEnd::Failed => stats.failed += 1,
+            TaskEnd::Gone => stats.lost += 1,
+            TaskEnd::Interrupted => return Ok((RunEnd::Interrupted, stats)),
+        }
+        held = next;
+        if !want_more(done_tasks) {
+            if let Some(h) = held.take() {
+                r.release(&h.task.id, h.epoch);
+            }
+            return Ok((RunEnd::Done, stats));
+        }
+    }
+}
+
+/// Work on one claimed task, from a fresh work tree to landed (or failed). Returns the next task when it was
+/// claimed in the same push.
+fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd, Option<Held>), RunError> {
+    let snap = r.read(false)?;
+    let config = snap.board.config.clone();
+    let settings = r.settings(&config)?;
+    let backend = r.backend(&config, Role::Worker)?;
+    let branch = format!("refs/heads/{}", config.target);
+    let id = h.task.id.clone();
+    let wt = r.worktree();
+    let common = r.common_dir();
+    let base = match r.swarm.fetch_branch(&branch)? {
+        Some(b) => b,
+        None => {
+            r.release(&id, h.epoch);
+            return Err(RunError::Setup(format!(
+                "{} has no branch {} to work on: push it first (the target is set in swarm.toml)",
+                r.swarm.remote_label, config.target
+            )));
+        }
+    };
+    git::add_worktree(&common, &wt, base)?;
+    let result = (|| {
+        let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &wt, &config)?;
+        finish(r, &settings, &mut h, &wt, base, &branch, outcome, claim_next, &backend)
+    })();
+    git::remove_worktree(&common, &wt);
+    result
+}
+
+/// What the agent run came to.
+enum AgentRun {
+    Exited { exit: Exit, tail: Vec<String>, at: Instant },
+    LostClaim(String),
+    Interrupted,
+}
+
+fn run_worker_agent(
+    r: &mut Runner<'_>,
+    backend: &Backend,
+    settings: &RunSettings,
+    snap: &Snapshot,
+    h: &mut Held,
+    wt: &Path,
+    config: &crate::model::Config,
+) -> Result<AgentRun, RunError> {
+    let (template, warn) = prompts::load(r.swarm.store(), snap.commit, "worker");
+    if let Some(w) = warn {
+        r.emit(Event::Warning(w));
+    }
+    let t = &h.task;
+    let goal = super::goal(r.swarm.store(), snap.commit).unwrap_or_else(|| "(no goal recorded)".into());
+    let failures = if t.failures.is_empty() {
+        "none".to_string()
+    } else {
+        t.failures.iter().map(|f| format!("- {} ({}): {}", f.agent, f.at, f.reason)).collect::<Vec<_>>().join("\n")
+    };
+    let attempt = format!("{} of {}", t.attempts + 1, config.max_attempts);
+    let scope = if t.scope.is_empty() { "(not given)".to_string() } else { t.scope.join(", ") };
+    let acceptance = if t.acceptance.is_empty() { "(not given)" } else { t.acceptance.as_str() };
+    let check = settings.check.clone().unwrap_or_else(|| "none".into());
+    let prompt = prompts::render(
+        &template,
+        &[
+            ("task_id", &t.id),
+            ("task_title", &t.title),
+            ("task_body", &t.body),
+            ("acceptance", acceptance),
+            ("scope", &scope),
+            ("goal", &goal),
+            ("target", &config.target),
+            ("attempt", &attempt),
+            ("previous_failures", &failures),
+            ("check", &check),
+        ],
+    );
+    let handoff = r.run_dir().join("handoff.md");
+    let _ = std::fs::remove_file(&handoff);
+    let mut env = r.base_env(Role::Worker);
+    env.push(("GIT_SWARM_TASK_ID".into(), t.id.clone()));
+    env.push(("GIT_SWARM_TASK_TITLE".into(), t.title.clone()));
+    env.push(("GIT_SWARM_EPOCH".into(), h.epoch.to_string()));
+    env.push(("GIT_SWARM_HANDOFF_FILE".into(), handoff.to_string_lossy().into_owned()));
+    r.emit(Event::AgentStarted { task: t.id.clone(), what: "work" });
+    let id = t.id.clone();
+    let lease = config.lease;
+    let epoch = h.epoch;
+    let mut until = h.until;
+    let mut lost: Option<String> = None;
+    let out = {
+        // The poll below needs `r` mutably (renewal); the run itself only reads it: split the borrow by moving
+        // what the run needs out first.
+        let stop = std::sync::Arc::clone(&r.stop);
+        let inv_prompt_file = r.run_dir().join("prompt.md");
+        let log = r.log_file();
+        let inv = crate::agent::Invocation {
+            cwd: wt,
+            prompt: &prompt,
+            prompt_file: inv_prompt_file,
+            env,
+            log: Some(log),
+            timeout: Some(settings.task_timeout),
+            grace: Duration::from_secs(10),
+        };
+        crate::agent::run(backend, &inv, &mut || {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return false;
+            }
+            match r.renew_if_due(&id, epoch, &mut until, lease) {
+                Ok(()) => true,
+                Err(why) => {
+                    lost = Some(why);
+                    false
+                }
+            }
+        })?
+    };
+    h.until = until;
+    let at = Instant::now();
+    r.emit(Event::AgentExited { task: h.task.id.clone(), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });
+    if let Some(why) = lost {
+        return Ok(AgentRun::LostClaim(why));
+    }
+    if out.exit == Exit::Stopped {
+        return Ok(AgentRun::Interrupted);
+    }
+    Ok(AgentRun::Exited { exit: out.exit, tail: out.tail, at })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    r: &mut Runner<'_>,
+    settings: &RunSettings,
+    h: &mut Held,
+    wt: &Path,
+    base: ObjectId,
+    branch: &str,
+    outcome: AgentRun,
+    claim_next: bool,
+    backend: &Backend,
+) -> Result<(TaskEnd, Option<Held>), RunError> {
+    let id = h.task.id.clone();
+    let (exit, tail, exited_at) = match outcome {
+        AgentRun::LostClaim(why) => {
+            r.emit(Event::LostClaim { task: id, why });
+            return Ok((TaskEnd::Gone, None));
+        }
+        AgentRun::Interrupted => {
+            r.release(&id, h.epoch);
+            return Ok((TaskEnd::Interrupted, None));
+        }
+        AgentRun::Exited { exit, tail, at } => (exit, tail, at),
+    };
+    if !exit.success() {
+        let what = match &exit {
+            Exit::TimedOut => format!("the agent ran past the time limit of {}", crate::time::format_duration(settings.task_timeout)),
+            other => format!("the agent {other}"),
+        };
+        return fail(r, h, super::reason_from(&what, &tail), claim_next);
+    }
+    // Whatever the agent left uncommitted is part of its work. A rebase it left half done is not.
+    git::abort_rebase(wt);
+    let message = format!("{}\n\nSwarm-Task: {}\n", one_line(&h.task.title), id);
+    git::commit_all(wt, &message, &r.commit_ident)?;
+    let handoff = std::fs::read_to_string(r.run_dir().join("handoff.md")).ok().filter(|t| !t.trim().is_empty());
+    if git::count_since(wt, base)? == 0 {
+        if !settings.empty_is_done {
+            return fail(r, h, "the agent exited 0 without changing anything".into(), claim_next);
+        }
+        // Nothing to land: mark it done on the state ref alone.
+        let note = handoff.clone();
+        let epoch = h.epoch;
+        let c = r.transact(|snap, actor| {
+            let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, note.as_deref().map(first_line))?;
+            Ok((with_note(ch, &id, note.as_deref()), ()))
+        });
+        return match c {
+            Ok(_) => {
+                r.emit(Event::Landed {
+                    task: id,
+                    commit: "(no change)".into(),
+                    lost_races: 0,
+                    exit_to_landed: exited_at.elapsed(),
+                    next: None,
+                });
+                Ok((TaskEnd::Landed, None))
+            }
+            Err(TxnError::Domain(e)) => {
+                r.emit(Event::LostClaim { task: id, why: e.to_string() });
+                Ok((TaskEnd::Gone, None))
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
+    let work_tip = git::head(wt)?;
+    // Land: rebase onto the newest target (adding the trailer on the first pass), check, then one atomic push of
+    // the branch and the state (done + hand-off + the next claim).
+    let mut current_base = base;
+    let mut trailered = false;
+    let mut checked_on: Option<ObjectId> = None;
+    let epoch = h.epoch;
+    let lease = r.read(false)?.board.config.lease;
+    let tries = settings.conflict_tries;
+    let check = settings.check.clone();
+    let timeout = settings.task_timeout;
+    let task = h.task.clone();
+    let stop = std::sync::Arc::clone(&r.stop);
+    let mut events: Vec<Event> = Vec::new();
+    let mut prepare = |tip: ObjectId| -> Result<ObjectId, Abort> {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Abort::Interrupted);
+        }
+        if tip != current_base || !trailered {
+            let trailer = (!trailered).then_some(("GIT_SWARM_TASK_ID", task.id.as_str()));
+            match git::rebase(wt, tip, current_base, trailer, &r.commit_ident).map_err(|e| Abort::Fail(e.to_string()))? {
+                git::Rebased::Clean => {}
+                git::Rebased::Conflict(files) => {
+                    resolve_conflict(r, backend, wt, &task, files, tries, timeout, &mut events)?;
+                }
+            }
+            trailered = true;
+            current_base = tip;
+        }
+        if let Some(cmd) = &check
+            && checked_on != Some(current_base)
+        {
+            let out = run_check(wt, cmd, timeout, &r.commit_ident);
+            if !out.0 {
+                return Err(Abort::Fail(super::reason_from("the check failed", &out.1)));
+            }
+            checked_on = Some(current_base);
+        }
+        git::head(wt).map_err(|e| Abort::Fail(e.to_string()))
+    };
+    let note = handoff.clone();
+    let landed = {
+        let agent = r.agent.clone();
+        r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut prepare, |snap, now, code| {
+            let actor = Actor { agent: agent.clone(), now };
+            let (ch, _) =
+                ops::done(&snap.board, &actor, &id, Some(epoch), Some(code.to_string()), note.as_deref().map(first_line))?;
+            let ch = with_note(ch, &id, note.as_deref());
+            let (ch, next) = then_claim(&snap.board, &actor, ch, claim_next, lease);
+            Ok((ch, (next, code)))
+        })
+    };
+    for e in events {
+        r.emit(e);
+    }
+    match landed {
+        Ok(Ok(c)) => {
+            let (next, code) = c.value;
+            let next = next.and_then(Held::from);
+            r.emit(Event::Landed {
+                task: id,
+                commit: code.to_string(),
+                lost_races: c.lost_races,
+                exit_to_landed: exited_at.elapsed(),
+                next: next.as_ref().map(|n| n.task.id.clone()),
+            });
+            Ok((TaskEnd::Landed, next))
+        }
+        Ok(Err(Abort::Interrupted)) => {
+            r.release(&id, epoch);
+            Ok((TaskEnd::Interrupted, None))
+        }
+        Ok(Err(Abort::Fail(reason))) => {
+            keep_aside(r, &id, wt, work_tip);
+            fail(r, h, reason, claim_next)
+        }
+        Err(TxnError::Domain(e)) => {
+            // Our claim is gone (taken over after our lease ran out): our code must not land.
+            keep_aside(r, &id, wt, work_tip);
+            r.emit(Event::LostClaim { task: id, why: e.to_string() });
+            Ok((TaskEnd::Gone, None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Fold "claim the next ready work task" into `ch` when wanted and possible.
+fn then_claim(
+    board: &Board,
+    actor: &Actor,
+    ch: Change,
+    claim_next: bool,
+    lease: Duration,
+) -> (Change, Option<Task>) {
+    if !claim_next {
+        return (ch, None);
+    }
+    let mut after = board.clone();
+    ops::apply(&mut after, &ch);
+    match ops::claim(&after, actor, None, Kind::Work, lease, None) {
+        Ok((next, task)) => (ch.then(next), task),
+        Err(_) => (ch, None),
+    }
+}
+
+fn with_note(mut ch: Change, id: &str, note: Option<&str>) -> Change {
+    if let Some(n) = note {
+        ch.files.insert(format!("notes/{id}.md"), n.to_string());
+    }
+    ch
+}
+
+fn first_line(s: &str) -> String {
+    let l = s.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or_default();
+    l.chars().take(200).collect()
+}
+
+fn one_line(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_string()
+}
+
+/// Record a failure of my claim (and claim the next task in the same push).
+fn fail(r: &mut Runner<'_>, h: &Held, reason: String, claim_next: bool) -> Result<(TaskEnd, Option<Held>), RunError> {
+    let id = h.task.id.clone();
+    let epoch = h.epoch;
+    let lease = r.read(false)?.board.config.lease;
+    let res = r.transact(|snap, actor| {
+        let (ch, t) = ops::fail(&snap.board, actor, &id, Some(epoch), reason.clone())?;
+        let attempts_left = t.status == crate::model::Status::Open;
+        let (ch, next) = then_claim(&snap.board, actor, ch, claim_next, lease);
+        Ok((ch, (attempts_left, next)))
+    });
+    match res {
+        Ok(c) => {
+            let (attempts_left, next) = c.value;
+            r.emit(Event::Failed { task: id, reason, attempts_left });
+            Ok((TaskEnd::Failed, next.and_then(Held::from)))
+        }
+        Err(TxnError::Domain(e)) => {
+            r.emit(Event::LostClaim { task: id, why: e.to_string() });
+            Ok((TaskEnd::Gone, None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Push the agent's work to `refs/swarm-work/<swarm>/<task>` for a person to look at.
+fn keep_aside(r: &mut Runner<'_>, id: &str, wt: &Path, work_tip: ObjectId) {
+    git::abort_rebase(wt);
+    let refname = format!("refs/swarm-work/{}/{id}", r.swarm.name);
+    match r.swarm.push_aside(&refname, work_tip) {
+        Ok(()) => r.emit(Event::KeptAside { task: id.to_string(), refname }),
+        Err(e) => r.emit(Event::Warning(format!("could not keep the work of {id} at {refname}: {e}"))),
+    }
+}
+
+/// Run the agent again in the stopped rebase with the conflict prompt, up to `tries` times.
+#[allow(clippy::too_many_arguments)]
+fn resolve_conflict(
+    r: &Runner<'_>,
+    backend: &Backend,
+    wt: &Path,
+    task: &Task,
+    mut files: Vec<String>,
+    tries: u32,
+    timeout: Duration,
+    events: &mut Vec<Event>,
+) -> Result<(), Abort> {
+    let snap_commit = r.swarm.tip().ok().flatten();
+    let template = match snap_commit {
+        Some(c) => prompts::load(r.swarm.store(), c, "conflict").0,
+        None => prompts::builtin("conflict").unwrap_or_default().to_string(),
+    };
+    let target = r.read(false).map(|s| s.board.config.target).unwrap_or_else(|_| "main".into());
+    for attempt in 1..=tries {
+        events.push(Event::Conflict { task: task.id.clone(), files: files.clone(), attempt });
+        let try_s = format!("{attempt} of {tries}");
+        let list = files.join("\n");
+        let prompt = prompts::render(
+            &template,
+            &[
+                ("task_id", &task.id),
+                ("task_title", &task.title),
+                ("task_body", &task.body),
+                ("target", &target),
+                ("conflict_files", &list),
+                ("try", &try_s),
+            ],
+        );
+        let mut env = r.base_env(Role::Worker);
+        env.push(("GIT_SWARM_TASK_ID".into(), task.id.clone()));
+        env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));
+        env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
+        env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
+        let out = r.run_agent(backend, wt, &prompt, env, timeout, &mut || true).map_err(|e| Abort::Fail(e.to_string()))?;
+        if out.exit == Exit::Stopped {
+            git::abort_rebase(wt);
+            return Err(Abort::Interrupted);
+        }
+        if !git::rebase_in_progress(wt) {
+            if out.exit.success() {
+                return Ok(());
+            }
+            return Err(Abort::Fail(super::reason_from(
+                &format!("the conflict run {} and the rebase is no longer in progress", out.exit),
+                &out.tail,
+            )));
+        }
+        if !out.exit.success() {
+            git::abort_rebase(wt);
+            return Err(Abort::Fail(super::reason_from(
+                &format!("a rebase conflict in {} was not resolved: the agent {}", files.join(", "), out.exit),
+                &out.tail,
+            )));
+        }
+        files = git::conflicted(wt);
+    }
+    git::abort_rebase(wt);
+    Err(Abort::Fail(format!("a rebase conflict was still unresolved after {tries} agent runs")))
+}
+
+/// Run the check command in the work tree: (passed, last lines of its output).
+pub fn run_check(wt: &Path, cmd: &str, timeout: Duration, ident: &[(String, String)]) -> (bool, Vec<String>) {
+    let inv = crate::agent::Invocation {
+        cwd: wt,
+        prompt: "",
+        prompt_file: std::env::temp_dir().join(format!("git-swarm-check-{}.txt", std::process::id())),
+        env: ident.to_vec(),
+        log: None,
+        timeout: Some(timeout),
+        grace: Duration::from_secs(5),
+    };
+    match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || true) {
+        Ok(out) => {
+            let mut tail = out.tail;
+            if !out.exit.success() {
+                tail.push(format!("(the check {})", out.exit));
+            }
+            (out.exit.success(), tail)
+        }
+        Err(e) => (false, vec![e.to_string()]),
+    }
+}
