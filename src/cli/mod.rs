@@ -3,6 +3,7 @@
 
 mod add;
 mod claim;
+mod demo;
 mod done;
 mod error;
 mod fail;
@@ -16,6 +17,7 @@ mod renew;
 mod run;
 mod show;
 mod status;
+mod up;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,6 +94,10 @@ pub enum Command {
     Log(log::LogArgs),
     /// Run an agent loop: a worker, a planner or a judge.
     Run(run::RunArgs),
+    /// A whole swarm on a throwaway repository with scripted agents, in under a minute.
+    Demo(demo::DemoArgs),
+    /// Start a local fleet (workers, planners, a judge) with a live board; Ctrl-C stops it.
+    Up(up::UpArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -105,6 +111,8 @@ pub struct Ctx {
     pub retry: Retry,
     common_dir: PathBuf,
     agent: String,
+    /// Where the command runs (`-C`, else the current directory), absolute.
+    dir: PathBuf,
 }
 
 impl Ctx {
@@ -156,7 +164,8 @@ impl Ctx {
                 .map_err(|_| CliError::usage(format!("GIT_SWARM_MAX_RETRY_SECS='{v}' is not a number")))?;
             retry.max_elapsed = Duration::from_secs(secs);
         }
-        Ok(Ctx { out, repo: Some(repo), swarm_name, remote, transport, clock_offset, retry, common_dir, agent })
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        Ok(Ctx { out, repo: Some(repo), swarm_name, remote, transport, clock_offset, retry, common_dir, agent, dir })
     }
 
     /// This agent's id: `--agent`, `$GIT_SWARM_AGENT`, else `<user>-<host>` (validated once, in `new`).
@@ -172,6 +181,16 @@ impl Ctx {
     pub fn clock(&self) -> impl Fn() -> Timestamp + use<> {
         let offset = self.clock_offset;
         move || Timestamp::now_with_offset(offset)
+    }
+
+    /// `--remote` (or `$GIT_SWARM_REMOTE`, or `git config swarm.remote`) as given.
+    pub fn remote_cli(&self) -> Option<String> {
+        self.remote.clone()
+    }
+
+    /// Where the command runs.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// The remote as agents should name it (`GIT_SWARM_REMOTE`): `--remote`, else `origin` when configured, else
@@ -360,6 +379,10 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> CliResult<()> {
+    // The demo makes its own repositories: it runs anywhere, in a repository or not.
+    if let Command::Demo(a) = cli.command {
+        return demo::run(&Printer::new(cli.global.json), a);
+    }
     let mut ctx = Ctx::new(cli.global)?;
     match cli.command {
         Command::Init(a) => init::run(&mut ctx, a),
@@ -375,5 +398,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Status(a) => status::run(&mut ctx, a),
         Command::Log(a) => log::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
+        Command::Up(a) => up::run(&mut ctx, a),
+        Command::Demo(_) => Ok(()),
     }
 }

@@ -1,0 +1,184 @@
+//! `git swarm demo`: a whole swarm on a throwaway repository and bare remote in a temporary folder — a goal, a
+//! planner (and a sub-planner), 4 workers and a judge, all scripted agents (no API key, no network) — with the live
+//! board and a closing summary. A newcomer sees the system work in under a minute.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use git_swarm::model::{Config, Status};
+
+use super::output::Printer;
+use super::up::{Fleet, run_fleet};
+use super::{CliError, CliResult};
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Worker processes.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    workers: u32,
+    /// Keep the temporary folder (its path is printed) to look around afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// Seconds each scripted agent takes per task (so that the board has something to show).
+    #[arg(long, default_value_t = 1, value_name = "SECS")]
+    pace: u32,
+}
+
+/// The scripted agent of the tests, built in.
+const AGENT: &str = include_str!("../../tests/agents/scripted.sh");
+
+const GOAL: &str = "Build wc-lite: shell scripts that count the lines, words and bytes of their input, with a \
+README, usage notes and tests.";
+
+const CHECK: &str = "#!/bin/sh\n# The demo's check: every script under src/ is non-empty.\nfor f in src/*.sh; do\n    \
+[ -e \"$f\" ] || continue\n    [ -s \"$f\" ] || { echo \"$f is empty\"; exit 1; }\ndone\necho ok\n";
+
+fn git(dir: &Path, args: &[&str]) -> CliResult<String> {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| CliError::io(format!("cannot run git: {e}")).hint("git swarm needs git on the PATH"))?;
+    if !out.status.success() {
+        return Err(CliError::io(format!(
+            "demo: git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn write(path: &Path, text: &str) -> CliResult<()> {
+    std::fs::write(path, text).map_err(|e| CliError::io(format!("demo: cannot write {}: {e}", path.display())))
+}
+
+pub fn run(out: &Printer, args: DemoArgs) -> CliResult<()> {
+    let tmp = tempfile::Builder::new()
+        .prefix("git-swarm-demo-")
+        .tempdir()
+        .map_err(|e| CliError::io(format!("demo: cannot make a temporary folder: {e}")))?;
+    let root = tmp.path().to_path_buf();
+    let res = demo_in(out, &root, &args);
+    if args.keep {
+        let kept = tmp.keep();
+        out.note(format!("the demo's folder is kept: {}", kept.display()));
+    }
+    res
+}
+
+fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
+    let started = Instant::now();
+    let remote = root.join("remote.git");
+    let work = root.join("work");
+    out.note(format!("demo: a bare remote and a clone in {}", root.display()));
+    git(root, &["init", "--quiet", "--bare", "--initial-branch=main", "remote.git"])?;
+    git(&remote, &["config", "core.logAllRefUpdates", "always"])?;
+    git(root, &["clone", "--quiet", "remote.git", "work"])?;
+    for (k, v) in [("user.name", "git swarm demo"), ("user.email", "demo@git-swarm.invalid"), ("commit.gpgsign", "false")] {
+        git(&work, &["config", k, v])?;
+    }
+    write(&work.join("README.md"), "# wc-lite\n")?;
+    write(&work.join("check.sh"), CHECK)?;
+    git(&work, &["add", "."])?;
+    git(&work, &["commit", "--quiet", "-m", "wc-lite: an empty project"])?;
+    git(&work, &["push", "--quiet", "origin", "HEAD:refs/heads/main"])?;
+    let agent = root.join("agent.sh");
+    write(&agent, AGENT)?;
+    let exec = format!("sh {}", shell_quote(&agent.to_string_lossy()));
+    let config_text = format!(
+        "target = \"main\"\nlease = \"2m\"\nmax_attempts = 3\n\n[run]\ncheck = \"sh check.sh\"\ntask_timeout = \"2m\"\n\n\
+         [roles.default]\nexec = {}\n",
+        toml_string(&exec)
+    );
+    let config: Config = toml::from_str(&config_text).map_err(|e| CliError::io(format!("demo: {e}")))?;
+    let repo = git_swarm::discover(&work).map_err(|e| CliError::io(e.to_string()))?;
+    let swarm = git_swarm::open_swarm(repo, None, "default", git_swarm::Transport::Auto)?;
+    let who = git_swarm::store::Identity { name: "git swarm demo".into(), email: "demo@git-swarm.invalid".into() };
+    let clock = || git_swarm::time::Timestamp::now_with_offset(0);
+    swarm.init(&git_swarm::txn::Retry::default(), &who, &clock, &config, "demo")?;
+    out.note(format!("demo: goal: {GOAL}"));
+    out.note(format!("demo: 1 planner, {} workers and a judge start now (scripted agents, {}s a task)", args.workers, args.pace));
+    std::thread::sleep(Duration::from_millis(300));
+    let fleet = Fleet {
+        dir: work.clone(),
+        remote: None,
+        swarm: "default".into(),
+        base: "demo".into(),
+        workers: args.workers,
+        planners: 1,
+        judge: true,
+        goal: Some(GOAL.into()),
+        exec: None,
+        check: None,
+        env: vec![("SCRIPTED_DELAY".into(), args.pace.to_string())],
+        logs: work.join(".git").join("swarm").join("logs"),
+    };
+    let end = run_fleet(&fleet, &swarm)?;
+    // The closing summary.
+    let snap = swarm.read(true)?;
+    let c = git_swarm::runner::counts(&snap.board);
+    let n = |st: Status| c.iter().find(|(s, _)| *s == st).map(|(_, n)| *n).unwrap_or(0);
+    git(&work, &["fetch", "--quiet", "origin", "main"])?;
+    let landed = git(&work, &["log", "--format=%(trailers:key=Swarm-Task,valueonly)", "FETCH_HEAD"])?
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count();
+    let merges = git(&work, &["rev-list", "--min-parents=2", "--count", "FETCH_HEAD"])?;
+    let history = git(&work, &["log", "--oneline", "-n", "12", "FETCH_HEAD"])?;
+    let state_pushes = std::fs::read_to_string(remote.join("logs/refs/swarm/default")).map(|t| t.lines().count()).unwrap_or(0);
+    let work_done = snap.board.tasks.values().filter(|s| s.task.status == Status::Done && s.task.kind == git_swarm::model::Kind::Work).count();
+    let verdict = git_swarm::runner::last_cycle(swarm.store(), snap.commit);
+    out.line(String::new());
+    out.line(format!("git swarm demo — done in {:.1}s", started.elapsed().as_secs_f64()));
+    out.line(format!(
+        "  tasks: {} done ({work_done} work, the rest plans), {} failed, {} open",
+        n(Status::Done),
+        n(Status::Failed),
+        n(Status::Open) + n(Status::Claimed)
+    ));
+    out.line(format!(
+        "  landings on main: {landed} commit(s) with a Swarm-Task trailer; {} merge commit(s) (history is linear)",
+        merges.trim()
+    ));
+    if work_done > 0 {
+        out.line(format!(
+            "  pushes: {state_pushes} to the remote in all ({:.2} per completed work task); {} lost race(s) retried",
+            state_pushes as f64 / work_done as f64,
+            end.lost_races
+        ));
+    }
+    if let Some(v) = verdict {
+        out.line(format!("  judge: cycle {} ended with `{}` — {}", v.cycle, v.verdict, git_swarm::escape::line(&v.reasons)));
+    }
+    out.line("  main now:".to_string());
+    for l in history.lines() {
+        out.line(format!("    {}", git_swarm::escape::line(l)));
+    }
+    out.line(format!("  logs of every agent: {}", fleet.logs.display()));
+    out.line("  next: read the README's quick start to point a swarm at your own repository and agents".to_string());
+    out.doc(&serde_json::json!({
+        "secs": started.elapsed().as_secs_f64(), "done": n(Status::Done), "failed": n(Status::Failed),
+        "work_done": work_done, "landed": landed, "pushes": state_pushes, "lost_races": end.lost_races,
+    }));
+    if !end.failed.is_empty() {
+        return Err(CliError::io(format!("demo: {} member(s) failed: {}", end.failed.len(), end.failed.join(", ")))
+            .hint("run `git swarm demo --keep` and read the logs"));
+    }
+    Ok(())
+}
+
+/// `'…'` for sh.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// A TOML basic string.
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}

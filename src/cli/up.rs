@@ -1,0 +1,322 @@
+//! `git swarm up`: a local fleet — workers, planners and a judge, each its own `git swarm run …` process with its
+//! own work tree — and a live board on stderr. Ctrl-C stops them all; each releases its claims.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use git_swarm::model::Status;
+use git_swarm::txn::Swarm;
+
+use super::{CliError, CliResult, Ctx};
+
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// Worker processes.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    workers: u32,
+    /// Planner processes.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    planners: u32,
+    /// Also run a judge (then the fleet runs until the judge says stop).
+    #[arg(long)]
+    judge: bool,
+    /// The goal: the first planner files it as the root plan when the swarm has none.
+    #[arg(long, value_name = "TEXT", conflicts_with = "goal_file")]
+    goal: Option<String>,
+    /// Read the goal from a file.
+    #[arg(long, value_name = "PATH")]
+    goal_file: Option<PathBuf>,
+    /// The agent command for every role [default: the roles in swarm.toml].
+    #[arg(long, value_name = "CMD")]
+    exec: Option<String>,
+    /// The check command of the workers [default: [run] check in swarm.toml].
+    #[arg(long, value_name = "CMD")]
+    check: Option<String>,
+}
+
+/// What a fleet is made of.
+pub struct Fleet {
+    /// `-C` for the members.
+    pub dir: PathBuf,
+    pub remote: Option<String>,
+    pub swarm: String,
+    /// Agent ids are `<base>-w1`, `<base>-p1`, `<base>-judge`.
+    pub base: String,
+    pub workers: u32,
+    pub planners: u32,
+    pub judge: bool,
+    pub goal: Option<String>,
+    pub exec: Option<String>,
+    pub check: Option<String>,
+    /// Extra environment for every member.
+    pub env: Vec<(String, String)>,
+    pub logs: PathBuf,
+}
+
+/// How a fleet ended.
+pub struct FleetEnd {
+    pub failed: Vec<String>,
+    pub pushes: u64,
+    pub lost_races: u64,
+    pub elapsed: Duration,
+    pub interrupted: bool,
+}
+
+struct Member {
+    agent: String,
+    child: Child,
+    out: PathBuf,
+    exit: Option<i32>,
+}
+
+pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
+    let goal = match (args.goal, &args.goal_file) {
+        (Some(g), _) => Some(g),
+        (None, Some(p)) => Some(super::read_text_arg(p, "--goal-file")?),
+        (None, None) => None,
+    };
+    if args.workers == 0 && args.planners == 0 && !args.judge {
+        return Err(CliError::usage("up: nothing to run (--workers 0 --planners 0 and no --judge)"));
+    }
+    let remote = ctx.remote_cli();
+    let dir = ctx.dir().to_path_buf();
+    let swarm = ctx.swarm()?;
+    // The swarm must exist before the members start, or every one of them fails the same way.
+    swarm.read(false)?;
+    let fleet = Fleet {
+        dir,
+        remote,
+        swarm: swarm.name.clone(),
+        base: ctx.agent().to_string(),
+        workers: args.workers,
+        planners: args.planners,
+        judge: args.judge,
+        goal,
+        exec: args.exec,
+        check: args.check,
+        env: vec![],
+        logs: swarm.local.repo.common_dir().join("swarm").join("logs"),
+    };
+    let end = run_fleet(&fleet, &swarm)?;
+    report_end(ctx, &swarm, &end);
+    if !end.failed.is_empty() {
+        return Err(CliError::io(format!("{} member(s) of the fleet failed: {}", end.failed.len(), end.failed.join(", ")))
+            .hint(format!("their logs are in {}", fleet.logs.display())));
+    }
+    Ok(())
+}
+
+pub fn report_end(ctx: &Ctx, swarm: &Swarm, end: &FleetEnd) {
+    let (done, failed) = match swarm.read(false) {
+        Ok(s) => {
+            let c = git_swarm::runner::counts(&s.board);
+            (count(&c, Status::Done), count(&c, Status::Failed))
+        }
+        Err(_) => (0, 0),
+    };
+    ctx.out.line(format!(
+        "fleet {}: {done} task(s) done, {failed} failed, in {:.1}s; {} push(es) ({} lost race(s))",
+        if end.interrupted { "stopped" } else { "finished" },
+        end.elapsed.as_secs_f64(),
+        end.pushes,
+        end.lost_races
+    ));
+    ctx.out.doc(&serde_json::json!({
+        "done": done, "failed": failed, "secs": end.elapsed.as_secs_f64(), "pushes": end.pushes,
+        "lost_races": end.lost_races, "interrupted": end.interrupted, "members_failed": end.failed,
+    }));
+}
+
+fn count(c: &[(Status, usize)], st: Status) -> usize {
+    c.iter().find(|(s, _)| *s == st).map(|(_, n)| *n).unwrap_or(0)
+}
+
+/// Start the members, show the board until they have all exited (or Ctrl-C), and collect their figures.
+pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
+    let stop = super::run::stop_flag();
+    std::fs::create_dir_all(&f.logs).map_err(|e| CliError::io(format!("cannot create {}: {e}", f.logs.display())))?;
+    let exe = std::env::current_exe().map_err(|e| CliError::io(format!("cannot find the git-swarm binary: {e}")))?;
+    let started = Instant::now();
+    let forever = f.judge;
+    let mut members = Vec::new();
+    let mut spawn = |agent: String, role: &str, extra: Vec<String>| -> CliResult<()> {
+        let out = f.logs.join(format!("{agent}.out"));
+        let err = f.logs.join(format!("{agent}.runner.log"));
+        let file = |p: &Path| {
+            std::fs::File::create(p).map_err(|e| CliError::io(format!("cannot create {}: {e}", p.display())))
+        };
+        let mut cmd = Command::new(&exe);
+        cmd.arg("-C").arg(&f.dir).args(["--swarm", &f.swarm, "--agent", &agent, "--json"]);
+        if let Some(r) = &f.remote {
+            cmd.arg("--remote").arg(r);
+        }
+        cmd.args(["run", role]);
+        if !forever {
+            cmd.arg("--until-idle");
+        }
+        if let Some(e) = &f.exec {
+            cmd.arg("--exec").arg(e);
+        }
+        cmd.args(extra);
+        cmd.envs(f.env.iter().map(|(k, v)| (k, v)))
+            .env_remove("GIT_SWARM_AGENT")
+            .stdin(Stdio::null())
+            .stdout(file(&out)?)
+            .stderr(file(&err)?);
+        // A group of its own: the terminal's Ctrl-C reaches only us, and we stop the members in order.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn().map_err(|e| CliError::io(format!("cannot start {}: {e}", exe.display())))?;
+        members.push(Member { agent, child, out, exit: None });
+        Ok(())
+    };
+    for i in 1..=f.planners {
+        let mut extra = vec![];
+        if i == 1
+            && let Some(g) = &f.goal
+        {
+            extra = vec!["--goal".into(), g.clone()];
+        }
+        spawn(format!("{}-p{i}", f.base), "planner", extra)?;
+    }
+    for i in 1..=f.workers {
+        let extra = f.check.iter().flat_map(|c| ["--check".to_string(), c.clone()]).collect();
+        spawn(format!("{}-w{i}", f.base), "worker", extra)?;
+    }
+    if f.judge {
+        spawn(format!("{}-judge", f.base), "judge", vec![])?;
+    }
+    let tty = std::io::stderr().is_terminal();
+    let mut last_line = String::new();
+    let mut stopping_since: Option<Instant> = None;
+    loop {
+        for m in members.iter_mut().filter(|m| m.exit.is_none()) {
+            if let Ok(Some(st)) = m.child.try_wait() {
+                m.exit = Some(st.code().unwrap_or(-1));
+            }
+        }
+        if members.iter().all(|m| m.exit.is_some()) {
+            break;
+        }
+        if stop.load(Ordering::Relaxed) {
+            match stopping_since {
+                None => {
+                    let _ = writeln!(std::io::stderr(), "stopping the fleet: each member releases its claims…");
+                    for m in members.iter().filter(|m| m.exit.is_none()) {
+                        signal(&m.child, nix::sys::signal::Signal::SIGTERM);
+                    }
+                    stopping_since = Some(Instant::now());
+                }
+                Some(t) if t.elapsed() > Duration::from_secs(60) => {
+                    for m in members.iter().filter(|m| m.exit.is_none()) {
+                        signal(&m.child, nix::sys::signal::Signal::SIGKILL);
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        let board = render_board(swarm, &members, started);
+        if tty {
+            let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J{board}");
+        } else {
+            // Without a terminal, a line when the counts change.
+            let counts = board.lines().nth(1).unwrap_or_default().to_string();
+            let key = counts.split(" — ").next().unwrap_or_default().to_string();
+            if key != last_line {
+                let _ = writeln!(std::io::stderr(), "{counts}");
+                last_line = key;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(if tty { 1000 } else { 500 }));
+    }
+    let mut end = FleetEnd {
+        failed: vec![],
+        pushes: 0,
+        lost_races: 0,
+        elapsed: started.elapsed(),
+        interrupted: stop.load(Ordering::Relaxed),
+    };
+    for m in &members {
+        if let Ok(text) = std::fs::read_to_string(&m.out)
+            && let Ok(doc) = serde_json::from_str::<serde_json::Value>(text.trim())
+        {
+            end.pushes += doc["pushes"].as_u64().unwrap_or(0);
+            end.lost_races += doc["lost_races"].as_u64().unwrap_or(0);
+        }
+        if m.exit != Some(0) && !end.interrupted {
+            end.failed.push(format!("{} (exit {})", m.agent, m.exit.unwrap_or(-1)));
+        }
+    }
+    if tty {
+        let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J{}", render_board(swarm, &members, started));
+    }
+    Ok(end)
+}
+
+fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+    }
+}
+
+/// The live board: counts, who holds what, the latest ops.
+fn render_board(swarm: &Swarm, members: &[Member], started: Instant) -> String {
+    use git_swarm::escape::line;
+    let mut s = String::new();
+    let el = started.elapsed().as_secs();
+    s.push_str(&format!(
+        "git swarm up — swarm {} on {} — {:02}:{:02} — Ctrl-C stops the fleet\n",
+        swarm.name,
+        swarm.remote_label,
+        el / 60,
+        el % 60
+    ));
+    let snap = match swarm.read(false) {
+        Ok(s) => s,
+        Err(e) => {
+            s.push_str(&format!("cannot read the board: {e}\n"));
+            return s;
+        }
+    };
+    let c = git_swarm::runner::counts(&snap.board);
+    let done = count(&c, Status::Done);
+    let per_min = if el > 0 { done as f64 * 60.0 / el as f64 } else { 0.0 };
+    s.push_str(&format!(
+        "tasks: {} open · {} claimed · {} done · {} failed — {per_min:.1} done/min\n",
+        count(&c, Status::Open),
+        count(&c, Status::Claimed),
+        done,
+        count(&c, Status::Failed)
+    ));
+    let cycle = git_swarm::runner::last_cycle(swarm.store(), snap.commit);
+    if let Some(cy) = cycle {
+        s.push_str(&format!("cycle {}: {} — {}\n", cy.cycle, cy.verdict, line(&cy.reasons)));
+    }
+    s.push('\n');
+    for m in members {
+        let held: Vec<String> = snap
+            .board
+            .tasks
+            .values()
+            .filter(|t| t.task.claim.as_ref().is_some_and(|c| c.agent == m.agent) && t.task.status == Status::Claimed)
+            .map(|t| format!("{} {}", t.task.id, line(&t.task.title)))
+            .collect();
+        let state = match m.exit {
+            Some(code) => format!("exited ({code})"),
+            None if held.is_empty() => "idle".into(),
+            None => held.join("; "),
+        };
+        let state: String = state.chars().take(100).collect();
+        s.push_str(&format!("  {:<16} {state}\n", m.agent));
+    }
+    s.push_str("\nlatest:\n");
+    if let Ok(log) = swarm.store().log(snap.commit, 8) {
+        for e in log {
+            let summary: String = line(&e.summary).chars().take(100).collect();
+            s.push_str(&format!("  {} {:<14} {summary}\n", e.time.clock(), e.agent.as_deref().unwrap_or("-")));
+        }
+    }
+    s
+}
