@@ -231,7 +231,10 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
                 return Ok(vec![None]);
             }
             // One of several is missing: fetch them one by one to say which.
-            return refs.iter().map(|r| fetch_git(local, remote, &[*r]).map(|v| v.into_iter().next().flatten())).collect();
+            return refs
+                .iter()
+                .map(|r| fetch_git(local, remote, &[*r]).map(|v| v.into_iter().next().flatten()))
+                .collect();
         }
         return Err(unreachable(remote, err.trim()));
     }
@@ -268,7 +271,13 @@ pub fn push(
 
 /// Push `new` to `refname` with a lease on `base` (`None`: whatever is there), for refs that are not part of the
 /// protocol (a work branch kept for inspection).
-pub fn push_forced(local: &Store, remote: &str, refname: &str, base: Option<ObjectId>, new: ObjectId) -> Result<Publish, RemoteError> {
+pub fn push_forced(
+    local: &Store,
+    remote: &str,
+    refname: &str,
+    base: Option<ObjectId>,
+    new: ObjectId,
+) -> Result<Publish, RemoteError> {
     let mut cmd = git(local);
     cmd.args(["push", "--porcelain", "--no-verify"]);
     match base {

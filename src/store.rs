@@ -321,14 +321,18 @@ impl Store {
 
     /// The text of the file at `path` (`a/b/c`) in the state tree of `commit`; `None` when there is no such file.
     /// A file that is not UTF-8 or bigger than `limit` is an `Err` with the reason (callers report it and go on).
-    pub fn read_text(&self, commit: ObjectId, path: &str, limit: u64) -> Result<Option<Result<String, String>>, StoreError> {
+    pub fn read_text(
+        &self,
+        commit: ObjectId,
+        path: &str,
+        limit: u64,
+    ) -> Result<Option<Result<String, String>>, StoreError> {
         let Some(entry) = self.lookup(commit, path)? else { return Ok(None) };
         if !matches!(entry.0, EntryKind::Blob | EntryKind::BlobExecutable) {
             return Ok(Some(Err(format!("is a {:?}, not a file", entry.0))));
         }
         Ok(Some(
-            self.blob_limited(entry.1, limit)
-                .and_then(|b| String::from_utf8(b).map_err(|e| format!("not UTF-8: {e}"))),
+            self.blob_limited(entry.1, limit).and_then(|b| String::from_utf8(b).map_err(|e| format!("not UTF-8: {e}"))),
         ))
     }
 
@@ -405,7 +409,10 @@ impl Store {
                     }
                 }
                 let names: Vec<&str> = updates.iter().map(|u| u.0).collect();
-                Err(StoreError::Git { context: format!("cannot update {}", names.join(" and ")), message: e.to_string() })
+                Err(StoreError::Git {
+                    context: format!("cannot update {}", names.join(" and ")),
+                    message: e.to_string(),
+                })
             }
         }
     }
@@ -684,15 +691,15 @@ mod tests {
             files: [("notes/t-0.md".to_string(), "y".to_string())].into(),
             ..change
         }
-            .then(Change {
-                op: "claim",
-                agent: "alice".into(),
-                task: Some("t-2".into()),
-                epoch: Some(1),
-                summary: "claim t-2".into(),
-                files: [("notes/t-1.md".to_string(), "x".to_string())].into(),
-                ..Default::default()
-            });
+        .then(Change {
+            op: "claim",
+            agent: "alice".into(),
+            task: Some("t-2".into()),
+            epoch: Some(1),
+            summary: "claim t-2".into(),
+            files: [("notes/t-1.md".to_string(), "x".to_string())].into(),
+            ..Default::default()
+        });
         let e = LogEntry::parse("c".into(), Timestamp::from_secs(1), &commit_message(&two));
         assert_eq!((e.op.as_deref(), e.task.as_deref(), e.epoch), (Some("done"), Some("t-1"), Some(3)));
         assert_eq!(e.also, vec![("claim".to_string(), Some("t-2".to_string()), Some(1))]);

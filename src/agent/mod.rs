@@ -123,10 +123,8 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
     if let Some(parent) = inv.prompt_file.parent() {
         let _ = std::fs::create_dir_all(parent);
     }
-    std::fs::write(&inv.prompt_file, inv.prompt).map_err(|e| AgentError::PromptFile {
-        path: inv.prompt_file.display().to_string(),
-        message: e.to_string(),
-    })?;
+    std::fs::write(&inv.prompt_file, inv.prompt)
+        .map_err(|e| AgentError::PromptFile { path: inv.prompt_file.display().to_string(), message: e.to_string() })?;
     match backend {
         Backend::Command { exec } => run_command(exec, inv, poll),
         Backend::Http(h) => {
@@ -182,8 +180,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     for (k, v) in &inv.env {
         cmd.env(k, v);
     }
-    let mut child =
-        cmd.spawn().map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
+    let mut child = cmd.spawn().map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
     let pid = child.id();
     // Feed the prompt from a thread: an agent that does not read stdin must not block us.
     if let Some(mut stdin) = child.stdin.take() {
@@ -360,10 +357,9 @@ mod tests {
     #[test]
     fn poll_false_stops_the_agent() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let out = run(&Backend::Command { exec: "trap '' TERM; sleep 20".into() }, &inv(dir.path(), "", None), &mut || {
-            false
-        })
-        .expect("run");
+        let out =
+            run(&Backend::Command { exec: "trap '' TERM; sleep 20".into() }, &inv(dir.path(), "", None), &mut || false)
+                .expect("run");
         assert_eq!(out.exit, Exit::Stopped);
         assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
     }

@@ -80,7 +80,9 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     git(root, &["init", "--quiet", "--bare", "--initial-branch=main", "remote.git"])?;
     git(&remote, &["config", "core.logAllRefUpdates", "always"])?;
     git(root, &["clone", "--quiet", "remote.git", "work"])?;
-    for (k, v) in [("user.name", "git swarm demo"), ("user.email", "demo@git-swarm.invalid"), ("commit.gpgsign", "false")] {
+    for (k, v) in
+        [("user.name", "git swarm demo"), ("user.email", "demo@git-swarm.invalid"), ("commit.gpgsign", "false")]
+    {
         git(&work, &["config", k, v])?;
     }
     write(&work.join("README.md"), "# wc-lite\n")?;
@@ -103,7 +105,10 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     let clock = || git_swarm::time::Timestamp::now_with_offset(0);
     swarm.init(&git_swarm::txn::Retry::default(), &who, &clock, &config, "demo")?;
     out.note(format!("demo: goal: {GOAL}"));
-    out.note(format!("demo: 1 planner, {} workers and a judge start now (scripted agents, {}s a task)", args.workers, args.pace));
+    out.note(format!(
+        "demo: 1 planner, {} workers and a judge start now (scripted agents, {}s a task)",
+        args.workers, args.pace
+    ));
     std::thread::sleep(Duration::from_millis(300));
     let fleet = Fleet {
         dir: work.clone(),
@@ -131,8 +136,14 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         .count();
     let merges = git(&work, &["rev-list", "--min-parents=2", "--count", "FETCH_HEAD"])?;
     let history = git(&work, &["log", "--oneline", "-n", "12", "FETCH_HEAD"])?;
-    let state_pushes = std::fs::read_to_string(remote.join("logs/refs/swarm/default")).map(|t| t.lines().count()).unwrap_or(0);
-    let work_done = snap.board.tasks.values().filter(|s| s.task.status == Status::Done && s.task.kind == git_swarm::model::Kind::Work).count();
+    let state_pushes =
+        std::fs::read_to_string(remote.join("logs/refs/swarm/default")).map(|t| t.lines().count()).unwrap_or(0);
+    let work_done = snap
+        .board
+        .tasks
+        .values()
+        .filter(|s| s.task.status == Status::Done && s.task.kind == git_swarm::model::Kind::Work)
+        .count();
     let verdict = git_swarm::runner::last_cycle(swarm.store(), snap.commit);
     out.line(String::new());
     out.line(format!("git swarm demo — done in {:.1}s", started.elapsed().as_secs_f64()));
@@ -154,14 +165,19 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         ));
     }
     if let Some(v) = verdict {
-        out.line(format!("  judge: cycle {} ended with `{}` — {}", v.cycle, v.verdict, git_swarm::escape::line(&v.reasons)));
+        out.line(format!(
+            "  judge: cycle {} ended with `{}` — {}",
+            v.cycle,
+            v.verdict,
+            git_swarm::escape::line(&v.reasons)
+        ));
     }
-    out.line("  main now:".to_string());
+    out.line("  main now:");
     for l in history.lines() {
         out.line(format!("    {}", git_swarm::escape::line(l)));
     }
     out.line(format!("  logs of every agent: {}", fleet.logs.display()));
-    out.line("  next: read the README's quick start to point a swarm at your own repository and agents".to_string());
+    out.line("  next: read the README's quick start to point a swarm at your own repository and agents");
     out.doc(&serde_json::json!({
         "secs": started.elapsed().as_secs_f64(), "done": n(Status::Done), "failed": n(Status::Failed),
         "work_done": work_done, "landed": landed, "pushes": state_pushes, "lost_races": end.lost_races,

@@ -19,16 +19,37 @@ pub struct InitArgs {
     /// Attempts (fails and expired leases) before a task is failed.
     #[arg(long, value_name = "N")]
     max_attempts: Option<u32>,
+    /// Start from these settings (a swarm.toml: [run], [roles.*], …); the flags above override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
 }
 
 pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     let agent = ctx.agent().to_string();
     let swarm = ctx.swarm()?;
+    let target_given = args.target.is_some();
     let target = match args.target {
         Some(t) => t,
         None => current_branch(&swarm.local.repo).unwrap_or_else(|| "main".into()),
     };
-    let mut config = Config { target, ..Config::default() };
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = super::read_text_arg(path, "--config")?;
+            let mut c: Config = toml::from_str(&text)
+                .map_err(|e| CliError::usage(format!("--config {}: {}", path.display(), e.to_string().trim())))?;
+            if target_given || !text.lines().any(|l| l.trim_start().starts_with("target")) {
+                c.target = target;
+            }
+            c
+        }
+        None => Config { target, ..Config::default() },
+    };
+    if let Err(e) = git_swarm::runner::RunSettings::from_config(&config) {
+        return Err(CliError::usage(format!("init: {e}")));
+    }
+    for role in [git_swarm::runner::Role::Worker, git_swarm::runner::Role::Planner, git_swarm::runner::Role::Judge] {
+        git_swarm::runner::settings::backend_for(&config, role).map_err(|e| CliError::usage(format!("init: {e}")))?;
+    }
     if let Some(l) = args.lease {
         config.lease = l;
     }

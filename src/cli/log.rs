@@ -28,8 +28,10 @@ pub fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
         entries
             .iter()
             .map(|e| {
+                let also: Vec<_> =
+                    e.also.iter().map(|(op, task, epoch)| json!({"op": op, "task": task, "epoch": epoch})).collect();
                 json!({"commit": e.commit, "time": e.time.to_string(), "op": e.op, "task": e.task,
-                       "agent": e.agent, "epoch": e.epoch, "summary": e.summary})
+                       "agent": e.agent, "epoch": e.epoch, "summary": e.summary, "also": also})
             })
             .collect(),
     ));

@@ -179,8 +179,11 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     }
     ctx.out.doc(&doc);
     if end == RunEnd::NothingReady {
-        return Err(CliError::new(Exit::NothingReady, format!("no ready {} task", if role == "planner" { "plan" } else { "work" }))
-            .hint("see the board with `git swarm list`"));
+        return Err(CliError::new(
+            Exit::NothingReady,
+            format!("no ready {} task", if role == "planner" { "plan" } else { "work" }),
+        )
+        .hint("see the board with `git swarm list`"));
     }
     Ok(())
 }
@@ -200,7 +203,9 @@ fn run_error(e: RunError) -> CliError {
         RunError::Txn(t) => t.into(),
         RunError::NoAgent { .. } => CliError::usage(e.to_string())
             .hint("e.g. --exec 'claude -p --dangerously-skip-permissions', or see docs/agents.md for presets"),
-        RunError::Settings(_) => CliError::io(e.to_string()).hint("see docs/agents.md for the [run] and [roles] tables"),
+        RunError::Settings(_) => {
+            CliError::io(e.to_string()).hint("see docs/agents.md for the [run] and [roles] tables")
+        }
         other => CliError::io(other.to_string()),
     }
 }
@@ -210,7 +215,9 @@ pub fn print_event(agent: &str, e: &Event, _json: bool) {
     use git_swarm::escape::line;
     use std::io::Write;
     let msg = match e {
-        Event::Claimed { task, title, epoch, kind } => format!("claimed {kind} task {task} (epoch {epoch}): {}", line(title)),
+        Event::Claimed { task, title, epoch, kind } => {
+            format!("claimed {kind} task {task} (epoch {epoch}): {}", line(title))
+        }
         Event::AgentStarted { task, what } => format!("agent started ({what}) on {task}"),
         Event::AgentExited { task, exit, secs } => format!("agent on {task} {exit} after {secs:.1}s"),
         Event::Renewed { task, until } => format!("renewed {task} until {until}"),

@@ -103,8 +103,12 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
     let end = run_fleet(&fleet, &swarm)?;
     report_end(ctx, &swarm, &end);
     if !end.failed.is_empty() {
-        return Err(CliError::io(format!("{} member(s) of the fleet failed: {}", end.failed.len(), end.failed.join(", ")))
-            .hint(format!("their logs are in {}", fleet.logs.display())));
+        return Err(CliError::io(format!(
+            "{} member(s) of the fleet failed: {}",
+            end.failed.len(),
+            end.failed.join(", ")
+        ))
+        .hint(format!("their logs are in {}", fleet.logs.display())));
     }
     Ok(())
 }

@@ -136,9 +136,9 @@ pub fn count_since(dir: &Path, base: ObjectId) -> Result<u64, GitError> {
 
 /// Is a rebase stopped in this work tree?
 pub fn rebase_in_progress(dir: &Path) -> bool {
-    ["rebase-merge", "rebase-apply"].iter().any(|p| {
-        run(dir, &["rev-parse", "--git-path", p]).map(|out| dir.join(out.trim()).exists()).unwrap_or(false)
-    })
+    ["rebase-merge", "rebase-apply"]
+        .iter()
+        .any(|p| run(dir, &["rev-parse", "--git-path", p]).map(|out| dir.join(out.trim()).exists()).unwrap_or(false))
 }
 
 /// Files with unresolved conflicts.

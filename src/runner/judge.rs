@@ -74,7 +74,14 @@ fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
             .tasks
             .values()
             .filter(|s| s.task.status == st)
-            .filter(|s| s.task.result.as_ref().and_then(|r| r.at).or(s.task.failures.last().map(|f| f.at)).is_some_and(|at| at >= started))
+            .filter(|s| {
+                s.task
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.at)
+                    .or(s.task.failures.last().map(|f| f.at))
+                    .is_some_and(|at| at >= started)
+            })
             .count() as u64
     };
     let live = full.board.tasks.values().filter(|s| !s.task.status.is_final()).count();
@@ -83,6 +90,9 @@ fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
 
 pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
     r.setup()?;
+    let config = r.read(false)?.board.config;
+    r.settings(&config)?;
+    r.backend(&config, Role::Judge)?;
     let mut verdicts = 0u64;
     let mut backoff = super::MIN_POLL;
     let mut no_verdict = 0u32;
@@ -182,14 +192,26 @@ fn summary(board: &Board, view: &CycleView) -> String {
         view.n, view.done, view.failed, view.live
     );
     let mut tasks: Vec<_> = board.tasks.values().map(|s| &s.task).collect();
-    tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+    tasks.sort_by_key(|t| t.created_at);
     for t in tasks {
         let extra = match t.status {
-            Status::Done => t.result.as_ref().and_then(|r| r.commit.clone()).map(|c| format!(" (commit {})", &c[..c.len().min(12)])).unwrap_or_default(),
+            Status::Done => t
+                .result
+                .as_ref()
+                .and_then(|r| r.commit.clone())
+                .map(|c| format!(" (commit {})", &c[..c.len().min(12)]))
+                .unwrap_or_default(),
             Status::Failed => t.failures.last().map(|f| format!(" — {}", f.reason)).unwrap_or_default(),
             _ => String::new(),
         };
-        let line = format!("- {} [{} {}] {}{}\n", t.id, t.kind, t.status, crate::escape::line(&t.title), crate::escape::line(&extra));
+        let line = format!(
+            "- {} [{} {}] {}{}\n",
+            t.id,
+            t.kind,
+            t.status,
+            crate::escape::line(&t.title),
+            crate::escape::line(&extra)
+        );
         if s.len() + line.len() > 60_000 {
             s.push_str("(more left out)\n");
             break;
@@ -253,7 +275,11 @@ fn judge_once(
     let out = r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, &mut || true);
     git::remove_worktree(&common, &wt);
     let out = out?;
-    r.emit(Event::AgentExited { task: format!("cycle-{}", view.n), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });
+    r.emit(Event::AgentExited {
+        task: format!("cycle-{}", view.n),
+        exit: out.exit.to_string(),
+        secs: out.elapsed.as_secs_f64(),
+    });
     if out.exit == Exit::Stopped || !out.exit.success() {
         return Ok(None);
     }

@@ -179,9 +179,8 @@ impl Runner<'_> {
         mut op: impl FnMut(&Snapshot, &Actor) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
         let agent = self.agent.clone();
-        self.swarm.transact(&self.retry, &self.who, self.clock, |snap, now| {
-            op(snap, &Actor { agent: agent.clone(), now })
-        })
+        self.swarm
+            .transact(&self.retry, &self.who, self.clock, |snap, now| op(snap, &Actor { agent: agent.clone(), now }))
     }
 
     /// The backend of `role`: `--exec`, else the config.
@@ -218,7 +217,8 @@ impl Runner<'_> {
                 let pid = std::fs::read_to_string(self.home.join("worktrees").join(format!("{name}.pid")))
                     .ok()
                     .and_then(|s| s.trim().parse::<u32>().ok());
-                let alive = pid.is_some_and(|pid| pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists());
+                let alive =
+                    pid.is_some_and(|pid| pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists());
                 if name == self.agent || !alive {
                     git::remove_worktree(&self.common_dir(), &p);
                 }
@@ -315,7 +315,13 @@ impl Runner<'_> {
     }
 
     /// Renew my claim on `task` when less than a third of its lease is left. `Err` when the claim is lost.
-    pub fn renew_if_due(&mut self, task: &str, epoch: u64, until: &mut Timestamp, lease: Duration) -> Result<(), String> {
+    pub fn renew_if_due(
+        &mut self,
+        task: &str,
+        epoch: u64,
+        until: &mut Timestamp,
+        lease: Duration,
+    ) -> Result<(), String> {
         let now = (self.clock)();
         let left = Duration::from_millis(until.0.saturating_sub(now.0));
         if left > lease / 3 {
@@ -425,7 +431,7 @@ pub fn handoffs(store: &Store, snap: &Snapshot, only_parent: Option<&str>, budge
             notes.push((at, format!("## {task_id}: {title}"), text));
         }
     }
-    notes.sort_by(|a, b| b.0.cmp(&a.0));
+    notes.sort_by_key(|n| std::cmp::Reverse(n.0));
     let mut out = String::new();
     for (_, head, text) in notes {
         let piece = format!("{head}\n{}\n\n", text.trim());
@@ -490,7 +496,8 @@ pub fn commit_ident(repo: &gix::Repository, agent: &str) -> Vec<(String, String)
 
 /// The last lines of an agent's output, one line, for a failure reason.
 pub fn reason_from(what: &str, tail: &[String]) -> String {
-    let lines: Vec<&str> = tail.iter().rev().take(8).map(String::as_str).collect::<Vec<_>>().into_iter().rev().collect();
+    let lines: Vec<&str> =
+        tail.iter().rev().take(8).map(String::as_str).collect::<Vec<_>>().into_iter().rev().collect();
     let text = lines.join(" | ");
     let text = crate::escape::line(&text);
     let cut: String = text.chars().take(600).collect();

@@ -78,7 +78,10 @@ pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
     let mut found = None;
     for block in fenced_blocks(output, "toml") {
         let parsed: Block = toml::from_str(block).map_err(|e| {
-            format!("the planner's ```toml block is not valid: {}", e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+            format!(
+                "the planner's ```toml block is not valid: {}",
+                e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+            )
         })?;
         found.get_or_insert_with(Vec::new).extend(parsed.task);
     }
@@ -95,7 +98,8 @@ pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
                 return Err(format!("the key '{}' is used twice", crate::escape::line(k)));
             }
             for l in &p.labels {
-                crate::model::validate_label(l).map_err(|e| format!("proposed task '{}': {e}", crate::escape::line(title)))?;
+                crate::model::validate_label(l)
+                    .map_err(|e| format!("proposed task '{}': {e}", crate::escape::line(title)))?;
             }
         }
     }
@@ -263,13 +267,16 @@ pub fn ensure_goal(r: &mut Runner<'_>, goal: &str) -> Result<bool, RunError> {
 
 pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, PlannerStats), RunError> {
     r.setup()?;
+    let config = r.read(false)?.board.config;
+    r.settings(&config)?;
+    r.backend(&config, Role::Planner)?;
     let mut stats = PlannerStats::default();
     if let Some(goal) = &opts.goal {
         let snap = r.read(false)?;
         match super::goal(r.swarm.store(), snap.commit) {
-            Some(g) if g.trim() != goal.trim() => r.emit(Event::Warning(
-                "the swarm has a goal already (goal.md); planning that one, not --goal".into(),
-            )),
+            Some(g) if g.trim() != goal.trim() => {
+                r.emit(Event::Warning("the swarm has a goal already (goal.md); planning that one, not --goal".into()))
+            }
             _ => {
                 ensure_goal(r, goal)?;
             }
@@ -321,12 +328,27 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
             }
             progressed = true;
             match plan_round(r, &mut held[j], &mut stats)? {
+                RoundEnd::Waiting if opts.mode == Mode::Once => {
+                    // One round: give the plan back, so that the next round is anyone's.
+                    let h = held.remove(j);
+                    r.release(&h.task.id, h.epoch);
+                    for h in held.drain(..) {
+                        r.release(&h.task.id, h.epoch);
+                    }
+                    return Ok((RunEnd::Done, stats));
+                }
                 RoundEnd::Waiting => {
                     held[j].waiting = true;
                     j += 1;
                 }
                 RoundEnd::Finished | RoundEnd::Gone => {
                     held.remove(j);
+                    if opts.mode == Mode::Once {
+                        for h in held.drain(..) {
+                            r.release(&h.task.id, h.epoch);
+                        }
+                        return Ok((RunEnd::Done, stats));
+                    }
                 }
                 RoundEnd::Interrupted => {
                     continue;
@@ -346,7 +368,12 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
                 if let Some(t) = c.value
                     && let Some(cl) = t.claim.clone()
                 {
-                    r.emit(Event::Claimed { task: t.id.clone(), title: t.title.clone(), epoch: cl.epoch, kind: Kind::Plan });
+                    r.emit(Event::Claimed {
+                        task: t.id.clone(),
+                        title: t.title.clone(),
+                        epoch: cl.epoch,
+                        kind: Kind::Plan,
+                    });
                     held.push(HeldPlan { task: t, epoch: cl.epoch, until: cl.lease_until, rounds: 0, waiting: false });
                 }
                 continue;
@@ -497,7 +524,7 @@ fn plan_round(r: &mut Runner<'_>, h: &mut HeldPlan, stats: &mut PlannerStats) ->
         Ok(p) => p.unwrap_or_default(),
         Err(e) => return fail(r, e),
     };
-    let plans_allowed = d + 1 <= settings.plan_depth;
+    let plans_allowed = d < settings.plan_depth;
     let count = proposals.len();
     let last_round = h.rounds >= settings.plan_rounds;
     let res = r.transact(|snap, actor| {
@@ -540,7 +567,8 @@ fn plan_round(r: &mut Runner<'_>, h: &mut HeldPlan, stats: &mut PlannerStats) ->
             if last_round {
                 // The round limit: this plan has had its say; what it filed runs without it.
                 let note = format!("stopped after {} rounds (run.plan_rounds)", h.rounds);
-                let _ = r.transact(|snap, actor| ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note.clone())));
+                let _ =
+                    r.transact(|snap, actor| ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note.clone())));
                 r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
                 stats.plans_done += 1;
                 return Ok(RoundEnd::Finished);
@@ -576,7 +604,10 @@ mod tests {
         assert_eq!(parse_proposals("```toml\n```\n").expect("ok"), Some(vec![]));
         assert_eq!(parse_proposals("no block").expect("ok"), None);
         assert!(parse_proposals("```toml\n[[task]]\ntitel = \"x\"\n```").is_err());
-        assert!(parse_proposals("```toml\n[[task]]\nkey=\"k\"\ntitle=\"x\"\n[[task]]\nkey=\"k\"\ntitle=\"y\"\n```").is_err());
+        assert!(
+            parse_proposals("```toml\n[[task]]\nkey=\"k\"\ntitle=\"x\"\n[[task]]\nkey=\"k\"\ntitle=\"y\"\n```")
+                .is_err()
+        );
     }
 
     #[test]

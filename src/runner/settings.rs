@@ -201,7 +201,9 @@ mod tests {
     #[test]
     fn roles_fall_back_to_default_and_presets_expand() {
         let c = cfg("[roles.default]\npreset = \"claude\"\n[roles.planner]\napi = \"openai\"\nmodel = \"m\"\n");
-        assert!(matches!(backend_for(&c, Role::Worker), Ok(Some(Backend::Command { exec })) if exec.starts_with("claude -p")));
+        assert!(
+            matches!(backend_for(&c, Role::Worker), Ok(Some(Backend::Command { exec })) if exec.starts_with("claude -p"))
+        );
         assert!(matches!(backend_for(&c, Role::Planner), Ok(Some(Backend::Http(h))) if h.model == "m"));
         assert!(backend_for(&cfg(""), Role::Judge).expect("none").is_none());
     }

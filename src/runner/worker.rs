@@ -64,6 +64,11 @@ enum Abort {
 
 pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
     r.setup()?;
+    guard_checked_out_target(r)?;
+    // A missing agent or broken settings are found before anything is claimed.
+    let config = r.read(false)?.board.config;
+    r.settings(&config)?;
+    r.backend(&config, Role::Worker)?;
     let mut stats = WorkerStats::default();
     let mut held: Option<Held> = None;
     let mut done_tasks = 0u64;
@@ -114,7 +119,15 @@ pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerSt
             epoch: h.epoch,
             kind: Kind::Work,
         });
-        let (end, next) = work_on(r, h, want_more(done_tasks + 1))?;
+        let (id, epoch) = (h.task.id.clone(), h.epoch);
+        let (end, next) = match work_on(r, h, want_more(done_tasks + 1)) {
+            Ok(x) => x,
+            Err(e) => {
+                // Whatever went wrong, the task is given back for another agent rather than left to its lease.
+                r.release(&id, epoch);
+                return Err(e);
+            }
+        };
         done_tasks += 1;
         match end {
             TaskEnd::Landed => stats.landed += 1,
@@ -132,6 +145,25 @@ pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerSt
     }
 }
 
+/// With the repository itself as the remote, landing moves the target branch in this repository: refuse when it is
+/// checked out in a work tree, whose files would silently fall behind (git refuses such a push for the same reason).
+fn guard_checked_out_target(r: &mut Runner<'_>) -> Result<(), RunError> {
+    if !matches!(r.swarm.location, crate::remote::Location::InProcess { endpoint: None, .. }) {
+        return Ok(());
+    }
+    let target = r.read(false)?.board.config.target;
+    let branch = format!("refs/heads/{target}");
+    if let Some((_, path)) = git::checked_out_branches(&r.common_dir()).into_iter().find(|(b, _)| *b == branch) {
+        return Err(RunError::Setup(format!(
+            "the target branch {target} is checked out in {}, and this repository is the swarm's remote: landing \
+             would move it under that work tree. Check out another branch there (git switch -c mine), or give the \
+             swarm a bare remote (--remote)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Work on one claimed task, from a fresh work tree to landed (or failed). Returns the next task when it was
 /// claimed in the same push.
 fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd, Option<Held>), RunError> {
@@ -140,13 +172,11 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
     let settings = r.settings(&config)?;
     let backend = r.backend(&config, Role::Worker)?;
     let branch = format!("refs/heads/{}", config.target);
-    let id = h.task.id.clone();
     let wt = r.worktree();
     let common = r.common_dir();
     let base = match r.swarm.fetch_branch(&branch)? {
         Some(b) => b,
         None => {
-            r.release(&id, h.epoch);
             return Err(RunError::Setup(format!(
                 "{} has no branch {} to work on: push it first (the target is set in swarm.toml)",
                 r.swarm.remote_label, config.target
@@ -287,7 +317,9 @@ fn finish(
     };
     if !exit.success() {
         let what = match &exit {
-            Exit::TimedOut => format!("the agent ran past the time limit of {}", crate::time::format_duration(settings.task_timeout)),
+            Exit::TimedOut => {
+                format!("the agent ran past the time limit of {}", crate::time::format_duration(settings.task_timeout))
+            }
             other => format!("the agent {other}"),
         };
         return fail(r, h, super::reason_from(&what, &tail), claim_next);
@@ -346,7 +378,9 @@ fn finish(
         }
         if tip != current_base || !trailered {
             let trailer = (!trailered).then_some(("GIT_SWARM_TASK_ID", task.id.as_str()));
-            match git::rebase(wt, tip, current_base, trailer, &r.commit_ident).map_err(|e| Abort::Fail(e.to_string()))? {
+            match git::rebase(wt, tip, current_base, trailer, &r.commit_ident)
+                .map_err(|e| Abort::Fail(e.to_string()))?
+            {
                 git::Rebased::Clean => {}
                 git::Rebased::Conflict(files) => {
                     resolve_conflict(r, backend, wt, &task, files, tries, timeout, &mut events)?;
@@ -371,8 +405,14 @@ fn finish(
         let agent = r.agent.clone();
         r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut prepare, |snap, now, code| {
             let actor = Actor { agent: agent.clone(), now };
-            let (ch, _) =
-                ops::done(&snap.board, &actor, &id, Some(epoch), Some(code.to_string()), note.as_deref().map(first_line))?;
+            let (ch, _) = ops::done(
+                &snap.board,
+                &actor,
+                &id,
+                Some(epoch),
+                Some(code.to_string()),
+                note.as_deref().map(first_line),
+            )?;
             let ch = with_note(ch, &id, note.as_deref());
             let (ch, next) = then_claim(&snap.board, &actor, ch, claim_next, lease);
             Ok((ch, (next, code)))
@@ -413,13 +453,7 @@ fn finish(
 }
 
 /// Fold "claim the next ready work task" into `ch` when wanted and possible.
-fn then_claim(
-    board: &Board,
-    actor: &Actor,
-    ch: Change,
-    claim_next: bool,
-    lease: Duration,
-) -> (Change, Option<Task>) {
+fn then_claim(board: &Board, actor: &Actor, ch: Change, claim_next: bool, lease: Duration) -> (Change, Option<Task>) {
     if !claim_next {
         return (ch, None);
     }
@@ -520,7 +554,8 @@ fn resolve_conflict(
         env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));
         env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
         env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
-        let out = r.run_agent(backend, wt, &prompt, env, timeout, &mut || true).map_err(|e| Abort::Fail(e.to_string()))?;
+        let out =
+            r.run_agent(backend, wt, &prompt, env, timeout, &mut || true).map_err(|e| Abort::Fail(e.to_string()))?;
         if out.exit == Exit::Stopped {
             git::abort_rebase(wt);
             return Err(Abort::Interrupted);

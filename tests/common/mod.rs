@@ -85,6 +85,10 @@ impl Env {
             .env_remove("GIT_SWARM_AGENT")
             .env_remove("GIT_SWARM_TRANSPORT")
             .env_remove("GIT_SWARM_CLOCK_OFFSET")
+            .env_remove("GIT_SWARM_REMOTE")
+            .env_remove("GIT_SWARM_SWARM")
+            .env_remove("GIT_SWARM_PARENT")
+            .env("GIT_SWARM_HTTP_RETRY_BASE_MS", "10")
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .stdin(Stdio::null());

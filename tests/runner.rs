@@ -1,0 +1,560 @@
+//! The agent runner end to end: real clones, real `git`, real processes, the scripted agent of
+//! `tests/agents/scripted.sh` doing real edits and commits; remotes on a bare path and behind `git daemon`; the
+//! `http` backend against a real HTTP server on loopback.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Daemon, Env, Out, file_url, path_url};
+use serde_json::Value;
+
+fn agent_exec() -> String {
+    format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A bare remote `origin.git`, `n` clones `c0…`, the swarm initialised with `config` (a swarm.toml).
+fn swarm(env: &Env, url_of: impl Fn(&Path) -> String, n: usize, config: &str) -> (PathBuf, Vec<PathBuf>) {
+    let bare = env.bare_remote("origin");
+    let url = url_of(&bare);
+    let clones: Vec<PathBuf> = (0..n).map(|i| env.clone(&url, &format!("c{i}"))).collect();
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, config).expect("config");
+    env.sw(&clones[0], &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    (bare, clones)
+}
+
+fn add(env: &Env, dir: &Path, title: &str, body: &str) -> String {
+    env.sw(dir, &["add", title, "--body", body]).ok().line()
+}
+
+/// Start `git swarm args…` in `dir` as agent `agent`.
+fn spawn(env: &Env, dir: &Path, agent: &str, extra_env: &[(&str, &str)], args: &[&str]) -> Child {
+    let mut cmd = env.cmd(dir);
+    cmd.args(["--agent", agent]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn git-swarm")
+}
+
+/// Wait for a child at most `secs`; kill it and fail the test past that.
+#[track_caller]
+fn finish(mut child: Child, secs: u64, what: &str) -> Out {
+    let start = Instant::now();
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let code = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st.code().unwrap_or(-1);
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            let e = t_err.join().unwrap_or_default();
+            panic!("{what} did not finish within {secs}s; stderr:\n{e}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Out { code, stdout: t_out.join().unwrap_or_default(), stderr: t_err.join().unwrap_or_default() }
+}
+
+fn tasks(env: &Env, dir: &Path) -> Vec<Value> {
+    env.sw(dir, &["list", "--json"]).ok().json().as_array().cloned().unwrap_or_default()
+}
+
+fn by_title(list: &[Value]) -> BTreeMap<String, Value> {
+    list.iter().map(|t| (t["title"].as_str().unwrap_or_default().to_string(), t.clone())).collect()
+}
+
+/// How many times each task was marked done in the audit log.
+fn done_ops(env: &Env, dir: &Path) -> BTreeMap<String, usize> {
+    let log = env.sw(dir, &["log", "--json"]).ok().json();
+    let mut n = BTreeMap::new();
+    for e in log.as_array().into_iter().flatten() {
+        let mut ops = vec![(e["op"].clone(), e["task"].clone())];
+        for a in e["also"].as_array().into_iter().flatten() {
+            ops.push((a["op"].clone(), a["task"].clone()));
+        }
+        for (op, task) in ops {
+            if op == "done" {
+                *n.entry(task.as_str().unwrap_or_default().to_string()).or_default() += 1;
+            }
+        }
+    }
+    n
+}
+
+/// The user's clone is as it was: a clean work tree, no extra work trees, nothing under .git/swarm/worktrees.
+#[track_caller]
+fn untouched(env: &Env, clone: &Path) {
+    assert_eq!(env.git(clone, &["status", "--porcelain"]), "", "the user's work tree changed");
+    let wts = env.git(clone, &["worktree", "list", "--porcelain"]);
+    assert_eq!(wts.lines().filter(|l| l.starts_with("worktree ")).count(), 1, "stray work trees:\n{wts}");
+    let dir = clone.join(".git/swarm/worktrees");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "work tree folders left: {left:?}");
+}
+
+/// Every done work task's commit is on main, carries its trailer, and main has no merge.
+#[track_caller]
+fn landed_on_main(env: &Env, bare: &Path, list: &[Value]) {
+    let trailers = env.git(bare, &["log", "--format=%(trailers:key=Swarm-Task,valueonly)", "main"]);
+    for t in list.iter().filter(|t| t["kind"] == "work" && t["status"] == "done") {
+        let id = t["id"].as_str().expect("id");
+        let commit = t["result"]["commit"].as_str().unwrap_or_else(|| panic!("{id} has no result.commit: {t}"));
+        let o = env.git_out(bare, &["merge-base", "--is-ancestor", commit, "main"]);
+        assert_eq!(o.code, 0, "{id}'s commit {commit} is not on main");
+        assert!(trailers.lines().any(|l| l.trim() == id), "no commit on main carries Swarm-Task: {id}\n{trailers}");
+    }
+    assert_eq!(env.git(bare, &["rev-list", "--min-parents=2", "--count", "main"]), "0", "main has merges");
+}
+
+const PLAN: &str = r#"
+[[task]]
+key = "a"
+title = "write a"
+body = "@write a.txt alpha"
+
+[[task]]
+key = "b"
+title = "write b"
+body = "@write b.txt beta\n@commit"
+
+[[task]]
+title = "after a and b"
+body = "@write c.txt gamma"
+deps = ["a", "b"]
+
+[[task]]
+title = "an area"
+kind = "plan"
+body = "split me"
+"#;
+
+const SUBPLAN: &str = r#"
+[[task]]
+title = "area part 1"
+body = "@write area/one.txt 1"
+
+[[task]]
+title = "area part 2"
+body = "@write area/two.txt 2"
+"#;
+
+#[test]
+fn a_goal_runs_to_a_stopped_swarm_with_every_task_landed_exactly_once() {
+    let env = Env::new();
+    let config =
+        format!("lease = \"1m\"\n[run]\ncheck = \"test -f README.md\"\n[roles.default]\nexec = {:?}\n", agent_exec());
+    // c0: the planner's clone, c1–c4 the workers', c5 the judge's: separate clones against one bare remote.
+    let (bare, clones) = swarm(&env, path_url, 6, &config);
+    let plan = env.path("plan.toml");
+    let subplan = env.path("subplan.toml");
+    std::fs::write(&plan, PLAN).expect("plan");
+    std::fs::write(&subplan, SUBPLAN).expect("subplan");
+    let plan_env =
+        [("SCRIPTED_PLAN", plan.to_str().expect("utf-8")), ("SCRIPTED_SUBPLAN", subplan.to_str().expect("utf-8"))];
+    let planner = spawn(&env, &clones[0], "p1", &plan_env, &["run", "planner", "--goal", "build a, b, c and an area"]);
+    let workers: Vec<Child> =
+        (1..=4).map(|i| spawn(&env, &clones[i], &format!("w{i}"), &[], &["run", "worker"])).collect();
+    let judge = spawn(&env, &clones[5], "judge", &[], &["run", "judge"]);
+    let out = finish(judge, 120, "the judge");
+    assert_eq!(out.code, 0, "judge: {}", out.stderr);
+    assert!(out.stderr.contains("cycle 1: stop"), "{}", out.stderr);
+    for (i, w) in workers.into_iter().enumerate() {
+        let o = finish(w, 30, "a worker");
+        assert_eq!(o.code, 0, "worker {i}: {}", o.stderr);
+        assert!(o.stderr.contains("the judge stopped the swarm"), "{}", o.stderr);
+    }
+    let o = finish(planner, 30, "the planner");
+    assert_eq!(o.code, 0, "planner: {}", o.stderr);
+
+    let list = tasks(&env, &clones[0]);
+    let titles = by_title(&list);
+    for t in ["write a", "write b", "after a and b", "area part 1", "area part 2", "an area"] {
+        assert_eq!(titles[t]["status"], "done", "{t}: {}", titles[t]);
+    }
+    assert!(list.iter().all(|t| t["status"] == "done"), "{list:?}");
+    // The area was planned by a sub-planner: its parts are its children.
+    let area = titles["an area"]["id"].clone();
+    assert_eq!(titles["area part 1"]["parent"], area);
+    // Exactly once: one `done` per task in the audit log.
+    let done = done_ops(&env, &clones[0]);
+    for t in &list {
+        let id = t["id"].as_str().expect("id");
+        assert_eq!(done.get(id).copied().unwrap_or(0), 1, "{id} done {:?} times", done.get(id));
+    }
+    landed_on_main(&env, &bare, &list);
+    // The dependency was respected: c.txt landed after a.txt and b.txt.
+    let order = env.git(&bare, &["log", "--reverse", "--format=%s", "main"]);
+    let pos = |s: &str| order.lines().position(|l| l == s).unwrap_or_else(|| panic!("{s} not on main:\n{order}"));
+    assert!(pos("after a and b") > pos("write a") && pos("after a and b") > pos("write b"), "{order}");
+    // Hand-offs are stored as notes; the verdict as cycles/1.toml.
+    let state = env.rev(&bare, "refs/swarm/default").expect("state");
+    let files = env.git(&bare, &["ls-tree", "-r", "--name-only", &state]);
+    assert!(files.lines().any(|f| f.starts_with("notes/")), "{files}");
+    assert!(env.git(&bare, &["show", &format!("{state}:cycles/1.toml")]).contains("verdict = \"stop\""));
+    for c in &clones {
+        untouched(&env, c);
+    }
+}
+
+#[test]
+fn two_tasks_on_the_same_lines_one_lands_the_other_resolves_its_conflict() {
+    let env = Env::new();
+    let config = format!("[roles.worker]\nexec = {:?}\n", agent_exec());
+    let (bare, clones) = swarm(&env, file_url, 2, &config);
+    // Both agents start from the same tip (they sleep before writing), so the second to land meets a conflict.
+    add(&env, &clones[0], "left", "@sleep 1\n@set shared.txt from-left");
+    add(&env, &clones[0], "right", "@sleep 1\n@set shared.txt from-right");
+    let a = spawn(&env, &clones[0], "w1", &[], &["run", "worker", "--once"]);
+    let b = spawn(&env, &clones[1], "w2", &[], &["run", "worker", "--once"]);
+    let (a, b) = (finish(a, 60, "w1"), finish(b, 60, "w2"));
+    assert_eq!((a.code, b.code), (0, 0), "{}\n{}", a.stderr, b.stderr);
+    let both = format!("{}{}", a.stderr, b.stderr);
+    assert!(both.contains("rebase conflict on"), "no conflict run:\n{both}");
+    let list = tasks(&env, &clones[0]);
+    assert!(list.iter().all(|t| t["status"] == "done"), "{list:?}");
+    let shared = env.git(&bare, &["show", "main:shared.txt"]);
+    assert!(shared.contains("from-left") && shared.contains("from-right"), "one side was lost:\n{shared}");
+    assert!(!shared.contains("<<<<<<<"), "{shared}");
+    landed_on_main(&env, &bare, &list);
+    untouched(&env, &clones[0]);
+    untouched(&env, &clones[1]);
+}
+
+#[test]
+fn a_failing_agent_a_hanging_one_and_one_that_changes_nothing_fail_with_a_reason() {
+    let env = Env::new();
+    let config = format!("max_attempts = 1\n[run]\ntask_timeout = \"2s\"\n[roles.worker]\nexec = {:?}\n", agent_exec());
+    let (bare, clones) = swarm(&env, path_url, 1, &config);
+    let c = &clones[0];
+    let exit1 = add(&env, c, "exits 1", "@exit 1");
+    let hang = add(&env, c, "hangs", "@hang");
+    let nothing = add(&env, c, "does nothing", "@nothing");
+    let started = Instant::now();
+    let o = finish(spawn(&env, c, "w1", &[], &["run", "worker", "--until-idle"]), 60, "the worker");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(started.elapsed() < Duration::from_secs(30), "the hanging agent was not stopped in time");
+    let show = |id: &str| env.sw(c, &["show", id, "--json"]).ok().json();
+    let reason = |id: &str| show(id)["failures"][0]["reason"].as_str().unwrap_or_default().to_string();
+    for id in [&exit1, &hang, &nothing] {
+        assert_eq!(show(id)["status"], "failed", "{}", show(id));
+    }
+    assert!(
+        reason(&exit1).contains("exited with 1") && reason(&exit1).contains("exiting with 1 as told"),
+        "{}",
+        reason(&exit1)
+    );
+    assert!(reason(&hang).contains("time limit"), "{}", reason(&hang));
+    assert!(reason(&nothing).contains("without changing anything"), "{}", reason(&nothing));
+    // Nothing reached main.
+    assert_eq!(env.git(&bare, &["rev-list", "--count", "main"]), "1");
+    untouched(&env, c);
+}
+
+#[test]
+fn a_failing_check_fails_the_task_and_keeps_its_work_for_a_person() {
+    let env = Env::new();
+    let config = format!("max_attempts = 2\n[roles.worker]\nexec = {:?}\n", agent_exec());
+    let (bare, clones) = swarm(&env, file_url, 1, &config);
+    let c = &clones[0];
+    let id = add(&env, c, "breaks the build", "@write broken.txt oops");
+    let o = env
+        .sw(
+            c,
+            &[
+                "--agent",
+                "w1",
+                "run",
+                "worker",
+                "--once",
+                "--check",
+                "test ! -e broken.txt && echo fine || { echo 'broken.txt must not exist' >&2; exit 3; }",
+            ],
+        )
+        .ok();
+    assert!(o.stderr.contains("failed"), "{}", o.stderr);
+    let t = env.sw(c, &["show", &id, "--json"]).ok().json();
+    assert_eq!(t["status"], "open", "one attempt left: {t}");
+    assert!(t["failures"][0]["reason"].as_str().unwrap_or_default().contains("broken.txt must not exist"), "{t}");
+    let kept = env.rev(&bare, &format!("refs/swarm-work/default/{id}")).expect("the work is kept on the remote");
+    assert!(env.git(&bare, &["show", &format!("{kept}:broken.txt")]).contains("oops"));
+    assert_eq!(env.git(&bare, &["rev-list", "--count", "main"]), "1", "nothing landed");
+    // --once with nothing ready: exit 3.
+    env.sw(c, &["--agent", "w1", "run", "worker", "--once", "--exec", "true"]).code(0);
+    env.sw(c, &["--agent", "w1", "run", "worker", "--once", "--exec", "true"]).code(3);
+}
+
+#[test]
+fn workers_in_separate_clones_over_git_daemon_land_every_task_once() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let daemon = Daemon::start(&env, env.root.path());
+    let url = daemon.url("origin.git");
+    let clones: Vec<PathBuf> = (0..3).map(|i| env.clone(&url, &format!("d{i}"))).collect();
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, format!("[roles.worker]\nexec = {:?}\n", agent_exec())).expect("config");
+    env.sw(&clones[0], &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    for i in 0..9 {
+        add(&env, &clones[0], &format!("file {i}"), &format!("@write f{i}.txt {i}\n@write all.txt line {i}"));
+    }
+    let workers: Vec<Child> = clones
+        .iter()
+        .enumerate()
+        .map(|(i, c)| spawn(&env, c, &format!("w{i}"), &[], &["run", "worker", "--until-idle"]))
+        .collect();
+    for w in workers {
+        let o = finish(w, 120, "a worker");
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    let list = tasks(&env, &clones[0]);
+    assert_eq!(list.len(), 9);
+    assert!(list.iter().all(|t| t["status"] == "done"), "{list:?}");
+    assert!(done_ops(&env, &clones[0]).values().all(|n| *n == 1));
+    landed_on_main(&env, &bare, &list);
+    // Every task appended its line to all.txt: conflicts resolved, nothing lost.
+    let all = env.git(&bare, &["show", "main:all.txt"]);
+    for i in 0..9 {
+        assert!(all.contains(&format!("line {i}")), "line {i} lost:\n{all}");
+    }
+    assert_eq!(env.git(&bare, &["fsck", "--no-progress", "--no-dangling"]), "");
+}
+
+#[test]
+fn sigterm_stops_the_agent_and_releases_the_claim() {
+    let env = Env::new();
+    let (_bare, clones) = swarm(&env, path_url, 1, &format!("[roles.worker]\nexec = {:?}\n", agent_exec()));
+    let c = &clones[0];
+    let id = add(&env, c, "slow", "@sleep 30");
+    let child = spawn(&env, c, "w1", &[], &["run", "worker"]);
+    wait_until(20, || env.sw(c, &["show", &id, "--json"]).ok().json()["status"] == "claimed");
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let o = finish(child, 30, "the stopped worker");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("released"), "{}", o.stderr);
+    let t = env.sw(c, &["show", &id, "--json"]).ok().json();
+    assert_eq!((t["status"].as_str(), t["attempts"].as_u64()), (Some("open"), Some(0)), "{t}");
+    untouched(&env, c);
+}
+
+#[track_caller]
+fn wait_until(secs: u64, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(secs), "condition not met within {secs}s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_killed_workers_task_is_taken_over_after_its_lease_and_its_work_tree_does_not_break_the_next_run() {
+    let env = Env::new();
+    let config = format!("lease = \"3s\"\n[roles.worker]\nexec = {:?}\n", agent_exec());
+    let (bare, clones) = swarm(&env, path_url, 1, &config);
+    let c = &clones[0];
+    let id = add(&env, c, "takes a while", "@sleep 2\n@write slow.txt done");
+    let mut child = spawn(&env, c, "w1", &[], &["run", "worker"]);
+    wait_until(20, || env.sw(c, &["show", &id, "--json"]).ok().json()["status"] == "claimed");
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().expect("SIGKILL the runner");
+    let _ = child.wait();
+    // Another agent in the same clone takes it over once the lease has run out.
+    let start = Instant::now();
+    loop {
+        let o = env.sw(c, &["--agent", "w2", "run", "worker", "--once"]);
+        if o.code == 0 {
+            break;
+        }
+        assert_eq!(o.code, 3, "{}", o.stderr);
+        assert!(start.elapsed() < Duration::from_secs(20), "never taken over");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let t = env.sw(c, &["show", &id, "--json"]).ok().json();
+    assert_eq!(t["status"], "done", "{t}");
+    assert_eq!(t["epoch"], 2, "{t}");
+    assert!(t["failures"][0]["reason"].as_str().unwrap_or_default().contains("lease expired"), "{t}");
+    // The killed runner's id works again in the same clone; its stray work tree is cleaned up.
+    let next = add(&env, c, "next", "@write next.txt ok");
+    env.sw(c, &["--agent", "w1", "run", "worker", "--once"]).ok();
+    assert_eq!(env.sw(c, &["show", &next, "--json"]).ok().json()["status"], "done");
+    landed_on_main(&env, &bare, &tasks(&env, c));
+    untouched(&env, c);
+}
+
+#[test]
+fn a_lease_is_renewed_while_a_slow_agent_works() {
+    let env = Env::new();
+    let config = format!("lease = \"3s\"\n[roles.worker]\nexec = {:?}\n", agent_exec());
+    let (_bare, clones) = swarm(&env, path_url, 1, &config);
+    let c = &clones[0];
+    let id = add(&env, c, "slow but alive", "@sleep 5\n@write alive.txt yes");
+    let o = env.sw(c, &["--agent", "w1", "run", "worker", "--once"]).ok();
+    assert!(o.stderr.contains("renewed"), "{}", o.stderr);
+    let t = env.sw(c, &["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (t["status"].as_str(), t["epoch"].as_u64(), t["attempts"].as_u64()),
+        (Some("done"), Some(1), Some(0)),
+        "{t}"
+    );
+}
+
+#[test]
+fn bad_runner_settings_are_clear_errors() {
+    let env = Env::new();
+    let (_bare, clones) = swarm(&env, path_url, 1, "");
+    let c = &clones[0];
+    add(&env, c, "x", "@nothing");
+    let o = env.sw(c, &["run", "worker", "--once"]).code(2);
+    assert!(
+        o.stderr.contains("no agent is configured for the worker role") && o.stderr.contains("hint:"),
+        "{}",
+        o.stderr
+    );
+    let bad = env.path("bad.toml");
+    std::fs::write(&bad, "[roles.worker]\nbackend = \"http\"\napi = \"openai\"\nmodel = \"m\"\n").expect("write");
+    let o = env.sw(c, &["init", "--config", bad.to_str().expect("utf-8")]).code(2);
+    assert!(o.stderr.contains("cannot be a worker"), "{}", o.stderr);
+    // The task is still open: nothing was lost.
+    assert!(tasks(&env, c).iter().all(|t| t["status"] == "open"));
+}
+
+/// A minimal OpenAI-compatible server: answers every POST with `reply` as the assistant's message and records
+/// the requests (request line, headers, body).
+fn chat_server(reply: String) -> (u16, std::sync::mpsc::Receiver<(String, String, String)>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut r = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            let mut headers = String::new();
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                headers.push_str(&h);
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            let answer = serde_json::json!({
+                "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+            })
+            .to_string();
+            let mut s = stream;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            let _ = tx.send((line, headers, String::from_utf8_lossy(&body).into_owned()));
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn the_http_backend_plans_through_a_real_server_on_loopback() {
+    let env = Env::new();
+    let reply = "Here is the plan.\n```toml\n[[task]]\nkey = \"x\"\ntitle = \"from the model\"\nbody = \"do x\"\n\n[[task]]\ntitle = \"second\"\ndeps = [\"x\"]\n```\n".to_string();
+    let (port, requests) = chat_server(reply);
+    let config = format!(
+        "[roles.planner]\nbackend = \"http\"\napi = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"test-model\"\napi_key_env = \"GIT_SWARM_TEST_KEY\"\n"
+    );
+    let (_bare, clones) = swarm(&env, path_url, 1, &config);
+    let c = &clones[0];
+    let o = env.sw_env(
+        c,
+        &[("GIT_SWARM_TEST_KEY", "sk-loopback")],
+        &["--agent", "p1", "run", "planner", "--once", "--goal", "ship x"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let (line, headers, body) = requests.recv_timeout(Duration::from_secs(5)).expect("a request reached the server");
+    assert!(line.starts_with("POST /v1/chat/completions "), "{line}");
+    assert!(headers.to_ascii_lowercase().contains("authorization: bearer sk-loopback"), "{headers}");
+    let body: Value = serde_json::from_str(&body).expect("JSON body");
+    assert_eq!(body["model"], "test-model");
+    let prompt = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect::<String>();
+    assert!(prompt.contains("ship x"), "the goal is not in the prompt");
+    let list = by_title(&tasks(&env, c));
+    assert_eq!(list["from the model"]["status"], "open");
+    assert_eq!(list["second"]["deps"][0], list["from the model"]["id"]);
+    assert_eq!(list["second"]["parent"], list["Goal: ship x"]["id"]);
+    // --once: one round, and the plan is given back for the next round.
+    assert_eq!(list["Goal: ship x"]["status"], "open");
+    // The key is never stored: not in the state, not in the logs.
+    let logs = std::fs::read_dir(c.join(".git/swarm/logs"))
+        .expect("logs")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect::<String>();
+    assert!(!logs.contains("sk-loopback"), "the key reached a log");
+    let bare_state = env.git(&_bare, &["log", "-p", "refs/swarm/default"]);
+    assert!(!bare_state.contains("sk-loopback"), "the key reached the state ref");
+}
+
+#[test]
+fn up_runs_a_local_fleet_to_the_judges_stop_and_demo_shows_the_whole_system() {
+    let env = Env::new();
+    let config = format!("[roles.default]\nexec = {:?}\n", agent_exec());
+    let (bare, clones) = swarm(&env, path_url, 1, &config);
+    let c = &clones[0];
+    let plan = env.path("plan.toml");
+    std::fs::write(&plan, PLAN).expect("plan");
+    let subplan = env.path("subplan.toml");
+    std::fs::write(&subplan, SUBPLAN).expect("plan");
+    let o = env.sw_env(
+        c,
+        &[("SCRIPTED_PLAN", plan.to_str().expect("utf-8")), ("SCRIPTED_SUBPLAN", subplan.to_str().expect("utf-8"))],
+        &["up", "--workers", "3", "--judge", "--goal", "the fleet's goal"],
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("fleet finished"), "{}", o.stdout);
+    let list = tasks(&env, c);
+    assert!(list.len() >= 7 && list.iter().all(|t| t["status"] == "done"), "{list:?}");
+    landed_on_main(&env, &bare, &list);
+    for member in ["-w1.runner.log", "-p1.runner.log", "-judge.runner.log"] {
+        let found = std::fs::read_dir(c.join(".git/swarm/logs"))
+            .expect("logs")
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(member));
+        assert!(found, "no log *{member}");
+    }
+    untouched(&env, c);
+
+    let o = env.sw(env.root.path(), &["demo", "--pace", "0"]).ok();
+    assert!(o.stdout.contains("landings on main: 8 commit(s)"), "{}", o.stdout);
+    assert!(o.stdout.contains("0 merge commit(s)") && o.stdout.contains("ended with `stop`"), "{}", o.stdout);
+}
