@@ -148,6 +148,9 @@ pub struct Task {
     /// The paths the task is about; planners keep the scopes of open tasks apart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scope: Vec<String>,
+    /// For a plan: the planning rounds done so far (a planner that takes the plan over goes on counting).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub plan_round: u32,
     /// Finished attempts that did not succeed.
     #[serde(default)]
     pub attempts: u32,
@@ -219,6 +222,10 @@ impl Task {
         }
         Ok(())
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Ids of tasks: `t-` and hex digits when we mint them; anything of letters, digits, `-`, `_`, `.` when read.

@@ -236,6 +236,7 @@ pub fn add(
             parent: n.parent,
             acceptance: n.acceptance,
             scope: n.scope,
+            plan_round: 0,
             attempts: 0,
             epoch: 0,
             created_by: Some(actor.agent.clone()),
@@ -588,6 +589,61 @@ fn subject(title: &str) -> String {
         format!("{cut}…")
     } else {
         one.to_string()
+    }
+}
+
+/// Why `task` can never become ready: a dependency (or a dependency's dependency, through open tasks) failed or
+/// was cancelled. `None` while it can still run.
+pub fn blocked_for_good(board: &Board, task: &Task) -> Option<String> {
+    let mut stack: Vec<&str> = task.deps.iter().map(String::as_str).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(d) = stack.pop() {
+        if !seen.insert(d) {
+            continue;
+        }
+        match board.status_of(d) {
+            Some(st @ (Status::Failed | Status::Cancelled)) => return Some(format!("{d} is {st}")),
+            Some(Status::Open | Status::Claimed) => {
+                if let Some(s) = board.tasks.get(d) {
+                    stack.extend(s.task.deps.iter().map(String::as_str));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Cancel the open tasks among `ids` that can never run (see [`blocked_for_good`]), with the reason recorded as a
+/// failure. Others are left alone.
+pub fn cancel_blocked(board: &Board, actor: &Actor, ids: &[String]) -> Change {
+    let mut writes = Vec::new();
+    let mut removes = Vec::new();
+    for id in ids {
+        let Some(s) = board.tasks.get(id) else { continue };
+        if s.task.status != Status::Open {
+            continue;
+        }
+        let Some(why) = blocked_for_good(board, &s.task) else { continue };
+        let mut t = s.task.clone();
+        t.status = Status::Cancelled;
+        t.failures.push(Failure {
+            agent: actor.agent.clone(),
+            epoch: t.epoch,
+            at: actor.now,
+            reason: format!("cancelled: {why}"),
+        });
+        writes.push(place(board, t, &s.path, &mut removes));
+    }
+    let summary = format!("cancel {} task(s) whose dependencies failed", writes.len());
+    Change {
+        op: "cancel",
+        agent: actor.agent.clone(),
+        task: writes.first().map(|w| w.task.id.clone()),
+        summary,
+        writes,
+        removes,
+        ..Default::default()
     }
 }
 

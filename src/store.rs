@@ -417,6 +417,52 @@ impl Store {
         }
     }
 
+    /// Copy `tip` and every object it reaches that `to` lacks (commits, trees, blobs) from this object database into
+    /// `to`, in-process: how code moves between a clone and a remote on a local path without `git fetch`/`git push`.
+    /// Stops at every object `to` has already (a repository that has a commit has its history). Returns how many
+    /// objects were copied.
+    pub fn copy_reachable(&self, to: &Store, tip: ObjectId) -> Result<usize, StoreError> {
+        use gix::objs::Write as _;
+        let hash = self.repo.object_hash();
+        let mut stack = vec![tip];
+        let mut seen = std::collections::HashSet::new();
+        let mut copied = 0;
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) || to.repo.has_object(id) {
+                continue;
+            }
+            let obj = self.repo.find_object(id).git(|| format!("cannot read object {id}"))?;
+            match obj.kind {
+                gix::objs::Kind::Commit => {
+                    let c = gix::objs::CommitRef::from_bytes(&obj.data, hash)
+                        .git(|| format!("cannot decode commit {id}"))?;
+                    stack.push(c.tree());
+                    stack.extend(c.parents());
+                }
+                gix::objs::Kind::Tree => {
+                    let t =
+                        gix::objs::TreeRef::from_bytes(&obj.data, hash).git(|| format!("cannot decode tree {id}"))?;
+                    // Submodule entries name commits of another repository: not ours to copy.
+                    stack.extend(t.entries.iter().filter(|e| !e.mode.is_commit()).map(|e| e.oid.to_owned()));
+                }
+                gix::objs::Kind::Tag => {
+                    let t = gix::objs::TagRef::from_bytes(&obj.data, hash).git(|| format!("cannot decode tag {id}"))?;
+                    stack.push(t.target());
+                }
+                gix::objs::Kind::Blob => {}
+            }
+            let written = to.repo.objects.write_buf(obj.kind, &obj.data).git(|| format!("cannot write object {id}"))?;
+            if written != id {
+                return Err(StoreError::Git {
+                    context: format!("copying object {id}"),
+                    message: format!("it was written as {written}"),
+                });
+            }
+            copied += 1;
+        }
+        Ok(copied)
+    }
+
     /// Point `name` at `new` whatever it was (for the local mirror of a remote's state ref).
     pub fn set_ref(&self, name: &str, new: ObjectId, why: &str) -> Result<(), StoreError> {
         let edit = RefEdit {

@@ -106,6 +106,14 @@ struct Guard<T> {
     last_lost: Option<(ObjectId, String)>,
     unmoved: u32,
     lost: u32,
+    /// Time spent outside the race (a landing's rebase and check), not counted against `Retry::max_elapsed`.
+    excluded: Duration,
+}
+
+/// Could a push that failed this way have landed all the same? Only when the connection broke: a refusal, or git
+/// not starting at all, changed nothing.
+fn in_doubt(e: &RemoteError) -> bool {
+    matches!(e, RemoteError::Unreachable { .. } | RemoteError::Fetch { .. })
 }
 
 impl<T> Guard<T> {
@@ -261,7 +269,9 @@ impl Swarm {
                 }
                 Ok(Publish::LostRace(reason)) => Ok(Attempt::Lost { base: snap.commit, reason }),
                 Err(e) => {
-                    guard.in_doubt.push((commit, value));
+                    if matches!(&e, TxnError::Remote(r) if in_doubt(r)) {
+                        guard.in_doubt.push((commit, value));
+                    }
                     Err(e)
                 }
             }
@@ -288,40 +298,56 @@ impl Swarm {
         let state_ref = self.ref_name();
         self.optimistic(retry, |guard| {
             let (state_tip, branch_tip) = self.fetch_pair(branch)?;
-            let snap = self.local.read(state_tip, false)?;
-            if let Some(done) = guard.settle(&self.local, &snap, &state_ref)? {
+            // Where the state's objects are: the remote's repository for a local path, else this clone.
+            let store = self.store();
+            let snap = store.read(state_tip, false)?;
+            if let Some(done) = guard.settle(store, &snap, &state_ref)? {
                 return Ok(Attempt::Published(done));
             }
-            let code = match prepare(branch_tip) {
+            // Rebasing, conflict runs and the check take their own time: it is not time spent racing.
+            let prepare_started = Instant::now();
+            let prepared = prepare(branch_tip);
+            guard.excluded += prepare_started.elapsed();
+            let code = match prepared {
                 Ok(c) => c,
                 Err(e) => return Ok(Attempt::Aborted(e)),
             };
+            // Never rewind the branch: what lands must hold its tip (a push with a lease would allow anything).
+            if code == branch_tip || !self.local.has_ancestor(code, branch_tip, 100_000)? {
+                return Err(TxnError::Store(StoreError::Git {
+                    context: format!("landing on {branch}"),
+                    message: format!("{code} does not build on the branch's tip {branch_tip}; refusing to rewind it"),
+                }));
+            }
             let now = clock();
             let (change, value) = op(&snap, now, code)?;
-            let commit = self.local.write(Some(&snap), None, &change, who, now)?;
+            let commit = store.write(Some(&snap), None, &change, who, now)?;
             let updates = [(branch, Some(branch_tip), code), (state_ref.as_str(), Some(state_tip), commit)];
             self.publishes.fetch_add(1, Ordering::Relaxed);
             let published = match &self.location {
-                Location::InProcess { store, endpoint: None } => {
+                // The repository itself, or a remote on a local path: copy the new code's objects there and move
+                // both refs in one in-process transaction (no subprocess).
+                Location::InProcess { store, endpoint } => {
+                    if endpoint.is_some() {
+                        self.local.copy_reachable(store, code)?;
+                    }
                     if store.cas_refs(&updates, &change.summary)? {
                         Ok(Publish::Done)
                     } else {
                         Ok(Publish::LostRace("a ref moved".into()))
                     }
                 }
-                Location::InProcess { endpoint: Some(ep), .. } | Location::Url { endpoint: ep } => {
-                    remote::push(&self.local, &ep.push_to, &updates).map(|p| {
-                        if p == Publish::Done {
-                            self.local.set_mirror(&self.mirror_ref(&ep.mirror_key), commit);
-                            self.local.set_mirror(&self.branch_mirror(&ep.mirror_key, branch), code);
-                        }
-                        p
-                    })
-                }
+                Location::Url { endpoint: ep } => remote::push(&self.local, &ep.push_to, &updates).map(|p| {
+                    if p == Publish::Done {
+                        self.local.set_mirror(&self.mirror_ref(&ep.mirror_key), commit);
+                        self.local.set_mirror(&self.branch_mirror(&ep.mirror_key, branch), code);
+                    }
+                    p
+                }),
             };
             match published {
                 Ok(Publish::Done) => {
-                    self.local.maybe_gc();
+                    store.maybe_gc();
                     Ok(Attempt::Published(guard.committed(value, Some(commit), snap.problems)))
                 }
                 Ok(Publish::LostRace(reason)) => {
@@ -329,7 +355,9 @@ impl Swarm {
                     Ok(Attempt::Lost { base: snap.commit, reason })
                 }
                 Err(e) => {
-                    guard.in_doubt.push((commit, value));
+                    if in_doubt(&e) {
+                        guard.in_doubt.push((commit, value));
+                    }
                     Err(e.into())
                 }
             }
@@ -346,12 +374,16 @@ impl Swarm {
             })
         };
         match &self.location {
-            Location::InProcess { store, endpoint: None } => {
+            Location::InProcess { store, endpoint } => {
                 let state = store.read_ref(&state_ref)?.ok_or_else(|| self.not_initialized())?;
                 let code = store.read_ref(branch)?.ok_or_else(missing_branch)?;
+                if endpoint.is_some() {
+                    // The rebase happens here: bring the branch's new commits over.
+                    store.copy_reachable(&self.local, code)?;
+                }
                 Ok((state, code))
             }
-            Location::InProcess { endpoint: Some(ep), .. } | Location::Url { endpoint: ep } => {
+            Location::Url { endpoint: ep } => {
                 let mirror = self.mirror_ref(&ep.mirror_key);
                 let bmirror = self.branch_mirror(&ep.mirror_key, branch);
                 let tips = remote::fetch_many(
@@ -372,8 +404,14 @@ impl Swarm {
     /// Where `branch` (`refs/heads/<target>`) is on the remote, fetched into the local repository.
     pub fn fetch_branch(&self, branch: &str) -> Result<Option<ObjectId>, TxnError> {
         Ok(match &self.location {
-            Location::InProcess { store, endpoint: None } => store.read_ref(branch)?,
-            Location::InProcess { endpoint: Some(ep), .. } | Location::Url { endpoint: ep } => {
+            Location::InProcess { store, endpoint } => {
+                let tip = store.read_ref(branch)?;
+                if let (Some(tip), Some(_)) = (tip, endpoint) {
+                    store.copy_reachable(&self.local, tip)?;
+                }
+                tip
+            }
+            Location::Url { endpoint: ep } => {
                 let bmirror = self.branch_mirror(&ep.mirror_key, branch);
                 let tip = remote::fetch(&self.local, &ep.url, &ep.push_to, branch, &bmirror, ep.fetch_with)?;
                 self.local.maybe_gc();
@@ -386,8 +424,13 @@ impl Swarm {
     /// the state ref or the target branch).
     pub fn push_aside(&self, refname: &str, new: ObjectId) -> Result<(), TxnError> {
         match &self.location {
-            Location::InProcess { store, endpoint: None } => Ok(store.set_ref(refname, new, "git swarm: work kept")?),
-            Location::InProcess { endpoint: Some(ep), .. } | Location::Url { endpoint: ep } => {
+            Location::InProcess { store, endpoint } => {
+                if endpoint.is_some() {
+                    self.local.copy_reachable(store, new)?;
+                }
+                Ok(store.set_ref(refname, new, "git swarm: work kept")?)
+            }
+            Location::Url { endpoint: ep } => {
                 let base = None;
                 match remote::push_forced(&self.local, &ep.push_to, refname, base, new)? {
                     Publish::Done => Ok(()),
@@ -414,7 +457,7 @@ impl Swarm {
     ) -> Result<Result<Committed<T>, E>, TxnError> {
         let started = Instant::now();
         let mut transient = 0u32;
-        let mut guard = Guard { in_doubt: Vec::new(), last_lost: None, unmoved: 0, lost: 0 };
+        let mut guard = Guard { in_doubt: Vec::new(), last_lost: None, unmoved: 0, lost: 0, excluded: Duration::ZERO };
         loop {
             let attempt_started = Instant::now();
             let err = match attempt(&mut guard) {
@@ -427,7 +470,9 @@ impl Swarm {
                 Ok(Attempt::Lost { base, reason }) => {
                     guard.lost += 1;
                     guard.last_lost = Some((base, reason));
-                    if guard.lost >= retry.max_attempts || started.elapsed() >= retry.max_elapsed {
+                    if guard.lost >= retry.max_attempts
+                        || started.elapsed().saturating_sub(guard.excluded) >= retry.max_elapsed
+                    {
                         TxnError::Contention {
                             swarm: self.name.clone(),
                             attempts: guard.lost,

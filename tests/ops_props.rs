@@ -707,6 +707,7 @@ fn counters_at_their_limits_never_overflow() {
             parent: None,
             acceptance: String::new(),
             scope: vec![],
+            plan_round: 0,
             attempts: 0,
             epoch: 0,
             created_by: None,

@@ -202,6 +202,8 @@ fn a_goal_runs_to_a_stopped_swarm_with_every_task_landed_exactly_once() {
         assert_eq!(done.get(id).copied().unwrap_or(0), 1, "{id} done {:?} times", done.get(id));
     }
     landed_on_main(&env, &bare, &list);
+    // The code was copied into the remote in-process (a local path): nothing is missing there.
+    assert_eq!(env.git(&bare, &["fsck", "--no-progress", "--no-dangling"]), "");
     // The dependency was respected: c.txt landed after a.txt and b.txt.
     let order = env.git(&bare, &["log", "--reverse", "--format=%s", "main"]);
     let pos = |s: &str| order.lines().position(|l| l == s).unwrap_or_else(|| panic!("{s} not on main:\n{order}"));
@@ -557,4 +559,116 @@ fn up_runs_a_local_fleet_to_the_judges_stop_and_demo_shows_the_whole_system() {
     let o = env.sw(env.root.path(), &["demo", "--pace", "0"]).ok();
     assert!(o.stdout.contains("landings on main: 8 commit(s)"), "{}", o.stdout);
     assert!(o.stdout.contains("0 merge commit(s)") && o.stdout.contains("ended with `stop`"), "{}", o.stdout);
+}
+
+#[test]
+fn a_conflict_run_that_aborts_the_rebase_cannot_rewind_the_branch() {
+    let env = Env::new();
+    // On a conflict this agent throws the rebase away and claims success: what it leaves does not hold main's tip.
+    let exec =
+        format!("if [ \"${{GIT_SWARM_CONFLICT:-}}\" = 1 ]; then git rebase --abort; exit 0; fi; {}", agent_exec());
+    let config = format!("max_attempts = 1\n[roles.worker]\nexec = {exec:?}\n");
+    let (bare, clones) = swarm(&env, file_url, 2, &config);
+    add(&env, &clones[0], "left", "@sleep 1\n@set shared.txt from-left");
+    add(&env, &clones[0], "right", "@sleep 1\n@set shared.txt from-right");
+    let a = spawn(&env, &clones[0], "w1", &[], &["run", "worker", "--once"]);
+    let b = spawn(&env, &clones[1], "w2", &[], &["run", "worker", "--once"]);
+    let (a, b) = (finish(a, 60, "w1"), finish(b, 60, "w2"));
+    assert_eq!((a.code, b.code), (0, 0), "{}\n{}", a.stderr, b.stderr);
+    let list = tasks(&env, &clones[0]);
+    let done: Vec<_> = list.iter().filter(|t| t["status"] == "done").collect();
+    let failed: Vec<_> = list.iter().filter(|t| t["status"] == "failed").collect();
+    assert_eq!((done.len(), failed.len()), (1, 1), "{list:?}");
+    let reason = failed[0]["failures"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("no longer builds on"), "{reason}");
+    // The landed task's commit is still on main: nothing was rewound.
+    landed_on_main(&env, &bare, &list);
+    let id = failed[0]["id"].as_str().expect("id");
+    assert!(env.rev(&bare, &format!("refs/swarm-work/default/{id}")).is_some(), "the failed work is kept");
+}
+
+#[test]
+fn a_check_that_dirties_the_tree_does_not_break_the_rebase_after_a_lost_race() {
+    let env = Env::new();
+    let config = format!("[run]\ncheck = \"echo checked >> README.md\"\n[roles.worker]\nexec = {:?}\n", agent_exec());
+    let (bare, clones) = swarm(&env, file_url, 3, &config);
+    for i in 0..3 {
+        add(&env, &clones[0], &format!("file {i}"), &format!("@sleep 1\n@write f{i}.txt {i}"));
+    }
+    let workers: Vec<Child> = clones
+        .iter()
+        .enumerate()
+        .map(|(i, c)| spawn(&env, c, &format!("w{i}"), &[], &["run", "worker", "--once"]))
+        .collect();
+    for w in workers {
+        let o = finish(w, 60, "a worker");
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    let list = tasks(&env, &clones[0]);
+    assert!(list.iter().all(|t| t["status"] == "done"), "{list:?}");
+    landed_on_main(&env, &bare, &list);
+    assert_eq!(env.git(&bare, &["show", "main:README.md"]), "hello", "the check's edit landed");
+}
+
+#[test]
+fn a_planner_stops_on_sigterm_mid_run_and_one_that_prints_no_block_fails_its_round() {
+    let env = Env::new();
+    let (_bare, clones) = swarm(&env, path_url, 1, "[roles.planner]\nexec = \"sleep 30\"\n");
+    let c = &clones[0];
+    let child = spawn(&env, c, "p1", &[], &["run", "planner", "--goal", "anything"]);
+    wait_until(20, || tasks(&env, c).iter().any(|t| t["status"] == "claimed"));
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    assert!(
+        std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill").success()
+    );
+    let o = finish(child, 30, "the stopped planner");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    assert_eq!(o.stderr.matches("agent started").count(), 1, "planned again after the signal:\n{}", o.stderr);
+    let goal = &tasks(&env, c)[0];
+    assert_eq!((goal["status"].as_str(), goal["attempts"].as_u64()), (Some("open"), Some(0)), "{goal}");
+    // An agent that prints no ```toml block at all has not said "nothing more to do": the round fails.
+    let o = env.sw(c, &["--agent", "p2", "run", "planner", "--once", "--exec", "echo I looked around."]).ok();
+    assert!(o.stderr.contains("no ```toml block"), "{}", o.stderr);
+    let goal = &tasks(&env, c)[0];
+    assert_eq!((goal["status"].as_str(), goal["attempts"].as_u64()), (Some("open"), Some(1)), "{goal}");
+}
+
+#[test]
+fn the_judges_stop_ends_a_worker_that_chains_claims_and_failed_dependencies_do_not_hang_the_cycle() {
+    let env = Env::new();
+    // The cycle ends after one finished task; the scripted judge says stop.
+    let config = format!("[run.cycle]\nmax_tasks = 1\n[roles.default]\nexec = {:?}\n", agent_exec());
+    let (_bare, clones) = swarm(&env, path_url, 2, &config);
+    for i in 0..5 {
+        add(&env, &clones[0], &format!("slow {i}"), &format!("@sleep 1\n@write s{i}.txt {i}"));
+    }
+    let worker = spawn(&env, &clones[0], "w1", &[], &["run", "worker"]);
+    let judge = spawn(&env, &clones[1], "judge", &[], &["run", "judge"]);
+    let j = finish(judge, 60, "the judge");
+    assert_eq!(j.code, 0, "{}", j.stderr);
+    let w = finish(worker, 60, "the worker");
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    assert!(w.stderr.contains("the judge stopped the swarm"), "{}", w.stderr);
+    let list = tasks(&env, &clones[0]);
+    assert!(list.iter().any(|t| t["status"] == "open"), "the worker went on after the stop: {list:?}");
+    assert!(list.iter().all(|t| t["status"] != "claimed"), "a claim was left: {list:?}");
+
+    // A plan whose first task fails for good: its dependent is cancelled, the plan and the cycle end.
+    let env = Env::new();
+    let config = format!("max_attempts = 1\n[roles.default]\nexec = {:?}\n", agent_exec());
+    let (_bare, clones) = swarm(&env, path_url, 1, &config);
+    let c = &clones[0];
+    let plan = env.path("plan.toml");
+    std::fs::write(&plan, "[[task]]\nkey = \"a\"\ntitle = \"breaks\"\nbody = \"@exit 1\"\n\n[[task]]\ntitle = \"needs a\"\ndeps = [\"a\"]\nbody = \"@write b.txt b\"\n").expect("plan");
+    let o = env.sw_env(
+        c,
+        &[("SCRIPTED_PLAN", plan.to_str().expect("utf-8"))],
+        &["up", "--workers", "1", "--judge", "--goal", "g"],
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let list = by_title(&tasks(&env, c));
+    assert_eq!(list["breaks"]["status"], "failed");
+    assert_eq!(list["needs a"]["status"], "cancelled", "{}", list["needs a"]);
 }

@@ -10,10 +10,11 @@
 pub mod http;
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How an agent of a role is run.
@@ -182,6 +183,9 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     }
     let mut child = cmd.spawn().map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
     let pid = child.id();
+    // Where a later runner finds the group, should this runner be killed before it could stop the agent.
+    let pgid_file = inv.prompt_file.with_file_name("agent.pgid");
+    let _ = std::fs::write(&pgid_file, pid.to_string());
     // Feed the prompt from a thread: an agent that does not read stdin must not block us.
     if let Some(mut stdin) = child.stdin.take() {
         let prompt = inv.prompt.to_string();
@@ -190,19 +194,21 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         });
     }
     let log = inv.log.as_ref().and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
-    let log = Arc::new(Mutex::new(log));
-    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
-    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    let shared = Arc::new(Shared {
+        log: Mutex::new(log),
+        tail: Mutex::new(VecDeque::with_capacity(TAIL_LINES)),
+        stdout: Mutex::new(Vec::new()),
+        finished: AtomicUsize::new(0),
+    });
     let mut readers = 0;
     if let Some(out) = child.stdout.take() {
         readers += 1;
-        spawn_reader(out, Some(tx.clone()), Arc::clone(&log), Arc::clone(&tail));
+        spawn_reader(out, true, Arc::clone(&shared));
     }
     if let Some(err) = child.stderr.take() {
         readers += 1;
-        spawn_reader(err, None, Arc::clone(&log), Arc::clone(&tail));
+        spawn_reader(err, false, Arc::clone(&shared));
     }
-    drop(tx);
     let mut last_poll = Instant::now();
     let mut stopping: Option<(Instant, Exit)> = None;
     let status = loop {
@@ -234,20 +240,11 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     };
     // Whatever the agent left running in its group goes with it.
     signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-    // Collect stdout; a grandchild that escaped the group may hold the pipe open, so do not wait for ever.
-    let mut stdout = Vec::new();
+    let _ = std::fs::remove_file(&pgid_file);
+    // Let the readers drain the pipes; a grandchild that escaped the group may hold one open, so not for ever.
     let deadline = Instant::now() + Duration::from_secs(2);
-    while readers > 0 {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(chunk) if chunk.is_empty() => readers -= 1,
-            Ok(chunk) => {
-                if stdout.len() < MAX_OUTPUT {
-                    let room = MAX_OUTPUT - stdout.len();
-                    stdout.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                }
-            }
-            Err(_) => break,
-        }
+    while shared.finished.load(Ordering::Acquire) < readers && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
     }
     let exit = match (stopping, status) {
         (Some((_, why)), _) => why,
@@ -261,46 +258,78 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         }
         (None, None) => Exit::Code(-1),
     };
-    let tail = tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
-    Ok(Outcome { exit, stdout: String::from_utf8_lossy(&stdout).into_owned(), tail, elapsed: started.elapsed() })
+    let tail = shared.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
+    let stdout = shared.stdout.lock().map(|s| String::from_utf8_lossy(&s).into_owned()).unwrap_or_default();
+    Ok(Outcome { exit, stdout, tail, elapsed: started.elapsed() })
 }
 
-/// Read a pipe line by line into the log and the tail; stdout also goes to `tx` (an empty chunk marks the end).
-fn spawn_reader(
-    pipe: impl Read + Send + 'static,
-    tx: Option<mpsc::Sender<Vec<u8>>>,
-    log: Arc<Mutex<Option<std::fs::File>>>,
-    tail: Arc<Mutex<VecDeque<String>>>,
-) {
+/// What the pipe readers fill: the log, the tail, stdout (capped), and how many have finished.
+struct Shared {
+    log: Mutex<Option<std::fs::File>>,
+    tail: Mutex<VecDeque<String>>,
+    stdout: Mutex<Vec<u8>>,
+    finished: AtomicUsize,
+}
+
+/// Longest line kept in the tail.
+const MAX_TAIL_LINE: usize = 1000;
+
+/// Read a pipe in chunks into the log, the tail (whole lines, cut to [`MAX_TAIL_LINE`]) and, for stdout, the
+/// captured output (at most [`MAX_OUTPUT`]). Memory stays bounded however much the agent prints.
+fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: Arc<Shared>) {
     std::thread::spawn(move || {
-        let mut r = BufReader::new(pipe);
-        let mut line = Vec::new();
-        loop {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut line: Vec<u8> = Vec::new();
+        let push_line = |line: &mut Vec<u8>| {
+            if let Ok(mut t) = shared.tail.lock() {
+                if t.len() == TAIL_LINES {
+                    t.pop_front();
+                }
+                t.push_back(String::from_utf8_lossy(line).trim_end().to_string());
+            }
             line.clear();
-            match r.read_until(b'\n', &mut line) {
+        };
+        loop {
+            let n = match pipe.read(&mut buf) {
                 Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if let Ok(mut g) = log.lock()
-                        && let Some(f) = g.as_mut()
-                    {
-                        let _ = f.write_all(&line);
-                    }
-                    if let Ok(mut t) = tail.lock() {
-                        if t.len() == TAIL_LINES {
-                            t.pop_front();
-                        }
-                        t.push_back(String::from_utf8_lossy(&line).trim_end().to_string());
-                    }
-                    if let Some(tx) = &tx {
-                        let _ = tx.send(line.clone());
-                    }
+                Ok(n) => n,
+            };
+            let chunk = &buf[..n];
+            if let Ok(mut g) = shared.log.lock()
+                && let Some(f) = g.as_mut()
+            {
+                let _ = f.write_all(chunk);
+            }
+            if is_stdout && let Ok(mut out) = shared.stdout.lock() {
+                let room = MAX_OUTPUT.saturating_sub(out.len());
+                out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            for piece in chunk.split_inclusive(|b| *b == b'\n') {
+                let room = MAX_TAIL_LINE.saturating_sub(line.len());
+                line.extend_from_slice(&piece[..piece.len().min(room)]);
+                if piece.ends_with(b"\n") {
+                    push_line(&mut line);
                 }
             }
         }
-        if let Some(tx) = &tx {
-            let _ = tx.send(Vec::new());
+        if !line.is_empty() {
+            push_line(&mut line);
         }
+        shared.finished.fetch_add(1, Ordering::Release);
     });
+}
+
+/// Kill the process group of an agent that a killed runner left behind: its pid is in `pgid_file`, and it still runs
+/// in `worktree` (so that a recycled id of some other process is never hit). Linux only (`/proc`); elsewhere a no-op.
+pub fn kill_leftover(pgid_file: &Path, worktree: &Path) {
+    let Some(pgid) = std::fs::read_to_string(pgid_file).ok().and_then(|s| s.trim().parse::<i32>().ok()) else {
+        return;
+    };
+    let cwd = std::fs::read_link(format!("/proc/{pgid}/cwd"));
+    if cwd.is_ok_and(|c| c.starts_with(worktree)) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = std::fs::remove_file(pgid_file);
 }
 
 /// Send `sig` to the process group `pgid` (the agent's); a group that is gone already is fine.

@@ -113,6 +113,8 @@ pub struct Ctx {
     agent: String,
     /// Where the command runs (`-C`, else the current directory), absolute.
     dir: PathBuf,
+    /// Was the agent id given (`--agent`, `$GIT_SWARM_AGENT`), or derived from user and host?
+    agent_given: bool,
 }
 
 impl Ctx {
@@ -151,11 +153,9 @@ impl Ctx {
             Err(_) => 0,
         };
         // A bad agent id is a usage error for every command, not only for those that write.
-        let agent =
-            match global.agent.clone().or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty())) {
-                Some(a) => a,
-                None => default_agent(),
-            };
+        let given = global.agent.clone().or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()));
+        let agent_given = given.is_some();
+        let agent = given.unwrap_or_else(default_agent);
         validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
         let mut retry = Retry::default();
         if let Ok(v) = std::env::var("GIT_SWARM_MAX_RETRY_SECS") {
@@ -165,12 +165,34 @@ impl Ctx {
             retry.max_elapsed = Duration::from_secs(secs);
         }
         let dir = std::path::absolute(&dir).unwrap_or(dir);
-        Ok(Ctx { out, repo: Some(repo), swarm_name, remote, transport, clock_offset, retry, common_dir, agent, dir })
+        Ok(Ctx {
+            out,
+            repo: Some(repo),
+            swarm_name,
+            remote,
+            transport,
+            clock_offset,
+            retry,
+            common_dir,
+            agent,
+            dir,
+            agent_given,
+        })
     }
 
     /// This agent's id: `--agent`, `$GIT_SWARM_AGENT`, else `<user>-<host>` (validated once, in `new`).
     pub fn agent(&self) -> &str {
         &self.agent
+    }
+
+    /// The id of a long-running runner: as [`Ctx::agent`] when given; else `<user>-<host>-<4 hex>`, so that two
+    /// runners started in one clone without `--agent` never share an id (and a work tree, and claims).
+    pub fn runner_agent(&self) -> String {
+        if self.agent_given {
+            return self.agent.clone();
+        }
+        let base: String = self.agent.chars().take(58).collect();
+        format!("{base}-{:04x}", fastrand::u16(..))
     }
 
     pub fn now(&self) -> Timestamp {

@@ -96,7 +96,7 @@ pub fn stop_flag() -> Arc<AtomicBool> {
 
 pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     let stop = stop_flag();
-    let agent = ctx.agent().to_string();
+    let agent = ctx.runner_agent();
     let remote_env = ctx.remote_arg();
     let swarm = ctx.swarm()?;
     let who = Ctx::identity(&swarm, &agent);

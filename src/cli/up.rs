@@ -86,6 +86,16 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     // The swarm must exist before the members start, or every one of them fails the same way.
     swarm.read(false)?;
+    // The goal is filed before anyone starts: an `--until-idle` worker that came first would find an empty board.
+    if let Some(g) = &goal {
+        let agent = ctx.agent().to_string();
+        let who = Ctx::identity(&swarm, &agent);
+        let clock = ctx.clock();
+        git_swarm::runner::planner::set_goal(&swarm, &ctx.retry, &who, &clock, &agent, g).map_err(|e| match e {
+            git_swarm::runner::RunError::Txn(t) => CliError::from(t),
+            other => CliError::usage(other.to_string()),
+        })?;
+    }
     let fleet = Fleet {
         dir,
         remote,
@@ -154,8 +164,9 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         };
         let mut cmd = Command::new(&exe);
         cmd.arg("-C").arg(&f.dir).args(["--swarm", &f.swarm, "--agent", &agent, "--json"]);
+        // Through the environment, not the command line: a URL may carry credentials, and `ps` shows arguments.
         if let Some(r) = &f.remote {
-            cmd.arg("--remote").arg(r);
+            cmd.env("GIT_SWARM_REMOTE", r);
         }
         cmd.args(["run", role]);
         if !forever {

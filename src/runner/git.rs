@@ -28,6 +28,9 @@ pub fn git_in(dir: &Path) -> Command {
         .env("GIT_PAGER", "cat")
         .env("LC_ALL", "C")
         .stdin(Stdio::null());
+    // A process group of its own: the terminal's Ctrl-C is for the runner, which finishes or stops its git work
+    // in order, not for a rebase or push half done.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd
 }
 
@@ -134,6 +137,20 @@ pub fn count_since(dir: &Path, base: ObjectId) -> Result<u64, GitError> {
     Ok(out.trim().parse().unwrap_or(0))
 }
 
+/// Does every commit of `base..HEAD` carry the trailer `key: value`?
+pub fn all_have_trailer(dir: &Path, base: ObjectId, key: &str, value: &str) -> bool {
+    let format = format!("--format=%(trailers:key={key},valueonly,separator=%x2C)%x00");
+    match run(dir, &["log", &format, &format!("{base}..HEAD")]) {
+        Ok(out) => {
+            // One entry per commit, each ended by NUL: the trailer values, comma-separated.
+            let entries: Vec<&str> = out.split('\0').collect();
+            let entries = &entries[..entries.len().saturating_sub(1)];
+            !entries.is_empty() && entries.iter().all(|e| e.trim().split(',').any(|v| v.trim() == value))
+        }
+        Err(_) => false,
+    }
+}
+
 /// Is a rebase stopped in this work tree?
 pub fn rebase_in_progress(dir: &Path) -> bool {
     ["rebase-merge", "rebase-apply"]
@@ -202,6 +219,17 @@ pub fn rebase(
         let _ = run(dir, &["rebase", "--abort"]);
     }
     Err(GitError { args: "rebase".into(), dir: Some(dir.to_path_buf()), message })
+}
+
+/// Throw away uncommitted changes and untracked files (not ignored ones: build outputs stay).
+pub fn clean_tree(dir: &Path) {
+    let _ = run(dir, &["reset", "--hard", "--quiet", "HEAD"]);
+    let _ = run(dir, &["clean", "-fdq"]);
+}
+
+/// Is `a` an ancestor of (or equal to) `b`?
+pub fn is_ancestor(dir: &Path, a: ObjectId, b: ObjectId) -> bool {
+    output(dir, &["merge-base", "--is-ancestor", &a.to_string(), &b.to_string()]).is_ok_and(|o| o.status.success())
 }
 
 pub fn abort_rebase(dir: &Path) {

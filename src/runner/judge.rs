@@ -84,7 +84,16 @@ fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
             })
             .count() as u64
     };
-    let live = full.board.tasks.values().filter(|s| !s.task.status.is_final()).count();
+    // A task that waits on a failed one can never run: it does not keep the cycle open.
+    let live = full
+        .board
+        .tasks
+        .values()
+        .filter(|s| {
+            !s.task.status.is_final()
+                && (s.task.status == Status::Claimed || ops::blocked_for_good(&full.board, &s.task).is_none())
+        })
+        .count();
     CycleView { n, started, done: finished_since(Status::Done), failed: finished_since(Status::Failed), live }
 }
 
@@ -155,6 +164,7 @@ pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Run
                 op: "judge",
                 agent: actor.agent.clone(),
                 summary: format!("cycle {n}: {verdict}"),
+                files: [(format!("cycles/{n}.toml"), text.clone())].into(),
                 ..Default::default()
             };
             if verdict == Verdict::Continue {
@@ -170,12 +180,15 @@ pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Run
                 let (add, _) = ops::add(&snap.board, actor, vec![new], &mut ops::mint_id)?;
                 ch = ch.then(add);
             }
-            ch.files.insert(format!("cycles/{n}.toml"), text.clone());
             Ok((ch, true))
         })?;
         if res.value {
             verdicts += 1;
             r.emit(Event::Verdict { cycle: n, verdict, reasons });
+        }
+        if !res.value {
+            // Another judge's verdict stands; the loop reads it.
+            continue;
         }
         if verdict == Verdict::Stop {
             return Ok((RunEnd::SwarmStopped { cycle: n }, verdicts));
@@ -242,7 +255,8 @@ fn judge_once(
     };
     let check = match (&settings.check, tip) {
         (Some(cmd), Some(t)) => {
-            let (ok, tail) = super::worker::run_check(&cwd, cmd, settings.task_timeout, &r.commit_ident);
+            let (ok, tail) =
+                super::worker::run_check(&cwd, cmd, settings.task_timeout, &r.commit_ident, &r.run_dir(), &|| true);
             format!(
                 "`{cmd}` on {} ({}): {}\n{}",
                 &t.to_string()[..12],

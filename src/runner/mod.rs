@@ -217,9 +217,10 @@ impl Runner<'_> {
                 let pid = std::fs::read_to_string(self.home.join("worktrees").join(format!("{name}.pid")))
                     .ok()
                     .and_then(|s| s.trim().parse::<u32>().ok());
-                let alive =
-                    pid.is_some_and(|pid| pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists());
+                let alive = pid.is_some_and(|pid| pid != std::process::id() && process_alive(pid));
                 if name == self.agent || !alive {
+                    // An agent its killed runner could not stop may still work in there: stop it first.
+                    agent::kill_leftover(&self.home.join("run").join(&name).join("agent.pgid"), &p);
                     git::remove_worktree(&self.common_dir(), &p);
                 }
             }
@@ -322,28 +323,41 @@ impl Runner<'_> {
         until: &mut Timestamp,
         lease: Duration,
     ) -> Result<(), String> {
+        match self.try_renew(task, epoch, until, lease) {
+            Ok(Some(e)) => {
+                self.emit(e);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(why) => Err(why),
+        }
+    }
+
+    /// [`Runner::renew_if_due`] without reporting: the event to report, if any. A remote that is away for a moment
+    /// is not an error (the lease still runs; the next poll tries again).
+    pub fn try_renew(
+        &self,
+        task: &str,
+        epoch: u64,
+        until: &mut Timestamp,
+        lease: Duration,
+    ) -> Result<Option<Event>, String> {
         let now = (self.clock)();
         let left = Duration::from_millis(until.0.saturating_sub(now.0));
         if left > lease / 3 {
-            return Ok(());
+            return Ok(None);
         }
         let id = task.to_string();
         match self.transact(|snap, actor| ops::renew(&snap.board, actor, Some(&id), Some(epoch), lease)) {
-            Ok(c) => {
-                if let Some(t) = c.value.first()
-                    && let Some(cl) = &t.claim
-                {
+            Ok(c) => match c.value.first().and_then(|t| t.claim.as_ref()) {
+                Some(cl) => {
                     *until = cl.lease_until;
-                    self.emit(Event::Renewed { task: id, until: cl.lease_until });
+                    Ok(Some(Event::Renewed { task: id, until: cl.lease_until }))
                 }
-                Ok(())
-            }
+                None => Ok(None),
+            },
             Err(TxnError::Domain(e)) => Err(e.to_string()),
-            // The remote is away for a moment: try again at the next poll, the lease still runs.
-            Err(e) => {
-                self.emit(Event::Warning(format!("renewing {id}: {e}")));
-                Ok(())
-            }
+            Err(e) => Ok(Some(Event::Warning(format!("renewing {id}: {e}")))),
         }
     }
 
@@ -355,6 +369,13 @@ impl Runner<'_> {
             Err(e) => self.emit(Event::Warning(format!("could not release {id}: {e} (its lease will run out)"))),
         }
     }
+}
+
+/// Does a process with this id run? (Signal 0: no signal is sent, only the check.)
+fn process_alive(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|p| {
+        matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None), Ok(()) | Err(nix::errno::Errno::EPERM))
+    })
 }
 
 pub const MIN_POLL: Duration = Duration::from_millis(200);
@@ -498,8 +519,60 @@ pub fn commit_ident(repo: &gix::Repository, agent: &str) -> Vec<(String, String)
 pub fn reason_from(what: &str, tail: &[String]) -> String {
     let lines: Vec<&str> =
         tail.iter().rev().take(8).map(String::as_str).collect::<Vec<_>>().into_iter().rev().collect();
-    let text = lines.join(" | ");
+    let text = redact_secrets(&lines.join(" | "));
     let text = crate::escape::line(&text);
     let cut: String = text.chars().take(600).collect();
     if cut.is_empty() { what.to_string() } else { format!("{what}: {cut}") }
+}
+
+/// Text that goes from an agent into the state ref (failure reasons, hand-offs) with what looks like a secret
+/// replaced by `[redacted]`: the values of this process's environment variables whose names say key, token,
+/// secret or password, and well-known token shapes (`sk-…`, `ghp_…`, `github_pat_…`, `AKIA…`, `xox?-…`). Best
+/// effort: the state ref is readable by everyone who can fetch the repository.
+pub fn redact_secrets(text: &str) -> String {
+    let mut out = text.to_string();
+    for (k, v) in std::env::vars() {
+        let k = k.to_ascii_uppercase();
+        if v.len() >= 8 && ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| k.contains(w)) && out.contains(&v) {
+            out = out.replace(&v, "[redacted]");
+        }
+    }
+    const PREFIXES: &[&str] =
+        &["sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "AKIA", "xoxb-", "xoxp-", "glpat-"];
+    let bytes = out.as_bytes();
+    let mut res = String::with_capacity(out.len());
+    let mut i = 0;
+    while i < out.len() {
+        let word_start =
+            i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b'-');
+        let hit = if word_start { PREFIXES.iter().find(|p| out[i..].starts_with(**p)) } else { None };
+        if let Some(p) = hit {
+            let rest = &out[i + p.len()..];
+            let n = rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-').count();
+            if n >= 16 {
+                res.push_str("[redacted]");
+                i += p.len() + n;
+                continue;
+            }
+        }
+        let ch = out[i..].chars().next().unwrap_or(' ');
+        res.push(ch);
+        i += ch.len_utf8();
+    }
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted_from_text_bound_for_the_state_ref() {
+        let t = redact_secrets(
+            "auth failed for sk-ant-api03-abcdefghijklmnop1234 and ghp_ABCDEFGHIJKLMNOPQRSTUVWX; task-sk-short ok",
+        );
+        assert!(!t.contains("abcdefghijklmnop") && !t.contains("ABCDEFGHIJKLMNOP"), "{t}");
+        assert!(t.contains("task-sk-short ok"), "{t}");
+        assert_eq!(redact_secrets("naïve text, no secrets"), "naïve text, no secrets");
+    }
 }

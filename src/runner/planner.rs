@@ -42,9 +42,9 @@ struct HeldPlan {
     waiting: bool,
 }
 
-/// A task as a planner proposes it (one `[[task]]` table of its output).
+/// A task as a planner proposes it (one `[[task]]` table of its output). Keys this version does not know are
+/// ignored (models add fields).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Proposal {
     #[serde(default)]
     pub key: Option<String>,
@@ -66,24 +66,40 @@ pub struct Proposal {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Block {
-    #[serde(default)]
     task: Vec<Proposal>,
 }
 
-/// The tasks in the fenced ```toml blocks of an agent's output (all blocks that hold `[[task]]` tables). `Ok(None)`
-/// when the output has no block at all; an empty block is `Ok(Some([]))`, "nothing more to do".
+/// The tasks of the planner's output: the **last** fenced ```toml block that holds `[[task]]` tables (an agent that
+/// echoes its prompt repeats the prompt's example first), or an empty block, "nothing more to do" (`Some([])`).
+/// Other toml blocks (a quoted `Cargo.toml`) are not proposals and are passed over. `Ok(None)`: no such block.
 pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
-    let mut found = None;
+    let mut found: Option<Vec<Proposal>> = None;
+    let mut last_error = None;
     for block in fenced_blocks(output, "toml") {
-        let parsed: Block = toml::from_str(block).map_err(|e| {
-            format!(
-                "the planner's ```toml block is not valid: {}",
-                e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
-            )
-        })?;
-        found.get_or_insert_with(Vec::new).extend(parsed.task);
+        let table: toml::Table = match toml::from_str(block) {
+            Ok(t) => t,
+            Err(e) => {
+                if block.contains("[[task]]") {
+                    last_error = Some(one_line(&e));
+                }
+                continue;
+            }
+        };
+        if table.is_empty() {
+            found = Some(Vec::new());
+        } else if table.contains_key("task") {
+            let parsed: Block = toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| format!("the planner's [[task]] block is not valid: {}", one_line(&e)))?;
+            found = Some(parsed.task);
+            last_error = None;
+        }
+    }
+    if found.is_none()
+        && let Some(e) = last_error
+    {
+        return Err(format!("the planner's ```toml block is not valid TOML: {e}"));
     }
     if let Some(ps) = &found {
         let mut keys = BTreeSet::new();
@@ -106,27 +122,43 @@ pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
     Ok(found)
 }
 
-/// The contents of fenced code blocks tagged `lang` (```` ```toml ````).
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The contents of fenced code blocks tagged `lang` (```` ```toml ````, any case). A fence line inside the block
+/// (in a multi-line string) does not end it when the text up to there is not valid TOML yet but the text up to a
+/// later fence is.
 pub fn fenced_blocks<'a>(text: &'a str, lang: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
-    let mut rest = text;
+    let lower = text.to_ascii_lowercase();
     let open = format!("```{lang}");
-    while let Some(i) = rest.find(&open) {
-        let after = &rest[i + open.len()..];
-        let Some(nl) = after.find('\n') else { break };
-        if !after[..nl].trim().is_empty() {
-            rest = &after[nl..];
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(&open).map(|i| i + from) {
+        let after = i + open.len();
+        let Some(nl) = text[after..].find('\n').map(|n| n + after) else { break };
+        if !text[after..nl].trim().is_empty() {
+            from = nl;
             continue;
         }
-        let body = &after[nl + 1..];
-        let end = body.find("\n```").map(|e| e + 1).or_else(|| body.strip_prefix("```").map(|_| 0));
-        match end {
-            Some(e) => {
-                out.push(&body[..e]);
-                rest = &body[e + 3..];
+        let body_start = nl + 1;
+        // Every line that starts with ``` after the opening is a candidate end.
+        let mut ends = Vec::new();
+        let mut pos = body_start;
+        for line in text[body_start..].split_inclusive('\n') {
+            if line.trim_start().starts_with("```") {
+                ends.push(pos);
             }
-            None => break,
+            pos += line.len();
         }
+        let Some(&first) = ends.first() else { break };
+        let end = ends
+            .iter()
+            .copied()
+            .find(|&e| toml::from_str::<toml::Table>(&text[body_start..e]).is_ok())
+            .unwrap_or(first);
+        out.push(&text[body_start..end]);
+        from = text[end..].find('\n').map_or(text.len(), |n| end + n);
     }
     out
 }
@@ -237,16 +269,27 @@ fn depth(board: &Board, task: &Task) -> u32 {
 /// Make sure the swarm has a goal: write `goal.md` and a root plan task unless a goal is there. Returns whether
 /// this call set it.
 pub fn ensure_goal(r: &mut Runner<'_>, goal: &str) -> Result<bool, RunError> {
+    set_goal(r.swarm, &r.retry, &r.who, r.clock, &r.agent, goal)
+}
+
+/// Write `goal.md` and the root plan task in one commit, unless the swarm has a goal. Returns whether it did.
+pub fn set_goal(
+    swarm: &crate::txn::Swarm,
+    retry: &crate::txn::Retry,
+    who: &crate::store::Identity,
+    clock: &dyn Fn() -> Timestamp,
+    agent: &str,
+    goal: &str,
+) -> Result<bool, RunError> {
     let goal = goal.trim().to_string();
     if goal.is_empty() {
         return Err(RunError::Setup("the goal is empty".into()));
     }
-    let store = r.swarm.store();
-    let _ = store;
-    let res = r.transact(|snap, actor| {
-        if super::goal(r.swarm.store(), snap.commit).is_some() {
+    let res = swarm.transact(retry, who, clock, |snap, now| {
+        if super::goal(swarm.store(), snap.commit).is_some() {
             return Ok((Default::default(), false));
         }
+        let actor = ops::Actor { agent: agent.to_string(), now };
         let title: String = format!("Goal: {}", goal.lines().next().unwrap_or_default().trim());
         let title: String = title.chars().take(200).collect();
         let new = NewTask {
@@ -257,7 +300,7 @@ pub fn ensure_goal(r: &mut Runner<'_>, goal: &str) -> Result<bool, RunError> {
             labels: vec!["goal".into()],
             ..NewTask::default()
         };
-        let (mut ch, _) = ops::add(&snap.board, actor, vec![new], &mut ops::mint_id)?;
+        let (mut ch, _) = ops::add(&snap.board, &actor, vec![new], &mut ops::mint_id)?;
         ch.files.insert(super::GOAL_PATH.into(), format!("{goal}\n"));
         ch.summary = format!("goal: {}", ch.summary);
         Ok((ch, true))
@@ -283,39 +326,45 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
         }
     }
     let mut held: Vec<HeldPlan> = Vec::new();
+    let res = run_loop(r, opts, &mut held, &mut stats);
+    // Every way out gives back what is still held (an error too: another planner takes over at once).
+    for h in held.drain(..) {
+        r.release(&h.task.id, h.epoch);
+    }
+    res.map(|end| (end, stats))
+}
+
+fn run_loop(
+    r: &mut Runner<'_>,
+    opts: &PlannerOptions,
+    held: &mut Vec<HeldPlan>,
+    stats: &mut PlannerStats,
+) -> Result<RunEnd, RunError> {
     let mut backoff = super::MIN_POLL;
     loop {
         if r.stopping() {
-            for h in held.drain(..) {
-                r.release(&h.task.id, h.epoch);
-            }
-            return Ok((RunEnd::Interrupted, stats));
+            return Ok(RunEnd::Interrupted);
         }
         let snap = r.read(false)?;
         if let Some(cycle) = r.stopped_at(&snap) {
-            for h in held.drain(..) {
-                r.release(&h.task.id, h.epoch);
-            }
-            return Ok((RunEnd::SwarmStopped { cycle }, stats));
+            return Ok(RunEnd::SwarmStopped { cycle });
         }
         let lease = snap.board.config.lease;
         let mut progressed = false;
-        // Keep the plans we hold; note those whose children are all finished.
+        // Keep the plans we hold; note those whose children are all finished (or can never run).
         let mut i = 0;
         while i < held.len() {
-            let h = &mut held[i];
-            let (id, epoch, mut until) = (h.task.id.clone(), h.epoch, h.until);
+            let (id, epoch, mut until) = (held[i].task.id.clone(), held[i].epoch, held[i].until);
             let renewed = r.renew_if_due(&id, epoch, &mut until, lease);
-            let h = &mut held[i];
-            h.until = until;
+            held[i].until = until;
             if let Err(why) = renewed {
                 r.emit(Event::LostClaim { task: id, why });
                 held.remove(i);
                 continue;
             }
-            let children_live = snap.board.tasks.values().any(|s| s.task.parent.as_deref() == Some(&id));
-            if h.waiting && !children_live {
-                h.waiting = false;
+            if held[i].waiting && !children_running(&snap, &id) {
+                held[i].waiting = false;
+                cancel_blocked_children(r, &snap, &id)?;
             }
             i += 1;
         }
@@ -327,15 +376,14 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
                 continue;
             }
             progressed = true;
-            match plan_round(r, &mut held[j], &mut stats)? {
+            let (head, rest) = held.split_at_mut(j);
+            let (this, tail) = rest.split_first_mut().ok_or_else(|| RunError::Setup("internal: plan index".into()))?;
+            let others: Vec<&mut HeldPlan> = head.iter_mut().chain(tail.iter_mut()).collect();
+            match plan_round(r, this, others, stats)? {
                 RoundEnd::Waiting if opts.mode == Mode::Once => {
-                    // One round: give the plan back, so that the next round is anyone's.
-                    let h = held.remove(j);
-                    r.release(&h.task.id, h.epoch);
-                    for h in held.drain(..) {
-                        r.release(&h.task.id, h.epoch);
-                    }
-                    return Ok((RunEnd::Done, stats));
+                    // One round: give the plan back (its round count is in the task), so that the next round is
+                    // anyone's.
+                    return Ok(RunEnd::Done);
                 }
                 RoundEnd::Waiting => {
                     held[j].waiting = true;
@@ -344,22 +392,15 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
                 RoundEnd::Finished | RoundEnd::Gone => {
                     held.remove(j);
                     if opts.mode == Mode::Once {
-                        for h in held.drain(..) {
-                            r.release(&h.task.id, h.epoch);
-                        }
-                        return Ok((RunEnd::Done, stats));
+                        return Ok(RunEnd::Done);
                     }
                 }
                 RoundEnd::Interrupted => {
-                    continue;
+                    // Released already.
+                    held.remove(j);
+                    return Ok(RunEnd::Interrupted);
                 }
             }
-            if r.stopping() {
-                break;
-            }
-        }
-        if r.stopping() {
-            continue;
         }
         // Take a ready plan task.
         let snap = r.read(false)?;
@@ -374,7 +415,8 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
                         epoch: cl.epoch,
                         kind: Kind::Plan,
                     });
-                    held.push(HeldPlan { task: t, epoch: cl.epoch, until: cl.lease_until, rounds: 0, waiting: false });
+                    let rounds = t.plan_round;
+                    held.push(HeldPlan { task: t, epoch: cl.epoch, until: cl.lease_until, rounds, waiting: false });
                 }
                 continue;
             }
@@ -383,9 +425,9 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
         }
         if held.is_empty() {
             match opts.mode {
-                Mode::Once if stats.rounds > 0 => return Ok((RunEnd::Done, stats)),
-                Mode::Once => return Ok((RunEnd::NothingReady, stats)),
-                Mode::UntilIdle if super::idle(&snap.board, (r.clock)()) => return Ok((RunEnd::Idle, stats)),
+                Mode::Once if stats.rounds > 0 => return Ok(RunEnd::Done),
+                Mode::Once => return Ok(RunEnd::NothingReady),
+                Mode::UntilIdle if super::idle(&snap.board, (r.clock)()) => return Ok(RunEnd::Idle),
                 _ => {}
             }
         }
@@ -403,6 +445,28 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
     }
 }
 
+/// Does `plan` have a live child that can still run? (Children blocked for good by a failed dependency do not
+/// count: waiting on them would wait for ever.)
+fn children_running(snap: &Snapshot, plan: &str) -> bool {
+    snap.board.tasks.values().any(|s| {
+        s.task.parent.as_deref() == Some(plan)
+            && (s.task.status == Status::Claimed || ops::blocked_for_good(&snap.board, &s.task).is_none())
+    })
+}
+
+/// Cancel the children of `plan` that can never run, so that the board says so and the cycle can end.
+fn cancel_blocked_children(r: &mut Runner<'_>, snap: &Snapshot, plan: &str) -> Result<(), RunError> {
+    let ids: Vec<String> = children(snap, plan).into_iter().collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let res = r.transact(|snap, actor| Ok((ops::cancel_blocked(&snap.board, actor, &ids), ())))?;
+    if res.commit.is_some() {
+        r.emit(Event::Warning(format!("cancelled tasks of plan {plan} whose dependencies failed")));
+    }
+    Ok(())
+}
+
 enum RoundEnd {
     /// Tasks were filed; wait for them.
     Waiting,
@@ -414,7 +478,12 @@ enum RoundEnd {
     Interrupted,
 }
 
-fn plan_round(r: &mut Runner<'_>, h: &mut HeldPlan, stats: &mut PlannerStats) -> Result<RoundEnd, RunError> {
+fn plan_round(
+    r: &mut Runner<'_>,
+    h: &mut HeldPlan,
+    mut others: Vec<&mut HeldPlan>,
+    stats: &mut PlannerStats,
+) -> Result<RoundEnd, RunError> {
     let full = r.read(true)?;
     let config = full.board.config.clone();
     let settings = r.settings(&config)?;
@@ -482,6 +551,11 @@ fn plan_round(r: &mut Runner<'_>, h: &mut HeldPlan, stats: &mut PlannerStats) ->
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
             }
+            // The other plans this planner holds wait on their tasks meanwhile: keep their leases too.
+            for o in others.iter_mut() {
+                let (oid, oepoch) = (o.task.id.clone(), o.epoch);
+                let _ = r.renew_if_due(&oid, oepoch, &mut o.until, lease);
+            }
             match r.renew_if_due(&id, epoch, &mut until, lease) {
                 Ok(()) => true,
                 Err(why) => {
@@ -521,61 +595,85 @@ fn plan_round(r: &mut Runner<'_>, h: &mut HeldPlan, stats: &mut PlannerStats) ->
         return fail(r, super::reason_from(&format!("the planner agent {}", out.exit), &out.tail));
     }
     let proposals = match parse_proposals(&out.stdout) {
-        Ok(p) => p.unwrap_or_default(),
+        Ok(p) => p,
         Err(e) => return fail(r, e),
     };
     let plans_allowed = d < settings.plan_depth;
-    let count = proposals.len();
+    let count = proposals.as_ref().map_or(0, Vec::len);
     let last_round = h.rounds >= settings.plan_rounds;
+    let round = h.rounds;
+    let agent = r.agent.clone();
     let res = r.transact(|snap, actor| {
         // Tasks the agent filed itself with `git swarm add` count as proposals too.
         let filed_by_cli = children(snap, &id).difference(&children_before).count();
-        if proposals.is_empty() {
-            if filed_by_cli > 0 {
-                return Ok((Default::default(), (filed_by_cli, Vec::new())));
+        let plan = snap.board.tasks.get(&id).ok_or_else(|| DomainError::UnknownTask(id.clone()))?;
+        ops::check_holder(&plan.task, &agent, Some(epoch))?;
+        let proposals = match &proposals {
+            Some(p) if !p.is_empty() => p,
+            Some(_) | None if filed_by_cli > 0 => {
+                return Ok((Default::default(), Proposed::Filed(filed_by_cli, vec![])));
             }
-            let note = format!("planned in {} round(s)", h.rounds);
-            let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note))?;
-            return Ok((ch, (0, Vec::new())));
-        }
-        let (news, extra) = to_new_tasks(&snap.board, &id, &proposals, plans_allowed)?;
+            Some(_) => {
+                let note = format!("planned in {round} round(s)");
+                let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note))?;
+                return Ok((ch, Proposed::Nothing));
+            }
+            None => return Ok((Default::default(), Proposed::NoBlock)),
+        };
+        let (news, extra) = to_new_tasks(&snap.board, &id, proposals, plans_allowed)?;
         let minted: Vec<String> = extra.iter().take(news.len()).cloned().collect();
         let demoted: Vec<String> = extra.iter().skip(news.len()).cloned().collect();
         let mut queue = minted.into_iter();
         let mut mint = || queue.next().unwrap_or_else(ops::mint_id);
         let (mut ch, _) = ops::add(&snap.board, actor, news, &mut mint)?;
+        // The plan keeps its round count, for whoever plans its next round.
+        let mut t = plan.task.clone();
+        t.plan_round = round;
+        ch.writes.push(ops::Stored { path: plan.path.clone(), task: t });
         ch.summary = format!("plan {id}: {}", ch.summary);
-        Ok((ch, (count + filed_by_cli, demoted)))
+        Ok((ch, Proposed::Filed(count + filed_by_cli, demoted)))
     });
     match res {
-        Ok(c) => {
-            let (n, demoted) = c.value;
-            for t in demoted {
-                r.emit(Event::Warning(format!(
-                    "'{}' was proposed as a plan beyond the depth limit ({}); filed as a work task",
-                    crate::escape::line(&t),
-                    settings.plan_depth
-                )));
-            }
-            if n == 0 {
+        Ok(c) => match c.value {
+            Proposed::NoBlock => fail(
+                r,
+                "the planner printed no ```toml block with [[task]] tables (an empty block means: nothing more to do)"
+                    .into(),
+            ),
+            Proposed::Nothing => {
                 stats.plans_done += 1;
                 r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
-                return Ok(RoundEnd::Finished);
+                Ok(RoundEnd::Finished)
             }
-            stats.proposed += n as u64;
-            r.emit(Event::Proposed { plan: id.clone(), count: n });
-            if last_round {
-                // The round limit: this plan has had its say; what it filed runs without it.
-                let note = format!("stopped after {} rounds (run.plan_rounds)", h.rounds);
-                let _ =
-                    r.transact(|snap, actor| ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note.clone())));
-                r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
-                stats.plans_done += 1;
-                return Ok(RoundEnd::Finished);
+            Proposed::Filed(n, demoted) => {
+                for t in demoted {
+                    r.emit(Event::Warning(format!(
+                        "'{}' was proposed as a plan beyond the depth limit ({}); filed as a work task",
+                        crate::escape::line(&t),
+                        settings.plan_depth
+                    )));
+                }
+                stats.proposed += n as u64;
+                r.emit(Event::Proposed { plan: id.clone(), count: n });
+                if last_round {
+                    // The round limit: this plan has had its say; what it filed runs without it.
+                    let note = format!("stopped after {} rounds (run.plan_rounds)", h.rounds);
+                    match r.transact(|snap, actor| {
+                        ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note.clone()))
+                    }) {
+                        Ok(_) => {
+                            r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
+                            stats.plans_done += 1;
+                        }
+                        Err(TxnError::Domain(e)) => r.emit(Event::LostClaim { task: id, why: e.to_string() }),
+                        Err(e) => return Err(e.into()),
+                    }
+                    return Ok(RoundEnd::Finished);
+                }
+                Ok(RoundEnd::Waiting)
             }
-            Ok(RoundEnd::Waiting)
-        }
-        Err(TxnError::Domain(e @ (DomainError::UnknownTask(_) | DomainError::DepsNotDone { .. }))) => {
+        },
+        Err(TxnError::Domain(e @ (DomainError::UnknownTask(_) | DomainError::DepsNotDone { .. }))) if !matches!(&e, DomainError::UnknownTask(u) if *u == id) => {
             fail(r, format!("the planner proposed tasks that cannot be filed: {e}"))
         }
         Err(TxnError::Domain(e)) => {
@@ -584,6 +682,16 @@ fn plan_round(r: &mut Runner<'_>, h: &mut HeldPlan, stats: &mut PlannerStats) ->
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// What a planning round came to.
+enum Proposed {
+    /// Tasks were filed (by the block, or by the agent through the CLI); plans demoted to work.
+    Filed(usize, Vec<String>),
+    /// An empty block: the plan is done.
+    Nothing,
+    /// No block at all: a failed round.
+    NoBlock,
 }
 
 /// Ids of the live tasks whose parent is `plan`.
@@ -603,7 +711,14 @@ mod tests {
         assert_eq!((p[1].kind, p[1].deps.clone()), (Kind::Plan, vec!["a".to_string()]));
         assert_eq!(parse_proposals("```toml\n```\n").expect("ok"), Some(vec![]));
         assert_eq!(parse_proposals("no block").expect("ok"), None);
-        assert!(parse_proposals("```toml\n[[task]]\ntitel = \"x\"\n```").is_err());
+        assert!(parse_proposals("```toml\n[[task]]\ntitel = \"x\"\n```").is_err(), "no title");
+        // Other toml blocks are passed over; the last [[task]] block wins; unknown keys are ignored.
+        let out = "```toml\n[package]\nname = \"x\"\n```\n```toml\n[[task]]\ntitle = \"example\"\n```\n```TOML\n[[task]]\ntitle = \"real\"\neffort = \"small\"\n```";
+        assert_eq!(parse_proposals(out).expect("ok").expect("some")[0].title, "real");
+        assert_eq!(parse_proposals("```toml\n[package]\nname = \"x\"\n```").expect("ok"), None);
+        // A fence inside a multi-line string does not end the block.
+        let out = "```toml\n[[task]]\ntitle = \"t\"\nbody = '''\nrun:\n```\nmake\n```\n'''\n```\n";
+        assert_eq!(parse_proposals(out).expect("ok").expect("some")[0].body, "run:\n```\nmake\n```\n");
         assert!(
             parse_proposals("```toml\n[[task]]\nkey=\"k\"\ntitle=\"x\"\n[[task]]\nkey=\"k\"\ntitle=\"y\"\n```")
                 .is_err()

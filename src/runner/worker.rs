@@ -60,6 +60,8 @@ enum Abort {
     Fail(String),
     /// A signal arrived.
     Interrupted,
+    /// The claim was taken over while the check or a conflict run went on.
+    LostClaim(String),
 }
 
 pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
@@ -69,6 +71,9 @@ pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerSt
     let config = r.read(false)?.board.config;
     r.settings(&config)?;
     r.backend(&config, Role::Worker)?;
+    if r.swarm.fetch_branch(&format!("refs/heads/{}", config.target))?.is_none() {
+        return Err(missing_target(r, &config.target));
+    }
     let mut stats = WorkerStats::default();
     let mut held: Option<Held> = None;
     let mut done_tasks = 0u64;
@@ -176,12 +181,7 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
     let common = r.common_dir();
     let base = match r.swarm.fetch_branch(&branch)? {
         Some(b) => b,
-        None => {
-            return Err(RunError::Setup(format!(
-                "{} has no branch {} to work on: push it first (the target is set in swarm.toml)",
-                r.swarm.remote_label, config.target
-            )));
-        }
+        None => return Err(missing_target(r, &config.target)),
     };
     git::add_worktree(&common, &wt, base)?;
     let result = (|| {
@@ -190,6 +190,13 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
     })();
     git::remove_worktree(&common, &wt);
     result
+}
+
+fn missing_target(r: &Runner<'_>, target: &str) -> RunError {
+    RunError::Setup(format!(
+        "{} has no branch {target} to work on: push it first (the target is set in swarm.toml)",
+        r.swarm.remote_label
+    ))
 }
 
 /// What the agent run came to.
@@ -328,7 +335,10 @@ fn finish(
     git::abort_rebase(wt);
     let message = format!("{}\n\nSwarm-Task: {}\n", one_line(&h.task.title), id);
     git::commit_all(wt, &message, &r.commit_ident)?;
-    let handoff = std::fs::read_to_string(r.run_dir().join("handoff.md")).ok().filter(|t| !t.trim().is_empty());
+    let handoff = std::fs::read_to_string(r.run_dir().join("handoff.md"))
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| super::redact_secrets(&t.chars().take(64 * 1024).collect::<String>()));
     if git::count_since(wt, base)? == 0 {
         if !settings.empty_is_done {
             return fail(r, h, "the agent exited 0 without changing anything".into(), claim_next);
@@ -362,7 +372,8 @@ fn finish(
     // Land: rebase onto the newest target (adding the trailer on the first pass), check, then one atomic push of
     // the branch and the state (done + hand-off + the next claim).
     let mut current_base = base;
-    let mut trailered = false;
+    // Commits that carry the trailer already (the runner's own commit of what the agent left) need no rewrite.
+    let mut trailered = git::all_have_trailer(wt, base, "Swarm-Task", &h.task.id);
     let mut checked_on: Option<ObjectId> = None;
     let epoch = h.epoch;
     let lease = r.read(false)?.board.config.lease;
@@ -372,37 +383,78 @@ fn finish(
     let task = h.task.clone();
     let stop = std::sync::Arc::clone(&r.stop);
     let mut events: Vec<Event> = Vec::new();
+    // The lease is renewed while the check and conflict runs go on, as while the agent worked.
+    let until = std::cell::Cell::new(h.until);
+    let lost_claim: std::cell::RefCell<Option<String>> = Default::default();
+    let renewals: std::cell::RefCell<Vec<Event>> = Default::default();
+    let keep_lease = || {
+        let mut u = until.get();
+        let alive = match r.try_renew(&task.id, epoch, &mut u, lease) {
+            Ok(e) => {
+                renewals.borrow_mut().extend(e);
+                true
+            }
+            Err(why) => {
+                *lost_claim.borrow_mut() = Some(why);
+                false
+            }
+        };
+        until.set(u);
+        alive
+    };
     let mut prepare = |tip: ObjectId| -> Result<ObjectId, Abort> {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(Abort::Interrupted);
         }
         if tip != current_base || !trailered {
+            // Whatever a check left in the tree must not stop the rebase.
+            git::clean_tree(wt);
             let trailer = (!trailered).then_some(("GIT_SWARM_TASK_ID", task.id.as_str()));
             match git::rebase(wt, tip, current_base, trailer, &r.commit_ident)
                 .map_err(|e| Abort::Fail(e.to_string()))?
             {
                 git::Rebased::Clean => {}
                 git::Rebased::Conflict(files) => {
-                    resolve_conflict(r, backend, wt, &task, files, tries, timeout, &mut events)?;
+                    let res = resolve_conflict(r, backend, wt, &task, files, tries, timeout, &mut events, &keep_lease);
+                    events.extend(renewals.borrow_mut().drain(..));
+                    if let Some(why) = lost_claim.borrow().clone() {
+                        return Err(Abort::LostClaim(why));
+                    }
+                    res?;
                 }
             }
             trailered = true;
             current_base = tip;
         }
+        // The rebased work must hold the branch's tip and add to it: an agent that aborted the rebase or reset the
+        // tree would otherwise rewind the branch and drop work that has landed.
+        let head = git::head(wt).map_err(|e| Abort::Fail(e.to_string()))?;
+        if head == tip || !git::is_ancestor(wt, tip, head) {
+            return Err(Abort::Fail(format!(
+                "after the rebase the work no longer builds on the target's tip {}: landing it would drop landed work",
+                &tip.to_string()[..12]
+            )));
+        }
         if let Some(cmd) = &check
             && checked_on != Some(current_base)
         {
-            let out = run_check(wt, cmd, timeout, &r.commit_ident);
+            let out = run_check(wt, cmd, timeout, &r.commit_ident, &r.run_dir(), &keep_lease);
+            events.extend(renewals.borrow_mut().drain(..));
+            git::clean_tree(wt);
+            if let Some(why) = lost_claim.borrow().clone() {
+                return Err(Abort::LostClaim(why));
+            }
             if !out.0 {
                 return Err(Abort::Fail(super::reason_from("the check failed", &out.1)));
             }
             checked_on = Some(current_base);
         }
-        git::head(wt).map_err(|e| Abort::Fail(e.to_string()))
+        Ok(head)
     };
     let note = handoff.clone();
     let landed = {
         let agent = r.agent.clone();
+        let store = r.swarm.store();
         r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut prepare, |snap, now, code| {
             let actor = Actor { agent: agent.clone(), now };
             let (ch, _) = ops::done(
@@ -414,7 +466,8 @@ fn finish(
                 note.as_deref().map(first_line),
             )?;
             let ch = with_note(ch, &id, note.as_deref());
-            let (ch, next) = then_claim(&snap.board, &actor, ch, claim_next, lease);
+            let go_on = claim_next && !judge_stopped(store, snap);
+            let (ch, next) = then_claim(&snap.board, &actor, ch, go_on, lease, None);
             Ok((ch, (next, code)))
         })
     };
@@ -442,24 +495,51 @@ fn finish(
             keep_aside(r, &id, wt, work_tip);
             fail(r, h, reason, claim_next)
         }
+        Ok(Err(Abort::LostClaim(why))) => {
+            keep_aside(r, &id, wt, work_tip);
+            r.emit(Event::LostClaim { task: id, why });
+            Ok((TaskEnd::Gone, None))
+        }
         Err(TxnError::Domain(e)) => {
             // Our claim is gone (taken over after our lease ran out): our code must not land.
             keep_aside(r, &id, wt, work_tip);
             r.emit(Event::LostClaim { task: id, why: e.to_string() });
             Ok((TaskEnd::Gone, None))
         }
-        Err(e) => Err(e.into()),
+        Err(e) => {
+            // The agent's work is not lost with the error: keep it where a person (or a retry) finds it.
+            keep_aside(r, &id, wt, work_tip);
+            Err(e.into())
+        }
     }
 }
 
-/// Fold "claim the next ready work task" into `ch` when wanted and possible.
-fn then_claim(board: &Board, actor: &Actor, ch: Change, claim_next: bool, lease: Duration) -> (Change, Option<Task>) {
+/// Has the judge said stop (as of `snap`)?
+fn judge_stopped(store: &crate::store::Store, snap: &Snapshot) -> bool {
+    super::last_cycle(store, snap.commit).is_some_and(|c| c.verdict == super::Verdict::Stop)
+}
+
+/// Fold "claim the next ready work task" into `ch` when wanted and possible; never `except` (the task this worker
+/// just failed: another agent should have the next try).
+fn then_claim(
+    board: &Board,
+    actor: &Actor,
+    ch: Change,
+    claim_next: bool,
+    lease: Duration,
+    except: Option<&str>,
+) -> (Change, Option<Task>) {
     if !claim_next {
         return (ch, None);
     }
     let mut after = board.clone();
     ops::apply(&mut after, &ch);
-    match ops::claim(&after, actor, None, Kind::Work, lease, None) {
+    let best = ops::ready(&after, Kind::Work, actor.now)
+        .into_iter()
+        .map(|t| t.id.clone())
+        .find(|id| Some(id.as_str()) != except);
+    let Some(best) = best else { return (ch, None) };
+    match ops::claim(&after, actor, Some(&best), Kind::Work, lease, None) {
         Ok((next, task)) => (ch.then(next), task),
         Err(_) => (ch, None),
     }
@@ -486,10 +566,12 @@ fn fail(r: &mut Runner<'_>, h: &Held, reason: String, claim_next: bool) -> Resul
     let id = h.task.id.clone();
     let epoch = h.epoch;
     let lease = r.read(false)?.board.config.lease;
+    let store = r.swarm.store();
     let res = r.transact(|snap, actor| {
         let (ch, t) = ops::fail(&snap.board, actor, &id, Some(epoch), reason.clone())?;
         let attempts_left = t.status == crate::model::Status::Open;
-        let (ch, next) = then_claim(&snap.board, actor, ch, claim_next, lease);
+        let go_on = claim_next && !judge_stopped(store, snap);
+        let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, Some(&id));
         Ok((ch, (attempts_left, next)))
     });
     match res {
@@ -527,6 +609,7 @@ fn resolve_conflict(
     tries: u32,
     timeout: Duration,
     events: &mut Vec<Event>,
+    keep_lease: &dyn Fn() -> bool,
 ) -> Result<(), Abort> {
     let snap_commit = r.swarm.tip().ok().flatten();
     let template = match snap_commit {
@@ -554,11 +637,16 @@ fn resolve_conflict(
         env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));
         env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
         env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
-        let out =
-            r.run_agent(backend, wt, &prompt, env, timeout, &mut || true).map_err(|e| Abort::Fail(e.to_string()))?;
+        let out = r
+            .run_agent(backend, wt, &prompt, env, timeout, &mut || keep_lease())
+            .map_err(|e| Abort::Fail(e.to_string()))?;
         if out.exit == Exit::Stopped {
             git::abort_rebase(wt);
-            return Err(Abort::Interrupted);
+            return Err(if r.stopping() {
+                Abort::Interrupted
+            } else {
+                Abort::LostClaim("taken over during a conflict run".into())
+            });
         }
         if !git::rebase_in_progress(wt) {
             if out.exit.success() {
@@ -583,17 +671,24 @@ fn resolve_conflict(
 }
 
 /// Run the check command in the work tree: (passed, last lines of its output).
-pub fn run_check(wt: &Path, cmd: &str, timeout: Duration, ident: &[(String, String)]) -> (bool, Vec<String>) {
+pub fn run_check(
+    wt: &Path,
+    cmd: &str,
+    timeout: Duration,
+    ident: &[(String, String)],
+    run_dir: &Path,
+    keep_going: &dyn Fn() -> bool,
+) -> (bool, Vec<String>) {
     let inv = crate::agent::Invocation {
         cwd: wt,
         prompt: "",
-        prompt_file: std::env::temp_dir().join(format!("git-swarm-check-{}.txt", std::process::id())),
+        prompt_file: run_dir.join("check-input.txt"),
         env: ident.to_vec(),
         log: None,
         timeout: Some(timeout),
         grace: Duration::from_secs(5),
     };
-    match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || true) {
+    match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || keep_going()) {
         Ok(out) => {
             let mut tail = out.tail;
             if !out.exit.success() {
