@@ -672,3 +672,63 @@ fn the_judges_stop_ends_a_worker_that_chains_claims_and_failed_dependencies_do_n
     assert_eq!(list["breaks"]["status"], "failed");
     assert_eq!(list["needs a"]["status"], "cancelled", "{}", list["needs a"]);
 }
+
+#[test]
+fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps() {
+    use git_swarm::runner::rebase::rebase_in_process;
+    use git_swarm::store::{Identity, Store};
+    let env = Env::new();
+    let repo = env.path("r");
+    env.git(env.root.path(), &["init", "-q", repo.to_str().expect("utf-8")]);
+    let write = |p: &str, text: &str| {
+        let f = repo.join(p);
+        std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
+        std::fs::write(f, text).expect("write");
+    };
+    write("x.txt", "x\n");
+    write("w.txt", "w\n");
+    write("d/keep.txt", "k\n");
+    env.git(&repo, &["add", "-A"]);
+    env.git(&repo, &["commit", "-q", "-m", "base"]);
+    let base = env.git(&repo, &["rev-parse", "HEAD"]);
+    // The target moved: z added, w deleted, d/keep changed.
+    write("z.txt", "z\n");
+    std::fs::remove_file(repo.join("w.txt")).expect("rm");
+    write("d/keep.txt", "k2\n");
+    env.git(&repo, &["add", "-A"]);
+    env.git(&repo, &["commit", "-q", "-m", "theirs"]);
+    let onto = env.git(&repo, &["rev-parse", "HEAD"]);
+    // The task's two commits, from base: x changed, d/new added; then a new folder.
+    env.git(&repo, &["checkout", "-q", "--detach", &base]);
+    write("x.txt", "x2\n");
+    write("d/new.txt", "n\n");
+    env.git(&repo, &["add", "-A"]);
+    env.git(&repo, &["commit", "-q", "-m", "mine 1"]);
+    write("e/f/g.txt", "g\n");
+    env.git(&repo, &["add", "-A"]);
+    env.git(&repo, &["commit", "-q", "-m", "mine 2\n\nSigned-off-by: T <t@t>"]);
+    let head = env.git(&repo, &["rev-parse", "HEAD"]);
+    let oid = |s: &str| gix::ObjectId::from_hex(s.as_bytes()).expect("oid");
+    let store = Store::open(&repo.join(".git")).expect("open");
+    let who = Identity { name: "R".into(), email: "r@r".into() };
+    let now = git_swarm::time::Timestamp::from_secs(1_800_000_000);
+    let new =
+        rebase_in_process(&store, oid(&onto), oid(&base), oid(&head), "t-1", &who, now).expect("ok").expect("trivial");
+    let new = new.to_string();
+    // git's own rebase of the same commits.
+    env.git(&repo, &["rebase", "-q", "--onto", &onto, &base]);
+    let by_git = env.git(&repo, &["rev-parse", "HEAD^{tree}"]);
+    assert_eq!(env.git(&repo, &["rev-parse", &format!("{new}^{{tree}}")]), by_git, "trees differ");
+    assert_eq!(env.git(&repo, &["rev-list", "--count", &format!("{onto}..{new}")]), "2");
+    let msgs = env.git(&repo, &["log", "--format=%B%x00", &format!("{onto}..{new}")]);
+    assert_eq!(msgs.matches("Swarm-Task: t-1").count(), 2, "{msgs}");
+    assert!(msgs.contains("Signed-off-by: T <t@t>\nSwarm-Task: t-1"), "{msgs}");
+    assert_eq!(env.git(&repo, &["fsck", "--no-progress", "--no-dangling"]), "");
+    // A path changed on both sides is not for the fast path.
+    env.git(&repo, &["checkout", "-q", "--detach", &base]);
+    write("d/keep.txt", "mine\n");
+    env.git(&repo, &["commit", "-q", "-am", "overlap"]);
+    let overlap = env.git(&repo, &["rev-parse", "HEAD"]);
+    let store = Store::open(&repo.join(".git")).expect("open");
+    assert_eq!(rebase_in_process(&store, oid(&onto), oid(&base), oid(&overlap), "t-2", &who, now).expect("ok"), None);
+}

@@ -9,6 +9,7 @@ pub mod git;
 pub mod judge;
 pub mod planner;
 pub mod prompts;
+pub mod rebase;
 pub mod settings;
 pub mod worker;
 

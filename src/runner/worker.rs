@@ -375,6 +375,9 @@ fn finish(
     // Commits that carry the trailer already (the runner's own commit of what the agent left) need no rewrite.
     let mut trailered = git::all_have_trailer(wt, base, "Swarm-Task", &h.task.id);
     let mut checked_on: Option<ObjectId> = None;
+    // The work's tip as the runner knows it, and whether the work tree shows it.
+    let mut work_head = work_tip;
+    let mut synced = true;
     let epoch = h.epoch;
     let lease = r.read(false)?.board.config.lease;
     let tries = settings.conflict_tries;
@@ -406,21 +409,58 @@ fn finish(
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(Abort::Interrupted);
         }
+        // Put the work tree at `work_head` (after an in-process rebase moved it, or a check dirtied it).
+        let sync = |head: ObjectId| -> Result<(), Abort> {
+            git::run(wt, &["reset", "--hard", "--quiet", &head.to_string()]).map_err(|e| Abort::Fail(e.to_string()))?;
+            git::run(wt, &["clean", "-fdq"]).map_err(|e| Abort::Fail(e.to_string()))?;
+            Ok(())
+        };
         if tip != current_base || !trailered {
-            // Whatever a check left in the tree must not stop the rebase.
-            git::clean_tree(wt);
-            let trailer = (!trailered).then_some(("GIT_SWARM_TASK_ID", task.id.as_str()));
-            match git::rebase(wt, tip, current_base, trailer, &r.commit_ident)
-                .map_err(|e| Abort::Fail(e.to_string()))?
-            {
-                git::Rebased::Clean => {}
-                git::Rebased::Conflict(files) => {
-                    let res = resolve_conflict(r, backend, wt, &task, files, tries, timeout, &mut events, &keep_lease);
-                    events.extend(renewals.borrow_mut().drain(..));
-                    if let Some(why) = lost_claim.borrow().clone() {
-                        return Err(Abort::LostClaim(why));
+            // Most landings after a lost race touch other paths than what landed meanwhile: replay in-process.
+            let fast = super::rebase::rebase_in_process(
+                &r.swarm.local,
+                tip,
+                current_base,
+                work_head,
+                &task.id,
+                &r.who,
+                (r.clock)(),
+            );
+            match fast {
+                Ok(Some(new)) => {
+                    work_head = new;
+                    synced = false;
+                }
+                _ => {
+                    if !synced {
+                        sync(work_head)?;
                     }
-                    res?;
+                    let trailer = (!trailered).then_some(("GIT_SWARM_TASK_ID", task.id.as_str()));
+                    match git::rebase(wt, tip, current_base, trailer, &r.commit_ident)
+                        .map_err(|e| Abort::Fail(e.to_string()))?
+                    {
+                        git::Rebased::Clean => {}
+                        git::Rebased::Conflict(files) => {
+                            let res = resolve_conflict(
+                                r,
+                                backend,
+                                wt,
+                                &task,
+                                files,
+                                tries,
+                                timeout,
+                                &mut events,
+                                &keep_lease,
+                            );
+                            events.extend(renewals.borrow_mut().drain(..));
+                            if let Some(why) = lost_claim.borrow().clone() {
+                                return Err(Abort::LostClaim(why));
+                            }
+                            res?;
+                        }
+                    }
+                    work_head = git::head(wt).map_err(|e| Abort::Fail(e.to_string()))?;
+                    synced = true;
                 }
             }
             trailered = true;
@@ -428,8 +468,8 @@ fn finish(
         }
         // The rebased work must hold the branch's tip and add to it: an agent that aborted the rebase or reset the
         // tree would otherwise rewind the branch and drop work that has landed.
-        let head = git::head(wt).map_err(|e| Abort::Fail(e.to_string()))?;
-        if head == tip || !git::is_ancestor(wt, tip, head) {
+        let holds_tip = r.swarm.local.has_ancestor(work_head, tip, 100_000).unwrap_or(false);
+        if work_head == tip || !holds_tip {
             return Err(Abort::Fail(format!(
                 "after the rebase the work no longer builds on the target's tip {}: landing it would drop landed work",
                 &tip.to_string()[..12]
@@ -438,9 +478,13 @@ fn finish(
         if let Some(cmd) = &check
             && checked_on != Some(current_base)
         {
+            if !synced {
+                sync(work_head)?;
+            }
             let out = run_check(wt, cmd, timeout, &r.commit_ident, &r.run_dir(), &keep_lease);
             events.extend(renewals.borrow_mut().drain(..));
-            git::clean_tree(wt);
+            // Whatever the check changed in the tree is not part of the work.
+            synced = false;
             if let Some(why) = lost_claim.borrow().clone() {
                 return Err(Abort::LostClaim(why));
             }
@@ -449,7 +493,7 @@ fn finish(
             }
             checked_on = Some(current_base);
         }
-        Ok(head)
+        Ok(work_head)
     };
     let note = handoff.clone();
     let landed = {
