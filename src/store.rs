@@ -87,17 +87,20 @@ pub struct Identity {
 #[derive(Debug)]
 pub struct Store {
     pub repo: gix::Repository,
+    /// Tasks parsed from blobs, by blob id: a blob never changes, and an op re-reads a board in which almost every
+    /// task is as it was (a busy runner re-reads after every lost race).
+    parsed: std::cell::RefCell<std::collections::HashMap<ObjectId, Task>>,
 }
 
 impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let repo = gix::open_opts(path, crate::open_options(gix::sec::Trust::Full))
             .git(|| format!("cannot open the repository at {}", path.display()))?;
-        Ok(Store { repo })
+        Ok(Store { repo, parsed: Default::default() })
     }
 
     pub fn from_repo(repo: gix::Repository) -> Store {
-        Store { repo }
+        Store { repo, parsed: Default::default() }
     }
 
     /// The commit a ref points at, if the ref exists.
@@ -251,6 +254,21 @@ impl Store {
     }
 
     fn read_task(&self, id: ObjectId, stem: &str) -> Result<Task, String> {
+        if let Some(t) = self.parsed.borrow().get(&id)
+            && t.id == stem
+        {
+            return Ok(t.clone());
+        }
+        let task = self.parse_task(id, stem)?;
+        let mut cache = self.parsed.borrow_mut();
+        if cache.len() > 20_000 {
+            cache.clear();
+        }
+        cache.insert(id, task.clone());
+        Ok(task)
+    }
+
+    fn parse_task(&self, id: ObjectId, stem: &str) -> Result<Task, String> {
         let bytes = self.blob_limited(id, model::MAX_TASK_FILE_BYTES)?;
         let text = std::str::from_utf8(&bytes).map_err(|e| format!("not UTF-8: {e}"))?;
         let task: Task = toml::from_str(text).map_err(|e| format!("invalid task: {}", one_line(&e.to_string())))?;

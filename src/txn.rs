@@ -51,7 +51,7 @@ impl Default for Retry {
             max_attempts: 200,
             max_elapsed: Duration::from_secs(300),
             base: Duration::from_millis(20),
-            cap: Duration::from_millis(2000),
+            cap: Duration::from_millis(250),
             transient_retries: 3,
         }
     }
@@ -321,6 +321,14 @@ impl Swarm {
             }
             let now = clock();
             let (change, value) = op(&snap, now, code)?;
+            // In-process, look again before writing anything: under contention most attempts have lost by now,
+            // and objects written for a lost attempt are garbage (each one a file on the remote's disk).
+            if let Location::InProcess { store, .. } = &self.location
+                && (store.read_ref(&state_ref)? != Some(state_tip) || store.read_ref(branch)? != Some(branch_tip))
+            {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                return Ok(Attempt::Lost { base: snap.commit, reason: "a ref moved".into() });
+            }
             let commit = store.write(Some(&snap), None, &change, who, now)?;
             let updates = [(branch, Some(branch_tip), code), (state_ref.as_str(), Some(state_tip), commit)];
             self.publishes.fetch_add(1, Ordering::Relaxed);

@@ -66,6 +66,12 @@ enum Abort {
 
 pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
     r.setup()?;
+    let res = run_loop(r, opts);
+    git::remove_worktree(&r.common_dir(), &r.worktree());
+    res
+}
+
+fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
     guard_checked_out_target(r)?;
     // A missing agent or broken settings are found before anything is claimed.
     let config = r.read(false)?.board.config;
@@ -183,13 +189,10 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
         Some(b) => b,
         None => return Err(missing_target(r, &config.target)),
     };
-    git::add_worktree(&common, &wt, base)?;
-    let result = (|| {
-        let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &wt, &config)?;
-        finish(r, &settings, &mut h, &wt, base, &branch, outcome, claim_next, &backend)
-    })();
-    git::remove_worktree(&common, &wt);
-    result
+    // The work tree is this runner's for its whole life (reset and cleaned for each task, removed at the end).
+    git::fresh_worktree(&common, &wt, base)?;
+    let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &wt, &config)?;
+    finish(r, &settings, &mut h, &wt, base, &branch, outcome, claim_next, &backend)
 }
 
 fn missing_target(r: &Runner<'_>, target: &str) -> RunError {
@@ -339,7 +342,9 @@ fn finish(
         .ok()
         .filter(|t| !t.trim().is_empty())
         .map(|t| super::redact_secrets(&t.chars().take(64 * 1024).collect::<String>()));
-    if git::count_since(wt, base)? == 0 {
+    let work_tip = git::head_fast(wt)?;
+    let mine = own_commits(&r.swarm.local, base, work_tip);
+    if mine.is_empty() {
         if !settings.empty_is_done {
             return fail(r, h, "the agent exited 0 without changing anything".into(), claim_next);
         }
@@ -368,12 +373,12 @@ fn finish(
             Err(e) => Err(e.into()),
         };
     }
-    let work_tip = git::head(wt)?;
     // Land: rebase onto the newest target (adding the trailer on the first pass), check, then one atomic push of
     // the branch and the state (done + hand-off + the next claim).
     let mut current_base = base;
     // Commits that carry the trailer already (the runner's own commit of what the agent left) need no rewrite.
-    let mut trailered = git::all_have_trailer(wt, base, "Swarm-Task", &h.task.id);
+    let trailer_line = format!("Swarm-Task: {}", h.task.id);
+    let mut trailered = mine.iter().all(|m| m.lines().any(|l| l.trim() == trailer_line));
     let mut checked_on: Option<ObjectId> = None;
     // The work's tip as the runner knows it, and whether the work tree shows it.
     let mut work_head = work_tip;
@@ -459,7 +464,7 @@ fn finish(
                             res?;
                         }
                     }
-                    work_head = git::head(wt).map_err(|e| Abort::Fail(e.to_string()))?;
+                    work_head = git::head_fast(wt).map_err(|e| Abort::Fail(e.to_string()))?;
                     synced = true;
                 }
             }
@@ -556,6 +561,22 @@ fn finish(
             Err(e.into())
         }
     }
+}
+
+/// The messages of the commits `base..tip` (first-parent), newest first; empty when there are none (or they
+/// cannot be read: then the work counts as empty only if `tip` is `base`).
+fn own_commits(store: &crate::store::Store, base: ObjectId, tip: ObjectId) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = tip;
+    while cur != base && out.len() < 10_000 {
+        let Ok(c) = store.repo.find_commit(cur) else { break };
+        out.push(c.message_raw_sloppy().to_string());
+        match c.parent_ids().next() {
+            Some(p) => cur = p.detach(),
+            None => break,
+        }
+    }
+    out
 }
 
 /// Has the judge said stop (as of `snap`)?
