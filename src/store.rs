@@ -261,7 +261,7 @@ impl Store {
         }
         let task = self.parse_task(id, stem)?;
         let mut cache = self.parsed.borrow_mut();
-        if cache.len() > 20_000 {
+        if cache.len() > 4096 {
             cache.clear();
         }
         cache.insert(id, task.clone());
@@ -442,41 +442,49 @@ impl Store {
     pub fn copy_reachable(&self, to: &Store, tip: ObjectId) -> Result<usize, StoreError> {
         use gix::objs::Write as _;
         let hash = self.repo.object_hash();
-        let mut stack = vec![tip];
+        // Depth first, each object written only after everything it points to: a copy cut short leaves no object
+        // in `to` whose children are missing (a later copy stops at objects `to` has, and would trust it).
+        let mut stack = vec![(tip, false)];
         let mut seen = std::collections::HashSet::new();
         let mut copied = 0;
-        while let Some(id) = stack.pop() {
+        while let Some((id, children_done)) = stack.pop() {
+            if children_done {
+                let obj = self.repo.find_object(id).git(|| format!("cannot read object {id}"))?;
+                let written =
+                    to.repo.objects.write_buf(obj.kind, &obj.data).git(|| format!("cannot write object {id}"))?;
+                if written != id {
+                    return Err(StoreError::Git {
+                        context: format!("copying object {id}"),
+                        message: format!("it was written as {written}"),
+                    });
+                }
+                copied += 1;
+                continue;
+            }
             if !seen.insert(id) || to.repo.has_object(id) {
                 continue;
             }
+            stack.push((id, true));
             let obj = self.repo.find_object(id).git(|| format!("cannot read object {id}"))?;
             match obj.kind {
                 gix::objs::Kind::Commit => {
                     let c = gix::objs::CommitRef::from_bytes(&obj.data, hash)
                         .git(|| format!("cannot decode commit {id}"))?;
-                    stack.push(c.tree());
-                    stack.extend(c.parents());
+                    stack.push((c.tree(), false));
+                    stack.extend(c.parents().map(|p| (p, false)));
                 }
                 gix::objs::Kind::Tree => {
                     let t =
                         gix::objs::TreeRef::from_bytes(&obj.data, hash).git(|| format!("cannot decode tree {id}"))?;
                     // Submodule entries name commits of another repository: not ours to copy.
-                    stack.extend(t.entries.iter().filter(|e| !e.mode.is_commit()).map(|e| e.oid.to_owned()));
+                    stack.extend(t.entries.iter().filter(|e| !e.mode.is_commit()).map(|e| (e.oid.to_owned(), false)));
                 }
                 gix::objs::Kind::Tag => {
                     let t = gix::objs::TagRef::from_bytes(&obj.data, hash).git(|| format!("cannot decode tag {id}"))?;
-                    stack.push(t.target());
+                    stack.push((t.target(), false));
                 }
                 gix::objs::Kind::Blob => {}
             }
-            let written = to.repo.objects.write_buf(obj.kind, &obj.data).git(|| format!("cannot write object {id}"))?;
-            if written != id {
-                return Err(StoreError::Git {
-                    context: format!("copying object {id}"),
-                    message: format!("it was written as {written}"),
-                });
-            }
-            copied += 1;
         }
         Ok(copied)
     }

@@ -60,12 +60,14 @@ impl Default for Retry {
 impl Retry {
     /// Exponential backoff with full jitter, counted in round trips: a random sleep in `[0, min(cap, unit·2^n)]`,
     /// where `unit` is how long the attempt that just lost took (at least `base`, at most 5 s) and the cap is
-    /// `max(cap, 8·unit)`. A lost race means another writer published within about one round trip, so the waits
+    /// `max(cap, min(32·unit, 2 s), 8·unit)`. A lost race means another writer published within about one round trip, so the waits
     /// that spread writers apart scale with the remote's latency: milliseconds on a local path, seconds on a
     /// hosted remote across the world.
     pub fn backoff(&self, n: u32, unit: Duration) -> Duration {
         let unit = unit.clamp(self.base, Duration::from_secs(5));
-        let cap = self.cap.max(unit.saturating_mul(8));
+        // The ceiling grows with the round trip: about 2 s for a push over the network (as many writers as fit
+        // in 32 round trips), a few hundred ms in-process, 8 round trips for a slow remote.
+        let cap = self.cap.max(unit.saturating_mul(32).min(Duration::from_secs(2))).max(unit.saturating_mul(8));
         let ceiling = unit.saturating_mul(1u32 << n.min(16)).min(cap);
         Duration::from_micros(fastrand::u64(0..=ceiling.as_micros() as u64))
     }
@@ -564,7 +566,8 @@ mod tests {
             for unit in [Duration::ZERO, Duration::from_millis(40), Duration::from_secs(1), Duration::from_secs(60)] {
                 let d = r.backoff(n, unit);
                 let unit = unit.clamp(r.base, Duration::from_secs(5));
-                assert!(d <= r.cap.max(unit * 8), "n={n} unit={unit:?}: {d:?}");
+                let cap = r.cap.max((unit * 32).min(Duration::from_secs(2))).max(unit * 8);
+                assert!(d <= cap, "n={n} unit={unit:?}: {d:?}");
                 assert!(d <= unit * (1 << n.min(16)), "n={n} unit={unit:?}: {d:?}");
             }
         }

@@ -731,4 +731,28 @@ fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps()
     let overlap = env.git(&repo, &["rev-parse", "HEAD"]);
     let store = Store::open(&repo.join(".git")).expect("open");
     assert_eq!(rebase_in_process(&store, oid(&onto), oid(&base), oid(&overlap), "t-2", &who, now).expect("ok"), None);
+    // A file added to a folder that the other side renamed away: git stops there, so does the fast path.
+    env.git(&repo, &["checkout", "-q", "--detach", &onto]);
+    env.git(&repo, &["mv", "d", "e"]);
+    env.git(&repo, &["commit", "-q", "-m", "rename d"]);
+    let renamed = env.git(&repo, &["rev-parse", "HEAD"]);
+    env.git(&repo, &["checkout", "-q", "--detach", &onto]);
+    write("d/added.txt", "a\n");
+    env.git(&repo, &["add", "-A"]);
+    env.git(&repo, &["commit", "-q", "-m", "add to d"]);
+    let added = env.git(&repo, &["rev-parse", "HEAD"]);
+    let store = Store::open(&repo.join(".git")).expect("open");
+    assert_eq!(rebase_in_process(&store, oid(&renamed), oid(&onto), oid(&added), "t-3", &who, now).expect("ok"), None);
+    // A file name that is not UTF-8 is left to git (which keeps its bytes).
+    env.git(&repo, &["checkout", "-q", "--detach", &onto]);
+    let odd = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"caf\xe9.txt");
+    std::fs::write(repo.join(odd), "x").expect("write");
+    env.git(&repo, &["add", "-A"]);
+    env.git(&repo, &["commit", "-q", "-m", "odd name"]);
+    let odd_commit = env.git(&repo, &["rev-parse", "HEAD"]);
+    let store = Store::open(&repo.join(".git")).expect("open");
+    assert_eq!(
+        rebase_in_process(&store, oid(&renamed), oid(&onto), oid(&odd_commit), "t-4", &who, now).expect("ok"),
+        None
+    );
 }

@@ -52,10 +52,10 @@ pub struct GlobalArgs {
     #[arg(short = 'C', global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// The shared remote holding the swarm: a remote's name, a URL or a path
-    /// [default: git config swarm.remote, else origin, else this repository].
+    /// [default: $GIT_SWARM_REMOTE, else git config swarm.remote, else origin, else this repository].
     #[arg(long, global = true, value_name = "NAME-OR-URL", env = "GIT_SWARM_REMOTE", hide_env = true)]
     pub remote: Option<String>,
-    /// Which swarm: the ref refs/swarm/<NAME> [default: git config swarm.name, else default].
+    /// Which swarm: the ref refs/swarm/<NAME> [default: $GIT_SWARM_SWARM, else git config swarm.name, else default].
     #[arg(long, global = true, value_name = "NAME", env = "GIT_SWARM_SWARM", hide_env = true)]
     pub swarm: Option<String>,
     /// This agent's identity (letters, digits, '-', '_', '.') [default: $GIT_SWARM_AGENT, else user-host].

@@ -92,14 +92,24 @@ fn worktree_git_dir(wt: &Path) -> Option<PathBuf> {
 /// A work tree at `commit`, as if new: the existing one of this runner reset and cleaned (ignored files too), or a
 /// new one. Two `git` processes instead of the four of removing and adding one for every task.
 pub fn fresh_worktree(common_dir: &Path, path: &Path, commit: ObjectId) -> Result<(), GitError> {
-    if let Some(gd) = worktree_git_dir(path)
+    // Submodules, sparse checkouts and per-work-tree config outlive a reset: such a tree is made anew.
+    let plain = !path.join(".gitmodules").exists();
+    if plain
+        && let Some(gd) = worktree_git_dir(path)
         && gd.is_dir()
+        && !gd.join("info").join("sparse-checkout").exists()
+        && !gd.join("config.worktree").exists()
     {
         if gd.join("rebase-merge").exists() || gd.join("rebase-apply").exists() {
             let _ = run(path, &["rebase", "--abort"]);
         }
+        // A fresh index: no skip-worktree or assume-unchanged bit of the last task survives.
+        let _ = std::fs::remove_file(gd.join("index"));
         let c = commit.to_string();
-        if run(path, &["reset", "--hard", "--quiet", &c]).is_ok() && run(path, &["clean", "-ffdxq"]).is_ok() {
+        // `checkout --detach`, never `reset`: an agent may have left HEAD on a branch, which a reset would move.
+        if run(path, &["checkout", "--quiet", "--force", "--detach", &c]).is_ok()
+            && run(path, &["clean", "-ffdxq"]).is_ok()
+        {
             return Ok(());
         }
     }

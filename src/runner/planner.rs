@@ -416,7 +416,10 @@ fn run_loop(
                         kind: Kind::Plan,
                     });
                     let rounds = t.plan_round;
-                    held.push(HeldPlan { task: t, epoch: cl.epoch, until: cl.lease_until, rounds, waiting: false });
+                    // A plan taken over (or given back after a round) whose tasks still run waits for them first.
+                    let snap = r.read(false)?;
+                    let waiting = children_running(&snap, &t.id);
+                    held.push(HeldPlan { task: t, epoch: cl.epoch, until: cl.lease_until, rounds, waiting });
                 }
                 continue;
             }
@@ -611,7 +614,18 @@ fn plan_round(
         let proposals = match &proposals {
             Some(p) if !p.is_empty() => p,
             Some(_) | None if filed_by_cli > 0 => {
-                return Ok((Default::default(), Proposed::Filed(filed_by_cli, vec![])));
+                let mut t = plan.task.clone();
+                t.plan_round = round;
+                let ch = ops::Change {
+                    op: "plan",
+                    agent: actor.agent.clone(),
+                    task: Some(id.clone()),
+                    epoch: Some(epoch),
+                    summary: format!("plan {id}: round {round} (tasks filed by the agent)"),
+                    writes: vec![ops::Stored { path: plan.path.clone(), task: t }],
+                    ..Default::default()
+                };
+                return Ok((ch, Proposed::Filed(filed_by_cli, vec![])));
             }
             Some(_) => {
                 let note = format!("planned in {round} round(s)");

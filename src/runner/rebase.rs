@@ -57,7 +57,10 @@ pub fn rebase_in_process(
             .ok_or_else(|| StoreError::Git { context: format!("commit {id}"), message: "has no parent".into() })?;
         let (before, after) = (tree_of(store, parent)?, c.tree_id().git(|| format!("tree of {id}"))?.detach());
         let mut changes = BTreeMap::new();
-        diff(store, Some(before), Some(after), "", &mut changes)?;
+        if !diff(store, Some(before), Some(after), "", &mut changes)? {
+            // A name that is not UTF-8: not for this path (git keeps the bytes; so must we).
+            return Ok(None);
+        }
         let mut ours = BTreeMap::new();
         // What the other side has at the same paths (and their folders): it must still be what this commit's parent
         // had, else the merge is not trivial.
@@ -71,6 +74,14 @@ pub fn rebase_in_process(
             }
             // A file where the other side has a file in a parent folder's place (or the reverse) is a clash.
             if folder_clash(store, tree, path)? {
+                return Ok(None);
+            }
+            // A file added to a folder that the other side removed (or renamed away): git stops there, so do we.
+            if old.is_none()
+                && let Some((folder, _)) = path.rsplit_once('/')
+                && folder_exists(store, before, folder)?
+                && !folder_exists(store, tree, folder)?
+            {
                 return Ok(None);
             }
             match new {
@@ -143,16 +154,22 @@ fn folder_clash(store: &Store, tree: ObjectId, path: &str) -> Result<bool, Store
     Ok(t.lookup_entry_by_path(path).git(|| format!("cannot look up {path}"))?.is_some_and(|e| e.mode().is_tree()))
 }
 
-/// The leaves that differ between two trees: path → (before, after).
+/// Is there a folder at `path` in `tree`?
+fn folder_exists(store: &Store, tree: ObjectId, path: &str) -> Result<bool, StoreError> {
+    let t = store.repo.find_tree(tree).git(|| format!("cannot read tree {tree}"))?;
+    Ok(t.lookup_entry_by_path(path).git(|| format!("cannot look up {path}"))?.is_some_and(|e| e.mode().is_tree()))
+}
+
+/// The leaves that differ between two trees: path → (before, after). `false` when a name on the way is not UTF-8.
 fn diff(
     store: &Store,
     a: Option<ObjectId>,
     b: Option<ObjectId>,
     prefix: &str,
     out: &mut BTreeMap<String, (Option<Leaf>, Option<Leaf>)>,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     if a == b {
-        return Ok(());
+        return Ok(true);
     }
     let entries = |id: Option<ObjectId>| -> Result<BTreeMap<Vec<u8>, (EntryMode, ObjectId)>, StoreError> {
         let mut m = BTreeMap::new();
@@ -168,26 +185,23 @@ fn diff(
     let (ea, eb) = (entries(a)?, entries(b)?);
     let names: std::collections::BTreeSet<&Vec<u8>> = ea.keys().chain(eb.keys()).collect();
     for name in names {
-        let path = if prefix.is_empty() {
-            name.to_str_lossy().into_owned()
-        } else {
-            format!("{prefix}/{}", name.to_str_lossy())
-        };
         let (x, y) = (ea.get(name).copied(), eb.get(name).copied());
         if x == y {
             continue;
         }
+        let Ok(name_str) = name.to_str() else { return Ok(false) };
+        let path = if prefix.is_empty() { name_str.to_string() } else { format!("{prefix}/{name_str}") };
         let sub = |e: Option<(EntryMode, ObjectId)>| e.filter(|(m, _)| m.is_tree()).map(|(_, id)| id);
         let leaf = |e: Option<(EntryMode, ObjectId)>| e.filter(|(m, _)| !m.is_tree());
         // Folders on either side are walked; leaves are compared.
-        if sub(x).is_some() || sub(y).is_some() {
-            diff(store, sub(x), sub(y), &path, out)?;
+        if (sub(x).is_some() || sub(y).is_some()) && !diff(store, sub(x), sub(y), &path, out)? {
+            return Ok(false);
         }
         if leaf(x).is_some() || leaf(y).is_some() {
             out.insert(path, (leaf(x), leaf(y)));
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// `message` with the trailer `Swarm-Task: <task>` (added to a trailer block that ends the message, or as a new one).

@@ -44,6 +44,9 @@ impl Held {
     }
 }
 
+/// Runs of the check for one landing before it gives up (each lost race to a moved target re-runs it).
+const MAX_CHECK_RUNS: u32 = 8;
+
 /// How one task ended.
 enum TaskEnd {
     Landed,
@@ -159,11 +162,25 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
 /// With the repository itself as the remote, landing moves the target branch in this repository: refuse when it is
 /// checked out in a work tree, whose files would silently fall behind (git refuses such a push for the same reason).
 fn guard_checked_out_target(r: &mut Runner<'_>) -> Result<(), RunError> {
+    let target = r.read(false)?.board.config.target;
+    let branch = format!("refs/heads/{target}");
+    // A non-bare repository on a local path, written in-process: its own checkout must not be on the target.
+    if let crate::remote::Location::InProcess { store, endpoint: Some(_) } = &r.swarm.location {
+        let head = store.repo.head_name().ok().flatten().map(|h| h.as_bstr().to_string());
+        if let (Some(dir), Some(h)) = (store.repo.workdir(), head)
+            && h == branch
+        {
+            return Err(RunError::Setup(format!(
+                "the swarm's remote {} has {target} checked out: landing would move it under that work tree (git \
+                 push refuses that too). Check out another branch there, or use a bare remote",
+                dir.display()
+            )));
+        }
+        return Ok(());
+    }
     if !matches!(r.swarm.location, crate::remote::Location::InProcess { endpoint: None, .. }) {
         return Ok(());
     }
-    let target = r.read(false)?.board.config.target;
-    let branch = format!("refs/heads/{target}");
     if let Some((_, path)) = git::checked_out_branches(&r.common_dir()).into_iter().find(|(b, _)| *b == branch) {
         return Err(RunError::Setup(format!(
             "the target branch {target} is checked out in {}, and this repository is the swarm's remote: landing \
@@ -380,6 +397,7 @@ fn finish(
     let trailer_line = format!("Swarm-Task: {}", h.task.id);
     let mut trailered = mine.iter().all(|m| m.lines().any(|l| l.trim() == trailer_line));
     let mut checked_on: Option<ObjectId> = None;
+    let mut checks_run = 0u32;
     // The work's tip as the runner knows it, and whether the work tree shows it.
     let mut work_head = work_tip;
     let mut synced = true;
@@ -483,6 +501,14 @@ fn finish(
         if let Some(cmd) = &check
             && checked_on != Some(current_base)
         {
+            // Each lost race to a moving target re-runs the check; a check slower than the gap between landings
+            // would do so for ever.
+            checks_run += 1;
+            if checks_run > MAX_CHECK_RUNS {
+                return Err(Abort::Fail(format!(
+                    "the target moved during each of {MAX_CHECK_RUNS} runs of the check; giving up this attempt"
+                )));
+            }
             if !synced {
                 sync(work_head)?;
             }
