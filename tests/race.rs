@@ -284,9 +284,11 @@ fn agents_killed_at_random_moments_lose_nothing() {
                     let claim = ["--agent", &agent, "claim", "--lease", "3s"];
                     let Some(out) = step(&env, &clone, &running, &claim) else { continue };
                     if out.code == 3 {
-                        // Nothing ready: maybe all done, maybe a dead agent's lease has yet to run out.
+                        // Nothing ready: maybe all done, maybe a dead agent's lease has yet to run out. A claim whose
+                        // process was killed after its push went through stays live for its whole lease (3 s,
+                        // rounded up to the second): wait well past that before calling the board drained.
                         idle_rounds += 1;
-                        if idle_rounds > 8 {
+                        if idle_rounds > 20 {
                             return;
                         }
                         std::thread::sleep(Duration::from_millis(500));
