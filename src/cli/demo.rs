@@ -145,6 +145,15 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         .filter(|s| s.task.status == Status::Done && s.task.kind == git_swarm::model::Kind::Work)
         .count();
     let verdict = git_swarm::runner::last_cycle(swarm.store(), snap.commit);
+    // Conflicts the workers met and their agents resolved, from the runners' own logs.
+    let conflicts = std::fs::read_dir(&fleet.logs)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".runner.log"))
+                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default().matches("rebase conflict on").count())
+                .sum::<usize>()
+        })
+        .unwrap_or(0);
     out.line(String::new());
     out.line(format!("git swarm demo — done in {:.1}s", started.elapsed().as_secs_f64()));
     out.line(format!(
@@ -159,7 +168,9 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     ));
     if work_done > 0 {
         out.line(format!(
-            "  pushes: {state_pushes} to the remote in all ({:.2} per completed work task); {} lost race(s) retried",
+            "  pushes: {state_pushes} to the remote in all, {:.2} per completed work task (the goal, plans, the verdict and \
+             each worker's first claim included; each landing carries its task's done and the next claim); {} lost \
+             race(s) retried",
             state_pushes as f64 / work_done as f64,
             end.lost_races
         ));
@@ -176,7 +187,14 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     for l in history.lines() {
         out.line(format!("    {}", git_swarm::escape::line(l)));
     }
-    out.line(format!("  logs of every agent: {}", fleet.logs.display()));
+    if conflicts > 0 {
+        out.line(format!("  rebase conflicts met and resolved by the worker's agent: {conflicts}"));
+    }
+    if args.keep {
+        out.line(format!("  logs of every agent: {}", fleet.logs.display()));
+    } else {
+        out.line("  (git swarm demo --keep keeps the folder: the repositories and every agent's log)");
+    }
     out.line("  next: read the README's quick start to point a swarm at your own repository and agents");
     out.doc(&serde_json::json!({
         "secs": started.elapsed().as_secs_f64(), "done": n(Status::Done), "failed": n(Status::Failed),
