@@ -756,3 +756,30 @@ fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps()
         None
     );
 }
+
+#[test]
+fn a_repository_that_is_its_own_remote_lands_in_process_unless_the_target_is_checked_out() {
+    let env = Env::new();
+    let repo = env.path("solo");
+    env.git(env.root.path(), &["init", "-q", repo.to_str().expect("utf-8")]);
+    std::fs::write(repo.join("README.md"), "solo\n").expect("write");
+    env.git(&repo, &["add", "README.md"]);
+    env.git(&repo, &["commit", "-q", "-m", "root"]);
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, format!("target = \"main\"\n[roles.worker]\nexec = {:?}\n", agent_exec())).expect("config");
+    env.sw(&repo, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let id = add(&env, &repo, "solo work", "@write solo.txt done");
+    // main is checked out here: landing would move it under this work tree.
+    let o = env.sw(&repo, &["--agent", "w1", "run", "worker", "--once"]).code(1);
+    assert!(o.stderr.contains("checked out"), "{}", o.stderr);
+    assert_eq!(tasks(&env, &repo)[0]["status"], "open", "nothing may be claimed and kept");
+    // On another branch, the worker lands on main in-process (no remote, no push).
+    env.git(&repo, &["switch", "-q", "-c", "mine"]);
+    env.sw(&repo, &["--agent", "w1", "run", "worker", "--once"]).ok();
+    let t = env.sw(&repo, &["show", &id, "--json"]).ok().json();
+    assert_eq!(t["status"], "done", "{t}");
+    assert_eq!(env.git(&repo, &["show", "main:solo.txt"]), "done");
+    assert_eq!(env.git(&repo, &["rev-parse", "main"]), t["result"]["commit"].as_str().expect("commit"));
+    assert_eq!(env.git(&repo, &["status", "--porcelain"]), "", "the user's work tree changed");
+    assert!(!repo.join("solo.txt").exists(), "the landing reached the user's work tree");
+}
