@@ -197,6 +197,25 @@ pub fn mint_id() -> String {
     format!("t-{:06x}", fastrand::u32(0..0x100_0000))
 }
 
+/// An id from `mint` that is neither on the board nor in `taken` (which gets it); re-drawn on a collision.
+pub fn fresh_id(
+    board: &Board,
+    taken: &mut std::collections::BTreeSet<String>,
+    mint: &mut dyn FnMut() -> String,
+) -> Result<String, DomainError> {
+    for tries in 1..=64 {
+        let id = mint();
+        if !board.contains(&id) && !taken.contains(&id) {
+            taken.insert(id.clone());
+            return Ok(id);
+        }
+        if tries == 64 {
+            return Err(DomainError::IdSpaceExhausted(tries));
+        }
+    }
+    Err(DomainError::IdSpaceExhausted(64))
+}
+
 /// Add tasks in one op. `mint` proposes ids; one already on the board is thrown away and another asked for.
 pub fn add(
     board: &Board,
@@ -212,18 +231,7 @@ pub fn add(
                 return Err(DomainError::UnknownTask(dep.clone()));
             }
         }
-        let mut tries = 0;
-        let id = loop {
-            let id = mint();
-            if !board.contains(&id) && !taken.contains(&id) {
-                break id;
-            }
-            tries += 1;
-            if tries >= 64 {
-                return Err(DomainError::IdSpaceExhausted(tries));
-            }
-        };
-        taken.insert(id.clone());
+        let id = fresh_id(board, &mut taken, mint)?;
         let task = Task {
             id: id.clone(),
             title: n.title,

@@ -175,19 +175,7 @@ pub fn to_new_tasks(
     let mut ids: Vec<String> = Vec::with_capacity(proposals.len());
     let mut taken = BTreeSet::new();
     for _ in proposals {
-        let mut tries = 0;
-        let id = loop {
-            let id = ops::mint_id();
-            if !board.contains(&id) && !taken.contains(&id) {
-                break id;
-            }
-            tries += 1;
-            if tries >= 64 {
-                return Err(DomainError::IdSpaceExhausted(tries));
-            }
-        };
-        taken.insert(id.clone());
-        ids.push(id);
+        ids.push(ops::fresh_id(board, &mut taken, &mut ops::mint_id)?);
     }
     let by_key: BTreeMap<&str, usize> =
         proposals.iter().enumerate().filter_map(|(i, p)| p.key.as_deref().map(|k| (k, i))).collect();
