@@ -200,38 +200,21 @@ pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Run
 }
 
 fn summary(board: &Board, view: &CycleView) -> String {
-    let mut s = format!(
+    let head = format!(
         "Cycle {}: {} task(s) done and {} failed in this cycle; {} open or claimed.\n\n",
         view.n, view.done, view.failed, view.live
     );
-    let mut tasks: Vec<_> = board.tasks.values().map(|s| &s.task).collect();
-    tasks.sort_by_key(|t| t.created_at);
-    for t in tasks {
-        let extra = match t.status {
-            Status::Done => t
-                .result
-                .as_ref()
-                .and_then(|r| r.commit.clone())
-                .map(|c| format!(" (commit {})", &c[..c.len().min(12)]))
-                .unwrap_or_default(),
-            Status::Failed => t.failures.last().map(|f| format!(" — {}", f.reason)).unwrap_or_default(),
-            _ => String::new(),
-        };
-        let line = format!(
-            "- {} [{} {}] {}{}\n",
-            t.id,
-            t.kind,
-            t.status,
-            crate::escape::line(&t.title),
-            crate::escape::line(&extra)
-        );
-        if s.len() + line.len() > 60_000 {
-            s.push_str("(more left out)\n");
-            break;
-        }
-        s.push_str(&line);
-    }
-    s
+    let lines = super::task_lines(board, 60_000, |t| match t.status {
+        Status::Done => t
+            .result
+            .as_ref()
+            .and_then(|r| r.commit.clone())
+            .map(|c| format!(" (commit {})", &c[..c.len().min(12)]))
+            .unwrap_or_default(),
+        Status::Failed => t.failures.last().map(|f| format!(" — {}", f.reason)).unwrap_or_default(),
+        _ => String::new(),
+    });
+    head + &lines
 }
 
 fn judge_once(

@@ -468,6 +468,11 @@ pub fn handoffs(store: &Store, snap: &Snapshot, only_parent: Option<&str>, budge
 
 /// The board as text for prompts: one line a task.
 pub fn board_text(board: &Board, budget: usize) -> String {
+    task_lines(board, budget, |t| t.parent.as_deref().map(|p| format!(" (parent {p})")).unwrap_or_default())
+}
+
+/// One line a task, oldest first: `id [kind status] title<extra>`, within `budget` bytes (task text escaped).
+pub fn task_lines(board: &Board, budget: usize, extra: impl Fn(&Task) -> String) -> String {
     let mut tasks: Vec<&Task> = board.tasks.values().map(|s| &s.task).collect();
     tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
     let mut out = String::new();
@@ -478,7 +483,7 @@ pub fn board_text(board: &Board, budget: usize) -> String {
             t.kind,
             t.status,
             crate::escape::line(&t.title),
-            t.parent.as_deref().map(|p| format!(" (parent {p})")).unwrap_or_default()
+            crate::escape::line(&extra(t))
         );
         if out.len() + line.len() > budget {
             out.push_str("(more tasks left out)\n");

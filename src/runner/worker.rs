@@ -98,29 +98,34 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
         let h = match held.take() {
             Some(h) => h,
             None => {
-                let snap = r.read(false)?;
-                if let Some(cycle) = r.stopped_at(&snap) {
-                    return Ok((RunEnd::SwarmStopped { cycle }, stats));
-                }
-                let settings = r.settings(&snap.board.config)?;
-                let lease = snap.board.config.lease;
-                let _ = settings;
-                match r.transact(|snap, actor| ops::claim(&snap.board, actor, None, Kind::Work, lease, None)) {
-                    Ok(c) => match c.value.and_then(Held::from) {
-                        Some(h) => h,
-                        None => continue, // a sweep of exhausted claims; look again
+                // One read: the claim's own. A stop of the judge is seen there, and nothing is claimed then.
+                let store = r.swarm.store();
+                let claimed = r.transact(|snap, actor| {
+                    if let Some(c) = super::last_cycle(store, snap.commit).filter(|c| c.verdict == super::Verdict::Stop)
+                    {
+                        return Ok((Change::default(), Err(c.cycle)));
+                    }
+                    let lease = snap.board.config.lease;
+                    ops::claim(&snap.board, actor, None, Kind::Work, lease, None).map(|(ch, t)| (ch, Ok(t)))
+                });
+                match claimed {
+                    Ok(c) => match c.value {
+                        Err(cycle) => return Ok((RunEnd::SwarmStopped { cycle }, stats)),
+                        Ok(t) => match t.and_then(Held::from) {
+                            Some(h) => h,
+                            None => continue, // a sweep of exhausted claims; look again
+                        },
                     },
                     Err(TxnError::Domain(DomainError::NothingReady { .. })) => {
-                        match opts.mode {
-                            Mode::Once => return Ok((RunEnd::NothingReady, stats)),
-                            Mode::UntilIdle if super::idle(&r.read(false)?.board, (r.clock)()) => {
-                                return Ok((RunEnd::Idle, stats));
-                            }
-                            _ => {}
+                        if opts.mode == Mode::Once {
+                            return Ok((RunEnd::NothingReady, stats));
+                        }
+                        let snap = r.read(false)?;
+                        if opts.mode == Mode::UntilIdle && super::idle(&snap.board, (r.clock)()) {
+                            return Ok((RunEnd::Idle, stats));
                         }
                         r.emit(Event::Waiting { why: "no ready work task".into() });
-                        let tip = snap.commit;
-                        r.wait_for_change(tip, Duration::from_secs(30), &mut backoff)?;
+                        r.wait_for_change(snap.commit, Duration::from_secs(30), &mut backoff)?;
                         continue;
                     }
                     Err(e) => return Err(e.into()),
@@ -209,7 +214,16 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
     // The work tree is this runner's for its whole life (reset and cleaned for each task, removed at the end).
     git::fresh_worktree(&common, &wt, base)?;
     let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &wt, &config)?;
-    finish(r, &settings, &mut h, &wt, base, &branch, outcome, claim_next, &backend)
+    let job = Job { settings: &settings, config: &config, state: snap.commit, backend: &backend };
+    finish(r, &job, &mut h, &wt, base, &branch, outcome, claim_next)
+}
+
+/// What `finish` needs of the task's start: settings, config and the state it was read from (no second read).
+struct Job<'a> {
+    settings: &'a RunSettings,
+    config: &'a crate::model::Config,
+    state: ObjectId,
+    backend: &'a Backend,
 }
 
 fn missing_target(r: &Runner<'_>, target: &str) -> RunError {
@@ -321,15 +335,15 @@ fn run_worker_agent(
 #[allow(clippy::too_many_arguments)]
 fn finish(
     r: &mut Runner<'_>,
-    settings: &RunSettings,
+    job: &Job<'_>,
     h: &mut Held,
     wt: &Path,
     base: ObjectId,
     branch: &str,
     outcome: AgentRun,
     claim_next: bool,
-    backend: &Backend,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
+    let (settings, lease) = (job.settings, job.config.lease);
     let id = h.task.id.clone();
     let (exit, tail, exited_at) = match outcome {
         AgentRun::LostClaim(why) => {
@@ -349,7 +363,7 @@ fn finish(
             }
             other => format!("the agent {other}"),
         };
-        return fail(r, h, super::reason_from(&what, &tail), claim_next);
+        return fail(r, h, super::reason_from(&what, &tail), claim_next, lease);
     }
     // Whatever the agent left uncommitted is part of its work. A rebase it left half done is not.
     git::abort_rebase(wt);
@@ -363,7 +377,7 @@ fn finish(
     let mine = own_commits(&r.swarm.local, base, work_tip);
     if mine.is_empty() {
         if !settings.empty_is_done {
-            return fail(r, h, "the agent exited 0 without changing anything".into(), claim_next);
+            return fail(r, h, "the agent exited 0 without changing anything".into(), claim_next, lease);
         }
         // Nothing to land: mark it done on the state ref alone.
         let note = handoff.clone();
@@ -402,7 +416,6 @@ fn finish(
     let mut work_head = work_tip;
     let mut synced = true;
     let epoch = h.epoch;
-    let lease = r.read(false)?.board.config.lease;
     let tries = settings.conflict_tries;
     let check = settings.check.clone();
     let timeout = settings.task_timeout;
@@ -464,17 +477,7 @@ fn finish(
                     {
                         git::Rebased::Clean => {}
                         git::Rebased::Conflict(files) => {
-                            let res = resolve_conflict(
-                                r,
-                                backend,
-                                wt,
-                                &task,
-                                files,
-                                tries,
-                                timeout,
-                                &mut events,
-                                &keep_lease,
-                            );
+                            let res = resolve_conflict(r, job, wt, &task, files, tries, &mut events, &keep_lease);
                             events.extend(renewals.borrow_mut().drain(..));
                             if let Some(why) = lost_claim.borrow().clone() {
                                 return Err(Abort::LostClaim(why));
@@ -568,7 +571,7 @@ fn finish(
         }
         Ok(Err(Abort::Fail(reason))) => {
             keep_aside(r, &id, wt, work_tip);
-            fail(r, h, reason, claim_next)
+            fail(r, h, reason, claim_next, lease)
         }
         Ok(Err(Abort::LostClaim(why))) => {
             keep_aside(r, &id, wt, work_tip);
@@ -653,10 +656,15 @@ fn one_line(s: &str) -> String {
 }
 
 /// Record a failure of my claim (and claim the next task in the same push).
-fn fail(r: &mut Runner<'_>, h: &Held, reason: String, claim_next: bool) -> Result<(TaskEnd, Option<Held>), RunError> {
+fn fail(
+    r: &mut Runner<'_>,
+    h: &Held,
+    reason: String,
+    claim_next: bool,
+    lease: Duration,
+) -> Result<(TaskEnd, Option<Held>), RunError> {
     let id = h.task.id.clone();
     let epoch = h.epoch;
-    let lease = r.read(false)?.board.config.lease;
     let store = r.swarm.store();
     let res = r.transact(|snap, actor| {
         let (ch, t) = ops::fail(&snap.board, actor, &id, Some(epoch), reason.clone())?;
@@ -693,21 +701,16 @@ fn keep_aside(r: &mut Runner<'_>, id: &str, wt: &Path, work_tip: ObjectId) {
 #[allow(clippy::too_many_arguments)]
 fn resolve_conflict(
     r: &Runner<'_>,
-    backend: &Backend,
+    job: &Job<'_>,
     wt: &Path,
     task: &Task,
     mut files: Vec<String>,
     tries: u32,
-    timeout: Duration,
     events: &mut Vec<Event>,
     keep_lease: &dyn Fn() -> bool,
 ) -> Result<(), Abort> {
-    let snap_commit = r.swarm.tip().ok().flatten();
-    let template = match snap_commit {
-        Some(c) => prompts::load(r.swarm.store(), c, "conflict").0,
-        None => prompts::builtin("conflict").unwrap_or_default().to_string(),
-    };
-    let target = r.read(false).map(|s| s.board.config.target).unwrap_or_else(|_| "main".into());
+    let (backend, timeout, target) = (job.backend, job.settings.task_timeout, &job.config.target);
+    let template = prompts::load(r.swarm.store(), job.state, "conflict").0;
     for attempt in 1..=tries {
         events.push(Event::Conflict { task: task.id.clone(), files: files.clone(), attempt });
         let try_s = format!("{attempt} of {tries}");
@@ -718,7 +721,7 @@ fn resolve_conflict(
                 ("task_id", &task.id),
                 ("task_title", &task.title),
                 ("task_body", &task.body),
-                ("target", &target),
+                ("target", target),
                 ("conflict_files", &list),
                 ("try", &try_s),
             ],
