@@ -124,12 +124,21 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
 }
 
 pub fn report_end(ctx: &Ctx, swarm: &Swarm, end: &FleetEnd) {
-    let (done, failed) = match swarm.read(false) {
+    let (done, failed, reasons) = match swarm.read(true) {
         Ok(s) => {
             let c = git_swarm::runner::counts(&s.board);
-            (count(&c, Status::Done), count(&c, Status::Failed))
+            // Why tasks failed, so that a fleet that could not start its agents says so at once.
+            let reasons: Vec<String> = s
+                .board
+                .tasks
+                .values()
+                .filter(|t| t.task.status == Status::Failed)
+                .filter_map(|t| t.task.failures.last().map(|f| format!("{}: {}", t.task.id, f.reason)))
+                .take(5)
+                .collect();
+            (count(&c, Status::Done), count(&c, Status::Failed), reasons)
         }
-        Err(_) => (0, 0),
+        Err(_) => (0, 0, vec![]),
     };
     ctx.out.line(format!(
         "fleet {}: {done} task(s) done, {failed} failed, in {:.1}s; {} push(es) ({} lost race(s))",
@@ -138,6 +147,9 @@ pub fn report_end(ctx: &Ctx, swarm: &Swarm, end: &FleetEnd) {
         end.pushes,
         end.lost_races
     ));
+    for r in &reasons {
+        ctx.out.line(format!("  failed {}", git_swarm::escape::line(r)));
+    }
     ctx.out.doc(&serde_json::json!({
         "done": done, "failed": failed, "secs": end.elapsed.as_secs_f64(), "pushes": end.pushes,
         "lost_races": end.lost_races, "interrupted": end.interrupted, "members_failed": end.failed,
