@@ -504,6 +504,17 @@ impl Store {
         Ok(())
     }
 
+    /// Delete the ref `name` (a private mirror of this clone).
+    pub fn delete_ref(&self, name: &str) -> Result<(), StoreError> {
+        let edit = RefEdit {
+            change: RefChange::Delete { expected: PreviousValue::Any, log: RefLog::AndReference },
+            name: name.try_into().git(|| format!("bad ref name {name}"))?,
+            deref: false,
+        };
+        self.repo.edit_reference(edit).git(|| format!("cannot delete {name}"))?;
+        Ok(())
+    }
+
     /// Every op adds a few loose objects (and every fetch a small pack); reading thousands of them costs far more
     /// than reading one pack. When git's own thresholds are passed (about 6,700 loose objects, estimated from
     /// `objects/17` as git does, or 50 packs), run `git gc --auto`, which packs in the background. `git push` to a

@@ -22,13 +22,15 @@ pub struct CliError {
     pub exit: Exit,
     pub message: String,
     pub hints: Vec<String>,
+    /// The command printed its JSON document already: `--json` must not get a second one.
+    pub documented: bool,
 }
 
 pub type CliResult<T> = Result<T, CliError>;
 
 impl CliError {
     pub fn new(exit: Exit, message: impl Into<String>) -> Self {
-        CliError { exit, message: message.into(), hints: vec![] }
+        CliError { exit, message: message.into(), hints: vec![], documented: false }
     }
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(Exit::Usage, message)
@@ -38,6 +40,11 @@ impl CliError {
     }
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hints.push(hint.into());
+        self
+    }
+    /// Mark the error as coming after the command's JSON document.
+    pub fn documented(mut self) -> Self {
+        self.documented = true;
         self
     }
     pub fn code(&self) -> u8 {
@@ -60,7 +67,7 @@ impl CliError {
         for h in &self.hints {
             let _ = writeln!(err, "hint: {h}");
         }
-        if json {
+        if json && !self.documented {
             self.report_json_only();
         }
     }
@@ -121,6 +128,9 @@ impl From<TxnError> for CliError {
             TxnError::Remote(RemoteError::Unreachable { .. }) => {
                 CliError::io(msg).hint("check the remote's URL and your access with `git ls-remote <remote>`")
             }
+            TxnError::Lineage { .. } => CliError::io(msg)
+                .hint("`git swarm doctor` shows what changed; `git swarm doctor --fix` puts back what this clone saw")
+                .hint("to take the remote's state as it is: `git swarm doctor --accept-remote`"),
             TxnError::Remote(RemoteError::Refused { .. }) => {
                 CliError::io(msg).hint("the remote's hooks or protection rules must allow pushes to refs/swarm/*")
             }

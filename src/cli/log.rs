@@ -9,12 +9,15 @@ pub struct LogArgs {
     /// Show at most this many ops.
     #[arg(short = 'n', long = "max-count", value_name = "N")]
     max_count: Option<usize>,
+    /// Go on past compactions, through the histories they archived (fetched when needed).
+    #[arg(long)]
+    archived: bool,
 }
 
 pub fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let snap = swarm.read(false)?;
-    let entries = swarm.store().log(snap.commit, args.max_count.unwrap_or(usize::MAX))?;
+    let entries = swarm.history(snap.commit, args.max_count.unwrap_or(usize::MAX), args.archived)?;
     for e in &entries {
         ctx.out.line(format!(
             "{}  {}  {:<12} {}",

@@ -3,7 +3,9 @@
 
 mod add;
 mod claim;
+mod compact;
 mod demo;
+mod doctor;
 mod done;
 mod error;
 mod fail;
@@ -92,6 +94,10 @@ pub enum Command {
     Status(status::StatusArgs),
     /// The audit log of the swarm, newest first.
     Log(log::LogArgs),
+    /// Replace the state ref's history by one root commit; the old history is kept under refs/swarm-archive/.
+    Compact(compact::CompactArgs),
+    /// Check the swarm and this clone (a state ref rewound or deleted, stale locks, stray work trees); --fix repairs.
+    Doctor(doctor::DoctorArgs),
     /// Run an agent loop: a worker, a planner or a judge.
     Run(run::RunArgs),
     /// A whole swarm on a throwaway repository with scripted agents, in under a minute.
@@ -419,6 +425,8 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Fail(a) => fail::run(&mut ctx, a),
         Command::Status(a) => status::run(&mut ctx, a),
         Command::Log(a) => log::run(&mut ctx, a),
+        Command::Compact(a) => compact::run(&mut ctx, a),
+        Command::Doctor(a) => doctor::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
         Command::Demo(_) => Ok(()),

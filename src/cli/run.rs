@@ -183,7 +183,8 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
             Exit::NothingReady,
             format!("no ready {} task", if role == "planner" { "plan" } else { "work" }),
         )
-        .hint("see the board with `git swarm list`"));
+        .hint("see the board with `git swarm list`")
+        .documented());
     }
     Ok(())
 }

@@ -208,22 +208,9 @@ impl Runner<'_> {
         let pid_file = self.home.join("worktrees").join(format!("{}.pid", self.agent));
         // Work trees of runners that are gone (their pid file names a process that no longer runs) are removed;
         // so is ours, whatever state a killed predecessor with our name left it in.
-        if let Ok(entries) = std::fs::read_dir(self.home.join("worktrees")) {
-            for e in entries.flatten() {
-                let p = e.path();
-                if !p.is_dir() {
-                    continue;
-                }
-                let name = e.file_name().to_string_lossy().into_owned();
-                let pid = std::fs::read_to_string(self.home.join("worktrees").join(format!("{name}.pid")))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u32>().ok());
-                let alive = pid.is_some_and(|pid| pid != std::process::id() && process_alive(pid));
-                if name == self.agent || !alive {
-                    // An agent its killed runner could not stop may still work in there: stop it first.
-                    agent::kill_leftover(&self.home.join("run").join(&name).join("agent.pgid"), &p);
-                    git::remove_worktree(&self.common_dir(), &p);
-                }
+        for (name, path, alive) in worktrees(&self.home) {
+            if name == self.agent || !alive {
+                remove_runner_worktree(&self.home, &self.common_dir(), &name, &path);
             }
         }
         let _ = git::run(&self.common_dir(), &["worktree", "prune"]);
@@ -373,6 +360,34 @@ impl Runner<'_> {
 }
 
 /// Does a process with this id run? (Signal 0: no signal is sent, only the check.)
+/// The runners' work trees under `<home>/worktrees`: name (the runner's agent id), path, and whether the runner
+/// that owns it still runs (its pid file names a live process other than this one).
+pub fn worktrees(home: &Path) -> Vec<(String, PathBuf, bool)> {
+    let dir = home.join("worktrees");
+    let Ok(entries) = std::fs::read_dir(&dir) else { return vec![] };
+    let mut out: Vec<_> = entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = std::fs::read_to_string(dir.join(format!("{name}.pid")))
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            let alive = pid.is_some_and(|pid| pid != std::process::id() && process_alive(pid));
+            (name, e.path(), alive)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Remove a runner's work tree: first stop an agent its killed runner could not stop, which may still work in it.
+pub fn remove_runner_worktree(home: &Path, common_dir: &Path, name: &str, path: &Path) {
+    agent::kill_leftover(&home.join("run").join(name).join("agent.pgid"), path);
+    git::remove_worktree(common_dir, path);
+    let _ = std::fs::remove_file(home.join("worktrees").join(format!("{name}.pid")));
+}
+
 fn process_alive(pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|p| {
         matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None), Ok(()) | Err(nix::errno::Errno::EPERM))

@@ -13,6 +13,9 @@ use crate::remote::{self, Location, Publish, RemoteError};
 use crate::store::{Identity, Problem, Snapshot, Store, StoreError};
 use crate::time::Timestamp;
 
+mod history;
+pub use history::{ARCHIVE, ArchiveLink, COMPACTED_FROM, Compacted, Relation};
+
 /// A swarm: a state ref at a location, seen from a local repository.
 pub struct Swarm {
     /// The user's repository (objects for pushes, the mirror ref).
@@ -93,6 +96,9 @@ pub enum TxnError {
     Stuck { refname: String, reason: String, attempts: u32 },
     #[error("the op may or may not have been published to {remote}: {message}")]
     OutcomeUnknown { remote: String, message: String },
+    /// The state ref went back or away since this clone saw it: acting on it could redo finished work.
+    #[error("{refname} on {remote} {what}: this clone last saw it at {seen}{}", now.as_ref().map(|n| format!(", it is at {n} now")).unwrap_or_default())]
+    Lineage { refname: String, remote: String, what: String, seen: String, now: Option<String> },
 }
 
 /// One attempt of the optimistic loop.
@@ -125,15 +131,21 @@ fn in_doubt(e: &RemoteError) -> bool {
 impl<T> Guard<T> {
     /// Before an attempt applies its op to `snap`: an earlier push in doubt that did land ends the loop; a ref
     /// refused too often while it stood still is an error.
-    fn settle(&mut self, store: &Store, snap: &Snapshot, refname: &str) -> Result<Option<Committed<T>>, TxnError> {
+    fn settle(
+        &mut self,
+        contains: &dyn Fn(ObjectId, ObjectId) -> Result<bool, TxnError>,
+        tip: ObjectId,
+        refname: &str,
+        problems: Vec<Problem>,
+    ) -> Result<Option<Committed<T>>, TxnError> {
         for i in 0..self.in_doubt.len() {
-            if store.has_ancestor(snap.commit, self.in_doubt[i].0, 1000)? {
+            if contains(tip, self.in_doubt[i].0)? {
                 let (commit, value) = self.in_doubt.swap_remove(i);
-                return Ok(Some(self.committed(value, Some(commit), snap.problems.clone())));
+                return Ok(Some(self.committed(value, Some(commit), problems)));
             }
         }
         match &self.last_lost {
-            Some((base, reason)) if *base == snap.commit => {
+            Some((base, reason)) if *base == tip => {
                 self.unmoved += 1;
                 if self.unmoved >= UNMOVED_LIMIT {
                     return Err(TxnError::Stuck {
@@ -182,19 +194,13 @@ impl Swarm {
         }
     }
 
-    /// Where the state ref is now (fetching it first from a URL remote).
+    /// Where the state ref is now (fetching it first from a URL remote). A ref that went back or away since this
+    /// clone saw it is an error ([`TxnError::Lineage`]; `git swarm doctor` repairs it).
     pub fn tip(&self) -> Result<Option<ObjectId>, TxnError> {
-        let refname = self.ref_name();
-        Ok(match &self.location {
-            Location::InProcess { store, .. } => store.read_ref(&refname)?,
-            Location::Url { endpoint: remote::Endpoint { url, push_to, mirror_key, fetch_with } } => {
-                let tip =
-                    remote::fetch(&self.local, url, push_to, &refname, &self.mirror_ref(mirror_key), *fetch_with)?;
-                // Each fetch that brings something adds a pack.
-                self.local.maybe_gc();
-                tip
-            }
-        })
+        let seen = self.seen()?;
+        let now = self.tip_unchecked()?;
+        self.check_seen(seen, now)?;
+        Ok(now)
     }
 
     /// The newest state, or `None` when the swarm does not exist. `full`: every task, finished ones too.
@@ -220,6 +226,7 @@ impl Swarm {
         self.publishes.fetch_add(1, Ordering::Relaxed);
         match &self.location {
             Location::InProcess { store, .. } => Ok(if store.cas_ref(&refname, base, new, why)? {
+                self.set_seen(new);
                 Publish::Done
             } else {
                 self.lost.fetch_add(1, Ordering::Relaxed);
@@ -259,7 +266,9 @@ impl Swarm {
     ) -> Result<Committed<T>, TxnError> {
         let res = self.optimistic::<T, std::convert::Infallible>(retry, |guard| {
             let snap = self.read(false)?;
-            if let Some(done) = guard.settle(self.store(), &snap, &self.ref_name())? {
+            if let Some(done) =
+                guard.settle(&|t, c| self.descends(t, c, 1000), snap.commit, &self.ref_name(), snap.problems.clone())?
+            {
                 return Ok(Attempt::Published(done));
             }
             let now = clock();
@@ -311,7 +320,9 @@ impl Swarm {
             // Where the state's objects are: the remote's repository for a local path, else this clone.
             let store = self.store();
             let snap = store.read(state_tip, false)?;
-            if let Some(done) = guard.settle(store, &snap, &state_ref)? {
+            if let Some(done) =
+                guard.settle(&|t, c| self.descends(t, c, 1000), snap.commit, &state_ref, snap.problems.clone())?
+            {
                 return Ok(Attempt::Published(done));
             }
             // Rebasing, conflict runs and the check take their own time: it is not time spent racing.
@@ -350,6 +361,7 @@ impl Swarm {
                         self.local.copy_reachable(store, code)?;
                     }
                     if store.cas_refs(&updates, &change.summary)? {
+                        self.set_seen(commit);
                         Ok(Publish::Done)
                     } else {
                         Ok(Publish::LostRace("a ref moved".into()))
@@ -391,15 +403,16 @@ impl Swarm {
                 message: format!("{} has no {branch}", self.remote_label),
             })
         };
-        match &self.location {
+        let seen = self.seen()?;
+        let (state, code) = match &self.location {
             Location::InProcess { store, endpoint } => {
-                let state = store.read_ref(&state_ref)?.ok_or_else(|| self.not_initialized())?;
+                let state = store.read_ref(&state_ref)?;
                 let code = store.read_ref(branch)?.ok_or_else(missing_branch)?;
                 if endpoint.is_some() {
                     // The rebase happens here: bring the branch's new commits over.
                     store.copy_reachable(&self.local, code)?;
                 }
-                Ok((state, code))
+                (state, code)
             }
             Location::Url { endpoint: ep } => {
                 let mirror = self.mirror_ref(&ep.mirror_key);
@@ -412,11 +425,12 @@ impl Swarm {
                     ep.fetch_with,
                 )?;
                 self.local.maybe_gc();
-                let state = tips.first().copied().flatten().ok_or_else(|| self.not_initialized())?;
                 let code = tips.get(1).copied().flatten().ok_or_else(missing_branch)?;
-                Ok((state, code))
+                (tips.first().copied().flatten(), code)
             }
-        }
+        };
+        self.check_seen(seen, state)?;
+        Ok((state.ok_or_else(|| self.not_initialized())?, code))
     }
 
     /// Where `branch` (`refs/heads/<target>`) is on the remote, fetched into the local repository.

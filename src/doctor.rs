@@ -1,0 +1,409 @@
+//! `git swarm doctor`: check a swarm and this clone's part of it, repair what can be repaired without losing
+//! anything, and say what cannot. No terminal I/O: the CLI prints the [`Finding`]s.
+//!
+//! What it looks at, in order: the state ref against what this clone saw of it (deleted, rewound by a force-push,
+//! replaced), the board (unreadable files, expired claims, tasks blocked for good), the settings, the target
+//! branch, lock files left by killed git processes, runners' work trees whose runner is gone, this clone's records
+//! of held epochs that no longer match the board, and the refs beside the state ref (kept work, archives).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gix::ObjectId;
+
+use crate::model::Status;
+use crate::remote::{Location, Publish};
+use crate::store::short;
+use crate::time::Timestamp;
+use crate::txn::{Relation, Swarm, TxnError};
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Ok,
+    Info,
+    Warn,
+    Error,
+}
+
+/// One thing doctor found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// Which check: `state-ref`, `board`, `settings`, `target`, `locks`, `worktrees`, `held`, `refs`.
+    pub check: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    /// What `--fix` did about it.
+    pub fixed: Option<String>,
+    /// What to do when it was not fixed.
+    pub hint: Option<String>,
+}
+
+impl Finding {
+    fn new(check: &'static str, severity: Severity, message: impl Into<String>) -> Finding {
+        Finding { check, severity, message: message.into(), fixed: None, hint: None }
+    }
+    fn hint(mut self, h: impl Into<String>) -> Finding {
+        self.hint = Some(h.into());
+        self
+    }
+    fn fixed(mut self, what: impl Into<String>) -> Finding {
+        self.fixed = Some(what.into());
+        self
+    }
+    /// Still a problem after the repairs?
+    pub fn open_error(&self) -> bool {
+        self.severity == Severity::Error && self.fixed.is_none()
+    }
+}
+
+/// What doctor may change.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Repairs {
+    /// Repairs that lose nothing: restore a rewound or deleted state ref from what this clone saw, remove stale
+    /// lock files, stray work trees and stale records.
+    pub fix: bool,
+    /// Take the remote's state ref as it is (after a deliberate reset), keeping what this clone saw in an archive.
+    pub accept_remote: bool,
+}
+
+/// A lock file older than this is left over by a killed process (git holds ref locks for milliseconds).
+pub const STALE_LOCK: Duration = Duration::from_secs(60);
+/// Ops since the last root past which doctor suggests `git swarm compact`.
+pub const LONG_HISTORY: usize = 10_000;
+
+/// Run every check; repair as `repairs` allows.
+pub fn examine(swarm: &Swarm, now: Timestamp, repairs: Repairs) -> Result<Vec<Finding>, TxnError> {
+    let mut out = Vec::new();
+    let tip = state_ref(swarm, repairs, &mut out)?;
+    if let Some(tip) = tip {
+        board(swarm, tip, now, repairs, &mut out)?;
+    }
+    locks(swarm, repairs, &mut out);
+    worktrees(swarm, repairs, &mut out);
+    Ok(out)
+}
+
+/// The state ref against what this clone saw; returns the tip to read the board at, when there is a good one.
+fn state_ref(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) -> Result<Option<ObjectId>, TxnError> {
+    const C: &str = "state-ref";
+    let refname = swarm.ref_name();
+    let remote = &swarm.remote_label;
+    let seen = swarm.seen()?;
+    let now = swarm.tip_unchecked()?;
+    let rel = swarm.relation(seen, now)?;
+    let sh = |id: ObjectId| short(&id.to_string()).to_string();
+    match (rel, seen, now) {
+        (Relation::Fresh, _, None) => {
+            out.push(
+                Finding::new(C, Severity::Error, format!("there is no swarm '{}' on {remote}", swarm.name))
+                    .hint("create it with `git swarm init`, or name another remote with --remote"),
+            );
+            Ok(None)
+        }
+        (Relation::Fresh | Relation::Same | Relation::Ahead, _, Some(tip)) => {
+            swarm.check_seen(seen, Some(tip))?;
+            let ops = swarm.history(tip, usize::MAX, false)?.len();
+            out.push(Finding::new(
+                C,
+                Severity::Ok,
+                format!("{refname} on {remote} at {}: {ops} op(s) since its root", sh(tip)),
+            ));
+            if ops > LONG_HISTORY {
+                out.push(
+                    Finding::new(
+                        C,
+                        Severity::Info,
+                        format!("{ops} ops since the root: every new clone fetches them all"),
+                    )
+                    .hint("`git swarm compact` starts a new root and keeps the history under refs/swarm-archive/"),
+                );
+            }
+            Ok(Some(tip))
+        }
+        (_, Some(seen), _) if repairs.accept_remote => {
+            let kept = swarm.accept_remote(seen, now)?;
+            let what = match &kept {
+                Some(r) => {
+                    format!("took {refname} as it is on {remote}; what this clone saw ({}) is kept at {r}", sh(seen))
+                }
+                None => format!("took {refname} as it is on {remote}"),
+            };
+            out.push(Finding::new(C, Severity::Error, describe(rel, &refname, remote, seen, now)).fixed(what));
+            Ok(now)
+        }
+        (Relation::Deleted | Relation::Rewound { .. }, Some(seen), _) => {
+            let mut f = Finding::new(C, Severity::Error, describe(rel, &refname, remote, seen, now));
+            if let Relation::Rewound { lost } = rel {
+                let gone = swarm.history(seen, lost, false)?;
+                let list: Vec<String> = gone.iter().take(5).map(|e| e.summary.clone()).collect();
+                f.message.push_str(&format!(
+                    "; the ops gone: {}{}",
+                    list.join("; "),
+                    if lost > 5 { "; …" } else { "" }
+                ));
+            }
+            if !repairs.fix {
+                out.push(f.hint(format!(
+                    "`git swarm doctor --fix` puts {refname} back at {} by compare-and-swap (nothing is lost: {})",
+                    sh(seen),
+                    if now.is_some() { "the rewound state is an ancestor of it" } else { "the ref is recreated" }
+                )));
+                swarm.check_seen(Some(seen), now).ok();
+                return Ok(None);
+            }
+            match swarm.restore(now, seen) {
+                Ok(Publish::Done) => {
+                    out.push(f.fixed(format!("put {refname} back at {} on {remote}", sh(seen))));
+                    Ok(Some(seen))
+                }
+                Ok(Publish::LostRace(reason)) => {
+                    out.push(f.hint(format!("the ref moved while doctor repaired it ({reason}); run doctor again")));
+                    Ok(None)
+                }
+                Err(e) => {
+                    out.push(f.hint(format!(
+                        "cannot restore it from this clone ({e}); a clone that saw it can (`git swarm doctor --fix` \
+                         there), else `git swarm doctor --accept-remote` takes the remote's state"
+                    )));
+                    Ok(None)
+                }
+            }
+        }
+        (_, Some(seen), _) => {
+            out.push(Finding::new(C, Severity::Error, describe(rel, &refname, remote, seen, now)).hint(format!(
+                "two histories cannot be merged by doctor: `git swarm doctor --accept-remote` takes the remote's \
+                 (this clone's is kept under refs/swarm-archive/{}/lost-…), or push {} back yourself with \
+                 `git push --force-with-lease={refname}:<its tip> <remote> {}:{refname}` to drop the ops written since",
+                swarm.name,
+                sh(seen),
+                seen
+            )));
+            swarm.check_seen(Some(seen), now).ok();
+            Ok(None)
+        }
+        (_, None, _) => Ok(now),
+    }
+}
+
+fn describe(rel: Relation, refname: &str, remote: &str, seen: ObjectId, now: Option<ObjectId>) -> String {
+    let seen = short(&seen.to_string()).to_string();
+    match (rel, now) {
+        (Relation::Deleted, _) => format!("{refname} was deleted from {remote} (this clone last saw it at {seen})"),
+        (Relation::Rewound { lost }, Some(n)) => format!(
+            "{refname} on {remote} went back {lost} op(s), from {seen} (seen by this clone) to {}: somebody pushed an \
+             old state over it",
+            short(&n.to_string())
+        ),
+        (_, Some(n)) => format!(
+            "{refname} on {remote} was replaced: {} holds neither {seen} (seen by this clone) nor a compaction of it",
+            short(&n.to_string())
+        ),
+        (_, None) => format!("{refname} on {remote} is gone"),
+    }
+}
+
+/// The board at `tip`: unreadable files, settings, the target branch, expired claims, tasks that can never run,
+/// this clone's held records, kept work and archives.
+fn board(
+    swarm: &Swarm,
+    tip: ObjectId,
+    now: Timestamp,
+    repairs: Repairs,
+    out: &mut Vec<Finding>,
+) -> Result<(), TxnError> {
+    let snap = swarm.store().read(tip, false)?;
+    let b = &snap.board;
+    for p in &snap.problems {
+        out.push(
+            Finding::new("board", Severity::Warn, format!("{} (commit {}): {}", p.path, short(&p.commit), p.message))
+                .hint("the file is skipped; fix or remove it in the state ref (see docs/reliability.md)"),
+        );
+    }
+    let live = b.tasks.len();
+    out.push(Finding::new("board", Severity::Ok, format!("{live} live task(s), {} finished", b.closed.len())));
+    for s in b.tasks.values() {
+        let t = &s.task;
+        if let Some(c) = t.expired_claim(now) {
+            out.push(Finding::new(
+                "board",
+                Severity::Info,
+                format!(
+                    "{}: the lease of {} (epoch {}) ran out at {}; the next claim takes it over",
+                    t.id, c.agent, c.epoch, c.lease_until
+                ),
+            ));
+        }
+        if t.status == Status::Open
+            && let Some(why) = crate::ops::blocked_for_good(b, t)
+        {
+            out.push(
+                Finding::new("board", Severity::Warn, format!("{} can never run: {why}", t.id))
+                    .hint("a planner (`git swarm run planner`) cancels such tasks; or re-plan the failed dependency"),
+            );
+        }
+    }
+    match crate::runner::RunSettings::from_config(&b.config) {
+        Ok(_) => out.push(Finding::new("settings", Severity::Ok, "swarm.toml is valid")),
+        Err(e) => out.push(
+            Finding::new("settings", Severity::Error, format!("swarm.toml: {e}"))
+                .hint("runners refuse to start until it is fixed"),
+        ),
+    }
+    let target = format!("refs/heads/{}", b.config.target);
+    match swarm.remote_ref(&target) {
+        Ok(Some(t)) => out.push(Finding::new(
+            "target",
+            Severity::Ok,
+            format!("{} on {} at {}", b.config.target, swarm.remote_label, short(&t.to_string())),
+        )),
+        Ok(None) => out.push(
+            Finding::new(
+                "target",
+                Severity::Error,
+                format!("{} has no branch {}", swarm.remote_label, b.config.target),
+            )
+            .hint("workers cannot land code until it exists: push it"),
+        ),
+        Err(e) => out.push(Finding::new("target", Severity::Warn, format!("cannot read {target}: {e}"))),
+    }
+    held(swarm, b, repairs, out);
+    Ok(())
+}
+
+/// This clone's records of the epochs its agents claimed under (`.git/swarm/held/<name>/<agent>/<id>`): a record
+/// whose task is no longer claimed by that agent under that epoch only costs a file, and is removed by `--fix`.
+fn held(swarm: &Swarm, b: &crate::ops::Board, repairs: Repairs, out: &mut Vec<Finding>) {
+    let dir = swarm.local.repo.common_dir().join("swarm").join("held").join(&swarm.name);
+    let mut stale = Vec::new();
+    for agent in read_dir(&dir) {
+        let name = file_name(&agent);
+        for rec in read_dir(&agent) {
+            let id = file_name(&rec);
+            let epoch = std::fs::read_to_string(&rec).ok().and_then(|s| s.trim().parse::<u64>().ok());
+            let holds = b
+                .tasks
+                .get(&id)
+                .and_then(|s| s.task.claim.as_ref())
+                .is_some_and(|c| c.agent == name && Some(c.epoch) == epoch && s_is_claimed(b, &id));
+            if !holds {
+                stale.push(rec);
+            }
+        }
+    }
+    if stale.is_empty() {
+        return;
+    }
+    let mut f = Finding::new(
+        "held",
+        Severity::Info,
+        format!("{} record(s) of claims this clone no longer holds under {}", stale.len(), dir.display()),
+    );
+    if repairs.fix {
+        let removed = stale.iter().filter(|p| std::fs::remove_file(p).is_ok()).count();
+        f = f.fixed(format!("removed {removed}"));
+    } else {
+        f = f.hint("`git swarm doctor --fix` removes them");
+    }
+    out.push(f);
+}
+
+fn s_is_claimed(b: &crate::ops::Board, id: &str) -> bool {
+    b.tasks.get(id).is_some_and(|s| s.task.status == Status::Claimed)
+}
+
+/// Lock files older than [`STALE_LOCK`] under the refs of this clone and of an in-process remote.
+fn locks(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) {
+    let mut dirs = vec![swarm.local.repo.common_dir().to_path_buf()];
+    if let Location::InProcess { store, endpoint: Some(_) } = &swarm.location {
+        dirs.push(store.repo.common_dir().to_path_buf());
+    }
+    let mut stale = Vec::new();
+    for d in &dirs {
+        for f in [d.join("packed-refs.lock"), d.join("index.lock"), d.join("HEAD.lock")] {
+            if is_stale(&f) {
+                stale.push(f);
+            }
+        }
+        find_locks(&d.join("refs"), &mut stale, 0);
+    }
+    if stale.is_empty() {
+        out.push(Finding::new("locks", Severity::Ok, "no stale lock files"));
+        return;
+    }
+    let list: Vec<String> = stale.iter().map(|p| p.display().to_string()).collect();
+    let mut f = Finding::new(
+        "locks",
+        Severity::Warn,
+        format!(
+            "lock file(s) older than {} s, left by killed git processes: {}",
+            STALE_LOCK.as_secs(),
+            list.join(", ")
+        ),
+    );
+    if repairs.fix {
+        let removed = stale.iter().filter(|p| std::fs::remove_file(p).is_ok()).count();
+        f = f.fixed(format!("removed {removed}"));
+    } else {
+        f = f.hint("updates of a locked ref fail until the lock goes: `git swarm doctor --fix` removes them");
+    }
+    out.push(f);
+}
+
+fn find_locks(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+    if depth > 16 {
+        return;
+    }
+    for p in read_dir(dir) {
+        if p.is_dir() {
+            find_locks(&p, out, depth + 1);
+        } else if p.extension().is_some_and(|e| e == "lock") && is_stale(&p) {
+            out.push(p);
+        }
+    }
+}
+
+fn is_stale(p: &Path) -> bool {
+    std::fs::metadata(p).and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_LOCK))
+}
+
+/// Runners' work trees whose runner is gone.
+fn worktrees(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) {
+    let common = swarm.local.repo.common_dir().to_path_buf();
+    let home = common.join("swarm");
+    let all = crate::runner::worktrees(&home);
+    let stray: Vec<_> = all.iter().filter(|(_, _, alive)| !alive).collect();
+    if stray.is_empty() {
+        let live = all.len();
+        out.push(Finding::new("worktrees", Severity::Ok, format!("no stray work trees ({live} of live runners)")));
+        return;
+    }
+    let names: Vec<&str> = stray.iter().map(|(n, _, _)| n.as_str()).collect();
+    let mut f = Finding::new(
+        "worktrees",
+        Severity::Warn,
+        format!("work tree(s) of runners that are gone: {}", names.join(", ")),
+    );
+    if repairs.fix {
+        for (name, path, _) in &stray {
+            crate::runner::remove_runner_worktree(&home, &common, name, path);
+        }
+        let _ = crate::runner::git::run(&common, &["worktree", "prune"]);
+        f = f.fixed(format!("removed {}", stray.len()));
+    } else {
+        f = f.hint("the next runner in this clone removes them; `git swarm doctor --fix` does it now");
+    }
+    out.push(f);
+}
+
+fn read_dir(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
