@@ -101,6 +101,13 @@ pub fn complete_with_key(
     let shown_url = scrub.clean(&crate::escape::line(&crate::remote::redact(&url)));
     let request_error = |message: String| HttpError::Request { url: shown_url.clone(), message };
 
+    // The key goes only where nobody on the way can read it: https, or a server on this machine.
+    if key.is_some() && !url.starts_with("https://") && !is_loopback(&url) {
+        return Err(request_error(
+            "refusing to send the API key over plain http to another machine (use https, or a server on loopback)"
+                .into(),
+        ));
+    }
     let headers = headers(agent.api, key).map_err(request_error)?;
     let body = serde_json::to_vec(&request_body(agent, system, prompt))
         .map_err(|e| request_error(format!("cannot encode the request: {e}")))?;
@@ -418,6 +425,24 @@ mod tests {
         assert_eq!(error_message("oops\x1b[2J", None, &NO_KEY), "oops\\u{1b}[2J");
         let long = "x".repeat(1000);
         assert_eq!(error_message(&long, None, &NO_KEY).chars().count(), MAX_QUOTED_CHARS + 1);
+    }
+
+    #[test]
+    fn a_key_never_goes_over_plain_http_to_another_machine() {
+        let agent = |base: &str| HttpAgent {
+            api: Api::Openai,
+            base_url: base.into(),
+            model: "m".into(),
+            api_key_env: None,
+            max_tokens: 10,
+            temperature: None,
+        };
+        let d = Duration::from_secs(1);
+        // Refused before any connection: the host does not even resolve.
+        let e = complete_with_key(&agent("http://models.example.invalid/v1"), Some("sk-1"), "s", "p", d);
+        assert!(matches!(&e, Err(HttpError::Request { message, .. }) if message.contains("refusing")), "{e:?}");
+        assert!(!format!("{e:?}").contains("sk-1"));
+        // The http backend's tests (tests/http_backend.rs) send keys over plain http to loopback servers.
     }
 
     #[test]

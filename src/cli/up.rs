@@ -342,7 +342,8 @@ fn render_board(swarm: &Swarm, members: &[Member], started: Instant) -> String {
     if let Ok(log) = swarm.store().log(snap.commit, 8) {
         for e in log {
             let summary: String = line(&e.summary).chars().take(100).collect();
-            s.push_str(&format!("  {} {:<14} {summary}\n", e.time.clock(), e.agent.as_deref().unwrap_or("-")));
+            let agent = line(e.agent.as_deref().unwrap_or("-"));
+            s.push_str(&format!("  {} {:<14} {summary}\n", e.time.clock(), agent));
         }
     }
     s
