@@ -216,10 +216,11 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
     }
     // ls-remote first would cost a second connection; instead fetch and tell "no such ref" apart from the rest.
     let mut cmd = git(local);
+    let target = remote_arg(&mut cmd, remote);
     cmd.args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-recurse-submodules"])
         // `--`: whatever the remote's name, it is never taken for an option.
         .arg("--")
-        .arg(remote);
+        .arg(target);
     for (refname, mirror) in refs {
         cmd.arg(format!("+{refname}:{mirror}"));
     }
@@ -241,6 +242,21 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
     refs.iter().map(|(_, mirror)| Ok(local.read_ref(mirror)?)).collect()
 }
 
+/// What to name the remote on git's command line. A URL with credentials in it (`https://user:token@host/…`) would
+/// be readable in the process list: it goes to git through its environment as the URL of a remote named
+/// `git-swarm-url`, which the command line names instead.
+fn remote_arg(cmd: &mut Command, remote: &str) -> String {
+    if redact(remote) == remote {
+        return remote.to_string();
+    }
+    // After whatever the caller's environment configures this way already.
+    let n: usize = std::env::var("GIT_CONFIG_COUNT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    cmd.env("GIT_CONFIG_COUNT", (n + 1).to_string())
+        .env(format!("GIT_CONFIG_KEY_{n}"), "remote.git-swarm-url.url")
+        .env(format!("GIT_CONFIG_VALUE_{n}"), remote);
+    "git-swarm-url".to_string()
+}
+
 /// `git push --porcelain --force-with-lease=<ref>:<base> <remote> <new>:<ref>`, classified.
 pub fn push(
     local: &Store,
@@ -258,7 +274,8 @@ pub fn push(
         cmd.arg(format!("--force-with-lease={refname}:{base}"));
     }
     // `--`: whatever the remote's name, it is never taken for an option.
-    cmd.arg("--").arg(remote);
+    let target = remote_arg(&mut cmd, remote);
+    cmd.arg("--").arg(target);
     for (refname, _, new) in updates {
         cmd.arg(format!("{new}:{refname}"));
     }
@@ -284,7 +301,8 @@ pub fn push_forced(
         Some(b) => cmd.arg(format!("--force-with-lease={refname}:{b}")),
         None => cmd.arg("--force"),
     };
-    cmd.arg("--").arg(remote).arg(format!("{new}:{refname}"));
+    let target = remote_arg(&mut cmd, remote);
+    cmd.arg("--").arg(target).arg(format!("{new}:{refname}"));
     let out = cmd.output().map_err(|e| RemoteError::Spawn(e.to_string()))?;
     let lines = parse_porcelain(&String::from_utf8_lossy(&out.stdout));
     classify(remote, std::iter::once(refname), &lines, out.status.success(), &String::from_utf8_lossy(&out.stderr))
