@@ -2,7 +2,8 @@
 //! fail by a few agents, with time running on so that leases expire, stale epochs, and a small `max_attempts`.
 //! After every step the invariants of the protocol must hold; a second property replays the same ops the way the
 //! transaction loop does (computed on a stale read, thrown away, computed again on a fresh read of the op view)
-//! and must land on exactly what a plain sequential application gives.
+//! and must land on exactly what a plain sequential application gives. A third runs long op logs — a thousand ops
+//! by ten agents over a board that grows to about a hundred tasks — through the same checks as the first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -13,7 +14,9 @@ use git_swarm::time::Timestamp;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-const AGENTS: [&str; 4] = ["ann", "bob", "cyd", "dee"];
+const AGENTS: [&str; 10] = ["ann", "bob", "cyd", "dee", "eve", "fay", "gus", "hal", "ivy", "jon"];
+/// The agents of the short scenarios: few, so that they collide often.
+const FEW: usize = 4;
 /// A task id that is never minted.
 const UNKNOWN: &str = "t-ffffff";
 
@@ -106,13 +109,14 @@ fn epoch_pick() -> impl Strategy<Value = EpochPick> {
     ]
 }
 
-fn agent() -> impl Strategy<Value = usize> {
-    0..AGENTS.len()
+/// One of the first `agents` agents.
+fn agent(agents: usize) -> impl Strategy<Value = usize> {
+    0..agents.min(AGENTS.len())
 }
 
 /// The agent of an op that a holder makes: often [`A_HOLDER`].
-fn holder_agent() -> impl Strategy<Value = usize> {
-    prop_oneof![1 => Just(A_HOLDER), 1 => agent()]
+fn holder_agent(agents: usize) -> impl Strategy<Value = usize> {
+    prop_oneof![1 => Just(A_HOLDER), 1 => agent(agents)]
 }
 
 /// The agent index that stands for an agent with a claim on the board (the first agent when none has).
@@ -123,30 +127,42 @@ fn resolve_agent(board: &Board, ix: usize) -> String {
     AGENTS.get(ix).map(|a| a.to_string()).or_else(holder).unwrap_or_else(|| AGENTS[0].to_string())
 }
 
-/// Task indexes: mostly the first few tasks (so that agents collide), sometimes an unknown one.
-fn task_ix() -> impl Strategy<Value = usize> {
-    prop_oneof![8 => 0usize..6, 1 => 6usize..40]
+/// Task indexes: mostly the first few tasks (so that agents collide), sometimes an unknown one. `wide` (for long op
+/// logs, whose boards grow to about a hundred tasks): as often one of the newest few (see [`RECENT`]), and any of
+/// the first hundred.
+fn task_ix(wide: bool) -> BoxedStrategy<usize> {
+    if wide {
+        prop_oneof![3 => 0usize..6, 4 => RECENT..RECENT + 8, 2 => 0usize..100, 1 => 100usize..140].boxed()
+    } else {
+        prop_oneof![8 => 0usize..6, 1 => 6usize..40].boxed()
+    }
 }
 
 /// A task index for an op of a holder: often "one that this agent has a claim on" (see [`HELD`]).
-fn held_ix() -> impl Strategy<Value = usize> {
-    prop_oneof![5 => Just(HELD), 5 => task_ix()]
+fn held_ix(wide: bool) -> impl Strategy<Value = usize> {
+    prop_oneof![5 => Just(HELD), 5 => task_ix(wide)]
 }
 
 /// The task index that stands for a task the acting agent has a claim on (live or expired), if any.
 const HELD: usize = usize::MAX;
+/// Task indexes from `RECENT` on count from the newest task: `RECENT` is the newest, `RECENT + 1` the one before.
+const RECENT: usize = 1 << 20;
 
-fn op() -> impl Strategy<Value = Op> {
+/// An op by one of the first `agents` agents (see [`task_ix`] for `wide`).
+fn op(agents: usize, wide: bool) -> impl Strategy<Value = Op> {
     prop_oneof![
-        2 => (proptest::collection::vec(task_ix(), 0..3), proptest::bool::weighted(0.15), -2i64..3)
+        2 => (proptest::collection::vec(task_ix(wide), 0..3), proptest::bool::weighted(0.15), -2i64..3)
             .prop_map(|(deps, plan, priority)| Op::Add { deps, plan, priority }),
-        6 => (agent(), proptest::option::weighted(0.5, task_ix()), 1u64..30, proptest::bool::weighted(0.1))
+        6 => (agent(agents), proptest::option::weighted(0.5, task_ix(wide)), 1u64..30, proptest::bool::weighted(0.1))
             .prop_map(|(agent, task, lease_secs, plan)| Op::Claim { agent, task, lease_secs, plan }),
-        2 => (holder_agent(), proptest::option::weighted(0.6, held_ix()), epoch_pick(), 1u64..30)
+        2 => (holder_agent(agents), proptest::option::weighted(0.6, held_ix(wide)), epoch_pick(), 1u64..30)
             .prop_map(|(agent, task, epoch, lease_secs)| Op::Renew { agent, task, epoch, lease_secs }),
-        2 => (holder_agent(), held_ix(), epoch_pick()).prop_map(|(agent, task, epoch)| Op::Release { agent, task, epoch }),
-        4 => (holder_agent(), held_ix(), epoch_pick()).prop_map(|(agent, task, epoch)| Op::Done { agent, task, epoch }),
-        3 => (holder_agent(), held_ix(), epoch_pick()).prop_map(|(agent, task, epoch)| Op::Fail { agent, task, epoch }),
+        2 => (holder_agent(agents), held_ix(wide), epoch_pick())
+            .prop_map(|(agent, task, epoch)| Op::Release { agent, task, epoch }),
+        4 => (holder_agent(agents), held_ix(wide), epoch_pick())
+            .prop_map(|(agent, task, epoch)| Op::Done { agent, task, epoch }),
+        3 => (holder_agent(agents), held_ix(wide), epoch_pick())
+            .prop_map(|(agent, task, epoch)| Op::Fail { agent, task, epoch }),
         4 => prop_oneof![3 => 0u64..3_000, 2 => 3_000u64..40_000].prop_map(Op::Wait),
     ]
 }
@@ -154,10 +170,37 @@ fn op() -> impl Strategy<Value = Op> {
 /// A scenario: the swarm's `max_attempts`, the tasks there at the start (by their deps on earlier ones), then ops.
 fn scenario() -> impl Strategy<Value = (u32, Vec<Op>)> {
     let seed = proptest::collection::vec((proptest::collection::vec(0usize..4, 0..2), -1i64..2), 1..5);
-    (1u32..4, seed, proptest::collection::vec(op(), 1..80)).prop_map(|(max, seed, ops)| {
+    (1u32..4, seed, proptest::collection::vec(op(FEW, false), 1..80)).prop_map(|(max, seed, ops)| {
         let mut all: Vec<Op> =
             seed.into_iter().map(|(deps, priority)| Op::Add { deps, plan: false, priority }).collect();
         all.extend(ops);
+        (max, all)
+    })
+}
+
+/// Agent ops (every op but [`Op::Wait`]) in a long op log.
+const LONG_OPS: usize = 1000;
+
+/// A long op log: `max_attempts`, then exactly [`LONG_OPS`] agent ops by all ten agents — a few seed tasks first,
+/// then random ops over a wide range of tasks — with the waits that fall between them.
+fn long_scenario() -> impl Strategy<Value = (u32, Vec<Op>)> {
+    let seed = proptest::collection::vec((proptest::collection::vec(0usize..4, 0..2), -1i64..2), 1..5);
+    // About 1 op in 6 is a wait: 1,400 draws hold 1,000 agent ops all but always; the rare short draw is topped up
+    // with claims without id (the op that moves a board along).
+    (1u32..4, seed, proptest::collection::vec(op(AGENTS.len(), true), 1400)).prop_map(|(max, seed, ops)| {
+        let mut all: Vec<Op> =
+            seed.into_iter().map(|(deps, priority)| Op::Add { deps, plan: false, priority }).collect();
+        let mut agent_ops = all.len();
+        for op in ops {
+            if agent_ops == LONG_OPS {
+                break;
+            }
+            agent_ops += usize::from(!matches!(op, Op::Wait(_)));
+            all.push(op);
+        }
+        for i in agent_ops..LONG_OPS {
+            all.push(Op::Claim { agent: i % AGENTS.len(), task: None, lease_secs: 10, plan: false });
+        }
         (max, all)
     })
 }
@@ -174,6 +217,9 @@ fn minted(board: &Board) -> Vec<String> {
 }
 
 fn resolve_id(ids: &[String], ix: usize) -> String {
+    // From the newest end: the tasks a long log is busy with.
+    let ix =
+        if (RECENT..HELD).contains(&ix) { ids.len().checked_sub(1 + (ix - RECENT)).unwrap_or(usize::MAX) } else { ix };
     ids.get(ix).cloned().unwrap_or_else(|| UNKNOWN.to_string())
 }
 
@@ -549,38 +595,7 @@ proptest! {
     /// Every step keeps the invariants; refusals are truthful; each task is completed at most once.
     #[test]
     fn random_interleavings_keep_the_invariants((max_attempts, script) in scenario()) {
-        let mut board = empty_board(max_attempts);
-        let mut now = Timestamp::from_secs(START_SECS);
-        let mut done_by = BTreeMap::new();
-        for (step, op) in script.iter().enumerate() {
-            if let Op::Wait(ms) = op {
-                now = now.plus(Duration::from_millis(*ms));
-                continue;
-            }
-            let op = concretize(&board, op).expect("not a wait");
-            let before = board.clone();
-            let outcome = run(&board, &op, now, step);
-            // The op read the board and nothing else: the board is as it was.
-            prop_assert_eq!(&board.tasks, &before.tasks);
-            prop_assert_eq!(&board.closed, &before.closed);
-            check_must_succeed(&before, &op, outcome.is_ok())?;
-            match &outcome {
-                Ok((change, value)) => {
-                    prop_assert_eq!(change.agent.as_str(), op.agent());
-                    ops::apply(&mut board, change);
-                    check_board(&before, &board)?;
-                    check_success(&before, &board, &op, now, change, value, &mut done_by)?;
-                }
-                Err(e) => check_refusal(&before, &op, now, e)?,
-            }
-            now = now.plus(Duration::from_millis(1));
-        }
-        // Exactly once: every done task has exactly one successful `done` behind it.
-        for s in board.tasks.values() {
-            if s.task.status == Status::Done {
-                prop_assert_eq!(done_by.get(&s.task.id), Some(&1), "task {} done without one done op", s.task.id);
-            }
-        }
+        keeps_the_invariants(max_attempts, &script)?;
     }
 
     /// The transaction loop computes an op on what it read; when the compare-and-swap finds the ref moved, it
@@ -635,6 +650,45 @@ proptest! {
     }
 }
 
+/// Run `script` from an empty board: every step keeps the invariants ([`check_board`]), refusals are truthful
+/// ([`check_refusal`]), successes do what they promise ([`check_success`], [`check_must_succeed`]), and each task
+/// that ends done has exactly one successful `done` behind it.
+fn keeps_the_invariants(max_attempts: u32, script: &[Op]) -> Result<(), TestCaseError> {
+    let mut board = empty_board(max_attempts);
+    let mut now = Timestamp::from_secs(START_SECS);
+    let mut done_by = BTreeMap::new();
+    for (step, op) in script.iter().enumerate() {
+        if let Op::Wait(ms) = op {
+            now = now.plus(Duration::from_millis(*ms));
+            continue;
+        }
+        let op = concretize(&board, op).expect("not a wait");
+        let before = board.clone();
+        let outcome = run(&board, &op, now, step);
+        // The op read the board and nothing else: the board is as it was.
+        prop_assert_eq!(&board.tasks, &before.tasks);
+        prop_assert_eq!(&board.closed, &before.closed);
+        check_must_succeed(&before, &op, outcome.is_ok())?;
+        match &outcome {
+            Ok((change, value)) => {
+                prop_assert_eq!(change.agent.as_str(), op.agent());
+                ops::apply(&mut board, change);
+                check_board(&before, &board)?;
+                check_success(&before, &board, &op, now, change, value, &mut done_by)?;
+            }
+            Err(e) => check_refusal(&before, &op, now, e)?,
+        }
+        now = now.plus(Duration::from_millis(1));
+    }
+    // Exactly once: every done task has exactly one successful `done` behind it.
+    for s in board.tasks.values() {
+        if s.task.status == Status::Done {
+            prop_assert_eq!(done_by.get(&s.task.id), Some(&1), "task {} done without one done op", s.task.id);
+        }
+    }
+    Ok(())
+}
+
 /// The board as the transaction loop reads it: live tasks in full, finished ones by path alone.
 fn op_view(full: &Board) -> Board {
     let mut b = Board { config: full.config.clone(), closed: full.closed.clone(), ..Board::default() };
@@ -646,6 +700,32 @@ fn op_view(full: &Board) -> Board {
         }
     }
     b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// A thousand ops by ten agents keep every invariant of the short scenarios: one live holder per task, epochs
+    /// that only grow, done is final, deps are respected, and every done task was completed exactly once.
+    #[test]
+    fn a_thousand_ops_by_ten_agents_keep_the_invariants((max_attempts, script) in long_scenario()) {
+        let agent_ops = script.iter().filter(|op| !matches!(op, Op::Wait(_))).count();
+        prop_assert_eq!(agent_ops, LONG_OPS);
+        let agents: BTreeSet<usize> = script
+            .iter()
+            .filter_map(|op| match op {
+                Op::Claim { agent, .. }
+                | Op::Renew { agent, .. }
+                | Op::Release { agent, .. }
+                | Op::Done { agent, .. }
+                | Op::Fail { agent, .. } => Some(*agent),
+                Op::Add { .. } | Op::Wait(_) => None,
+            })
+            .filter(|a| *a < AGENTS.len())
+            .collect();
+        prop_assert!(agents.len() >= 8, "only {} agents act in the log", agents.len());
+        keeps_the_invariants(max_attempts, &script)?;
+    }
 }
 
 /// A few fixed interleavings the random ones must agree with: a stale holder is fenced off after a takeover, and

@@ -65,9 +65,14 @@ struct CycleView {
     live: usize,
 }
 
+/// The number of the cycle after `last` (a record's number comes from a file name anyone can write: no overflow).
+fn next_cycle(last: Option<&CycleRecord>) -> u64 {
+    last.map_or(1, |c| c.cycle.saturating_add(1))
+}
+
 fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
     let last = super::last_cycle(r.swarm.store(), full.commit);
-    let n = last.as_ref().map(|c| c.cycle + 1).unwrap_or(1);
+    let n = next_cycle(last.as_ref());
     let started = last.as_ref().map(|c| c.at).unwrap_or(Timestamp::from_secs(0));
     let finished_since = |st: Status| {
         full.board
@@ -170,11 +175,11 @@ pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Run
             if verdict == Verdict::Continue {
                 let goal = super::goal(r.swarm.store(), snap.commit).unwrap_or_default();
                 let new = NewTask {
-                    title: format!("Cycle {}: plan the goal again", n + 1),
+                    title: format!("Cycle {}: plan the goal again", n.saturating_add(1)),
                     body: format!("{goal}\n\nThe judge ended cycle {n} with `continue`:\n\n{reasons}\n"),
                     kind: Kind::Plan,
                     priority: 100,
-                    labels: vec!["goal".into(), format!("cycle-{}", n + 1)],
+                    labels: vec!["goal".into(), format!("cycle-{}", n.saturating_add(1))],
                     ..NewTask::default()
                 };
                 let (add, _) = ops::add(&snap.board, actor, vec![new], &mut ops::mint_id)?;
@@ -209,7 +214,8 @@ fn summary(board: &Board, view: &CycleView) -> String {
             .result
             .as_ref()
             .and_then(|r| r.commit.clone())
-            .map(|c| format!(" (commit {})", &c[..c.len().min(12)]))
+            // Not a byte slice: the commit comes from a task file and need not be hex.
+            .map(|c| format!(" (commit {})", c.chars().take(12).collect::<String>()))
             .unwrap_or_default(),
         Status::Failed => t.failures.last().map(|f| format!(" — {}", f.reason)).unwrap_or_default(),
         _ => String::new(),
@@ -300,5 +306,48 @@ mod tests {
         );
         assert_eq!(parse_verdict("verdict: maybe"), None);
         assert_eq!(parse_verdict("nothing"), None);
+    }
+
+    /// Task files and cycle records are written by anyone who can push: odd values in them must not crash the judge.
+    #[test]
+    fn hostile_records_do_not_crash_the_summary_or_the_cycle_count() {
+        let mut board = Board::default();
+        let task = crate::model::Task {
+            id: "t-1".into(),
+            title: "t".into(),
+            body: String::new(),
+            kind: Kind::Work,
+            status: Status::Done,
+            priority: 0,
+            deps: vec![],
+            labels: vec![],
+            parent: None,
+            acceptance: String::new(),
+            scope: vec![],
+            plan_round: 0,
+            attempts: 0,
+            epoch: 1,
+            created_by: None,
+            created_at: None,
+            claim: None,
+            // A multi-byte character across the 12th byte.
+            result: Some(crate::model::TaskResult { commit: Some("aaaaaaaaaaa€€".into()), ..Default::default() }),
+            failures: vec![],
+        };
+        board.tasks.insert("t-1".into(), ops::Stored { path: ops::task_path("t-1"), task });
+        let view = CycleView { n: 1, started: Timestamp::from_secs(0), done: 1, failed: 0, live: 0 };
+        assert!(summary(&board, &view).contains("(commit aaaaaaaaaaa€)"));
+        let rec = |cycle| CycleRecord {
+            cycle,
+            verdict: Verdict::Continue,
+            reasons: String::new(),
+            by: String::new(),
+            at: Timestamp::from_secs(0),
+            tasks_done: 0,
+            tasks_failed: 0,
+        };
+        assert_eq!(next_cycle(None), 1);
+        assert_eq!(next_cycle(Some(&rec(4))), 5);
+        assert_eq!(next_cycle(Some(&rec(u64::MAX))), u64::MAX);
     }
 }

@@ -260,7 +260,7 @@ fn run_worker_agent(
     } else {
         t.failures.iter().map(|f| format!("- {} ({}): {}", f.agent, f.at, f.reason)).collect::<Vec<_>>().join("\n")
     };
-    let attempt = format!("{} of {}", t.attempts + 1, config.max_attempts);
+    let attempt = format!("{} of {}", t.attempts.saturating_add(1), config.max_attempts);
     let scope = if t.scope.is_empty() { "(not given)".to_string() } else { t.scope.join(", ") };
     let acceptance = if t.acceptance.is_empty() { "(not given)" } else { t.acceptance.as_str() };
     let check = settings.check.clone().unwrap_or_else(|| "none".into());
