@@ -197,7 +197,12 @@ impl Store {
                         _ => walk.closed,
                     };
                     let sub = Walk { closed, ..*walk };
-                    self.read_tasks_dir(entry.object_id(), &path, depth + 1, &sub, found, problems)?;
+                    // A folder entry that is no folder (a blob, a missing object) is one problem, not the end of
+                    // the board.
+                    if let Err(e) = self.read_tasks_dir(entry.object_id(), &path, depth + 1, &sub, found, problems) {
+                        problems
+                            .push(problem(path, format!("cannot be read as a folder: {}", one_line(&e.to_string()))));
+                    }
                 }
                 _ if !name.ends_with(".toml") => {}
                 EntryKind::Link => problems.push(problem(path, "is a symbolic link, not a task file".into())),
@@ -297,29 +302,40 @@ impl Store {
                 .detach(),
             None => ObjectId::empty_tree(self.repo.object_hash()),
         };
-        let mut editor = self.repo.edit_tree(base_tree).git(|| "cannot edit the state tree".into())?;
+        // gix's own editor checks the name of every entry of every tree it rewrites, so one hostile entry (`.git`,
+        // `..`) in `tasks/` would stop every op. The paths we write are built from validated ids; what others put
+        // there is carried along untouched (and reported by reads).
+        let mut editor = self.repo.edit_tree(base_tree).git(|| "cannot edit the state tree".into())?.detach();
         if let Some(cfg) = config {
             let text = toml::to_string(cfg).git(|| "cannot write swarm.toml".into())?;
             let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
-            editor.upsert(CONFIG_PATH, EntryKind::Blob, id).git(|| "cannot edit the state tree".into())?;
+            editor
+                .upsert(CONFIG_PATH.split('/'), EntryKind::Blob, id.detach())
+                .git(|| "cannot edit the state tree".into())?;
             if base.is_none() {
                 let id = self.repo.write_blob(STATE_README.as_bytes()).git(|| "cannot write a blob".into())?;
-                editor.upsert(README_PATH, EntryKind::Blob, id).git(|| "cannot edit the state tree".into())?;
+                editor
+                    .upsert(README_PATH.split('/'), EntryKind::Blob, id.detach())
+                    .git(|| "cannot edit the state tree".into())?;
             }
         }
         for path in &change.removes {
-            editor.remove(path.as_str()).git(|| format!("cannot remove {path}"))?;
+            editor.remove(path.split('/')).git(|| format!("cannot remove {path}"))?;
         }
         for (path, text) in &change.files {
             let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
-            editor.upsert(path.as_str(), EntryKind::Blob, id).git(|| format!("cannot place {path}"))?;
+            editor.upsert(path.split('/'), EntryKind::Blob, id.detach()).git(|| format!("cannot place {path}"))?;
         }
         for w in &change.writes {
             let text = toml::to_string(&w.task).git(|| format!("cannot serialize task {}", w.task.id))?;
             let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
-            editor.upsert(w.path.as_str(), EntryKind::Blob, id).git(|| format!("cannot place {}", w.path))?;
+            editor
+                .upsert(w.path.split('/'), EntryKind::Blob, id.detach())
+                .git(|| format!("cannot place {}", w.path))?;
         }
-        let tree = editor.write().git(|| "cannot write the state tree".into())?.detach();
+        let tree = editor
+            .write(|tree| self.repo.write_object(tree).map(gix::Id::detach))
+            .git(|| "cannot write the state tree".into())?;
         let sig = gix::actor::Signature {
             name: who.name.as_str().into(),
             email: who.email.as_str().into(),

@@ -305,9 +305,12 @@ impl Swarm {
                 return Ok(Attempt::Published(guard.committed(None, None, vec![])));
             }
             // The next free archive number: one more than the last compaction's, past any that exist already.
-            let mut number = link.map_or(1, |l| l.number + 1);
+            let mut number = link.map_or(1, |l| l.number.saturating_add(1));
             while self.remote_ref(&format!("refs/swarm-archive/{}/{number}", self.name))?.is_some() {
-                number += 1;
+                number = number.checked_add(1).ok_or_else(|| StoreError::Git {
+                    context: "compact".into(),
+                    message: "no free archive number".into(),
+                })?;
             }
             let archive = format!("refs/swarm-archive/{}/{number}", self.name);
             let summary = format!("compact: {} op(s) archived at {archive}", w.steps);
