@@ -195,6 +195,11 @@ impl Task {
         if self.title.len() > MAX_TITLE_LEN {
             return Err(format!("title is longer than {MAX_TITLE_LEN} bytes"));
         }
+        // The title reaches agents as an environment variable, which cannot hold a NUL: every runner that claimed
+        // such a task would fail to start its agent, again and again.
+        if self.title.contains('\0') {
+            return Err("title contains a NUL character".into());
+        }
         for d in &self.deps {
             validate_id(d).map_err(|e| format!("deps: {e}"))?;
         }

@@ -144,6 +144,9 @@ pub enum DomainError {
     EpochExhausted { id: String },
     #[error("could not mint a fresh task id after {0} tries")]
     IdSpaceExhausted(u32),
+    /// A new task that no reader could read back (a NUL in its title, a file past the size limit, …).
+    #[error("cannot add '{title}': {why}")]
+    Invalid { title: String, why: String },
 }
 
 /// A task to add.
@@ -254,6 +257,17 @@ pub fn add(
             result: None,
             failures: vec![],
         };
+        // Write only what every reader reads back: a task that fails validation, or a file past the read limit,
+        // would be skipped by every reader — filed, never worked on.
+        let invalid = |why: String| DomainError::Invalid { title: crate::escape::line(&subject(&task.title)), why };
+        task.validate().map_err(invalid)?;
+        let size = toml::to_string(&task).map_err(|e| invalid(e.to_string()))?.len() as u64;
+        if size > crate::model::MAX_TASK_FILE_BYTES {
+            return Err(invalid(format!(
+                "its file would take {size} bytes, past the limit of {}",
+                crate::model::MAX_TASK_FILE_BYTES
+            )));
+        }
         writes.push(Stored { path: task_path(&id), task });
     }
     let tasks: Vec<Task> = writes.iter().map(|w| w.task.clone()).collect();
@@ -697,6 +711,23 @@ mod tests {
         let (ch, tasks) = add(&b, &actor("p", 100), new, &mut mint).expect("add");
         apply(&mut b, &ch);
         (b, tasks.into_iter().map(|t| t.id).collect())
+    }
+
+    #[test]
+    fn add_files_only_what_readers_read_back() {
+        let b = Board::default();
+        let mut mint = || "t-00000a".to_string();
+        let add1 = |new: NewTask, mint: &mut dyn FnMut() -> String| add(&b, &actor("p", 100), vec![new], mint);
+        // A NUL in the title would stop every runner that claims it (it cannot go into an environment variable).
+        let nul = NewTask { title: "a\0b".into(), ..Default::default() };
+        assert!(matches!(add1(nul, &mut mint), Err(DomainError::Invalid { why, .. }) if why.contains("NUL")));
+        // A file past the read limit would be skipped by every reader.
+        let huge = NewTask { title: "big".into(), body: "x".repeat(1024 * 1024), ..Default::default() };
+        assert!(matches!(add1(huge, &mut mint), Err(DomainError::Invalid { why, .. }) if why.contains("limit")));
+        let empty = NewTask { title: "  ".into(), ..Default::default() };
+        assert!(matches!(add1(empty, &mut mint), Err(DomainError::Invalid { .. })));
+        let fine = NewTask { title: "fine \x1b[2J escapes are data".into(), ..Default::default() };
+        assert!(add1(fine, &mut mint).is_ok());
     }
 
     #[test]

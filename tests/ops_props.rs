@@ -393,6 +393,7 @@ fn check_refusal(before: &Board, op: &Concrete, now: Timestamp, e: &DomainError)
             prop_assert!(t.is_some_and(|t| t.epoch >= git_swarm::model::MAX_EPOCH), "{e}: {t:?}");
         }
         DomainError::IdSpaceExhausted(_) => prop_assert!(false, "mint never repeats: {e}"),
+        DomainError::Invalid { .. } => prop_assert!(false, "the generated tasks are valid: {e}"),
     }
     Ok(())
 }

@@ -98,6 +98,7 @@ impl From<DomainError> for CliError {
                 CliError::new(Exit::Refused, msg)
             }
             DomainError::IdSpaceExhausted(_) => CliError::new(Exit::Error, msg),
+            DomainError::Invalid { .. } => CliError::new(Exit::Usage, msg),
         }
     }
 }
