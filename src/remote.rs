@@ -195,6 +195,9 @@ fn fetch_gix(local: &Store, url: &str, refs: &[(&str, &str)]) -> Result<Vec<Opti
 /// asking for a password on a terminal.
 fn git(local: &Store) -> Command {
     let mut cmd = Command::new("git");
+    // No hooks of this repository: agents can write its hooks folder (a push also updates remote-tracking refs,
+    // which runs `reference-transaction`); `--no-verify` covers only `pre-push`.
+    cmd.args(["-c", "core.hooksPath=/dev/null"]);
     // Absolute paths: `-C some/relative/dir` makes gix's paths relative, and git resolves GIT_DIR after it has
     // changed into the work tree.
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
