@@ -34,12 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 title: title.clone(),
                 body: format!("Body of task {n}.\nAcceptance: the tests of module {} pass.", n % 97),
                 kind: Kind::Work,
-                priority: 0,
-                deps: vec![],
-                labels: vec![],
-                parent: None,
-                acceptance: String::new(),
-                scope: vec![],
+                ..NewTask::default()
             };
             ops::add(&snap.board, &actor, vec![new], &mut || format!("t-{n:06x}"))
         })?;
@@ -57,17 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for i in 0..open.min(ops_wanted.saturating_sub(written)) {
         swarm.transact(&retry, &who, &clock, |snap, now| {
-            let new = NewTask {
-                title: format!("Open task {i}"),
-                body: String::new(),
-                kind: Kind::Work,
-                priority: 0,
-                deps: vec![],
-                labels: vec![],
-                parent: None,
-                acceptance: String::new(),
-                scope: vec![],
-            };
+            let new = NewTask { title: format!("Open task {i}"), kind: Kind::Work, ..NewTask::default() };
             ops::add(&snap.board, &Actor { agent: "planner".into(), now }, vec![new], &mut || {
                 format!("t-{:06x}", 0xf00000 + i)
             })
