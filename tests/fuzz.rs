@@ -1377,14 +1377,11 @@ fn check_cycle(fx: &Fixture, case: &CycleCase) -> Result<(), TestCaseError> {
     if case.folder {
         prop_assert_eq!(last, None, "no record can be read from a cycles that is not a folder of files");
     } else if let Some(n) = n.filter(|n| *n > 1 && is_file) {
-        // The highest number is the current record. Known issue: when it does not read, no cycle is known at all
-        // (`last_cycle` gives up rather than fall back), so a `stop` below it is forgotten (see
-        // `an_unreadable_newest_cycle_record_does_not_hide_a_stop`).
-        if let Some(rec) = &last {
-            prop_assert_eq!(rec.cycle, n);
-            let text = case.shape.text(64 * 1024).ok_or_else(|| fail("read from an unreadable file"))?;
-            let parsed: CycleRecord = toml::from_str(text).map_err(fail)?;
-            prop_assert_eq!(rec, &CycleRecord { cycle: n, ..parsed });
+        // The highest number that reads is the current record: this one when it reads, else the valid one.
+        let text = case.shape.text(64 * 1024);
+        match text.and_then(|t| toml::from_str::<CycleRecord>(t).ok()) {
+            Some(parsed) => prop_assert_eq!(last, Some(CycleRecord { cycle: n, ..parsed })),
+            None => prop_assert_eq!(last, Some(valid), "an unreadable newer record hid the valid one"),
         }
     } else {
         prop_assert_eq!(last, Some(valid), "the valid record is not the last one");
@@ -1893,12 +1890,9 @@ fn a_dot_git_entry_does_not_block_ops() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-/// Known issue, not fixed here (a choice for `runner::last_cycle`): the record with the highest number is the only
-/// one read, so when it does not read, no cycle is known at all — silently. A `stop` the judge wrote is forgotten
-/// once anyone pushes a broken `cycles/<n+1>.toml`: runners start again, and the judge numbers its next cycle 1 and
-/// overwrites `cycles/1.toml`. Expected: the newest record that reads counts (with a warning about the other).
+/// The record with the highest number that reads counts: a broken `cycles/<n+1>.toml` pushed by anyone must not make
+/// the runners forget the judge's `stop` (they would start again, and the judge would overwrite `cycles/1.toml`).
 #[test]
-#[ignore = "known issue: an unreadable newest cycles/<n>.toml hides every record before it"]
 fn an_unreadable_newest_cycle_record_does_not_hide_a_stop() {
     let fx = Fixture::new();
     let stop = CycleRecord { cycle: 3, verdict: Verdict::Stop, ..valid_cycle() };

@@ -17,7 +17,10 @@ pub struct GitError {
 /// `git` with a clean environment: no caller's `GIT_DIR`, no prompts, no pager, C locale, no editor.
 pub fn git_in(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
-    cmd.current_dir(dir)
+    // No hooks and no fsmonitor: an agent can write `.git/hooks` or `core.fsmonitor` in the shared git directory,
+    // and the runner's own git commands (outside the agent's process group and time limit) must not run them.
+    cmd.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
+        .current_dir(dir)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
@@ -79,7 +82,109 @@ pub fn remove_worktree(common_dir: &Path, path: &Path) {
         let _ = run(common_dir, &["worktree", "remove", "--force", "--force", &p]);
         let _ = std::fs::remove_dir_all(path);
     }
+    // A registration that still names the path is one `git worktree add` left locked ("initializing") when it was
+    // killed: `prune` never removes a locked one, and `add` refuses the path while it is there.
+    let want = same_file_key(&path.join(".git"));
+    for reg in registrations(common_dir) {
+        if reg.gitdir.as_deref().map(same_file_key).as_ref() == Some(&want) {
+            let _ = std::fs::remove_dir_all(&reg.admin);
+        }
+    }
     let _ = run(common_dir, &["worktree", "prune"]);
+}
+
+/// A linked work tree as git registers it: `<common dir>/worktrees/<id>/`.
+#[derive(Debug)]
+pub struct Registration {
+    pub id: String,
+    /// The folder `<common dir>/worktrees/<id>`.
+    pub admin: PathBuf,
+    /// What its `gitdir` file names (the work tree's `.git` file); `None` when it is missing or empty.
+    pub gitdir: Option<PathBuf>,
+    /// `commondir` or `HEAD` is missing or empty: what a `git worktree add` killed half-way leaves. git then fails
+    /// every command that looks at all work trees (`worktree add`/`list`, `branch -D`, `gc`).
+    pub broken: bool,
+}
+
+/// Every registration of a linked work tree of the repository at `common_dir`.
+pub fn registrations(common_dir: &Path) -> Vec<Registration> {
+    let Ok(entries) = std::fs::read_dir(common_dir.join("worktrees")) else { return vec![] };
+    let filled = |p: PathBuf| std::fs::read_to_string(p).is_ok_and(|t| !t.trim().is_empty());
+    entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| {
+            let admin = e.path();
+            let gitdir = std::fs::read_to_string(admin.join("gitdir"))
+                .ok()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .map(|t| {
+                    let p = PathBuf::from(t);
+                    if p.is_absolute() { p } else { admin.join(p) }
+                });
+            let broken = !filled(admin.join("commondir")) || !filled(admin.join("HEAD"));
+            Registration { id: e.file_name().to_string_lossy().into_owned(), admin, gitdir, broken }
+        })
+        .collect()
+}
+
+/// A path to compare with what git wrote (git writes real paths): the real path of its parent joined with its
+/// name, which works when the path itself is gone.
+fn same_file_key(p: &Path) -> PathBuf {
+    match (p.parent().and_then(|d| std::fs::canonicalize(d).ok()), p.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name),
+        _ => p.to_path_buf(),
+    }
+}
+
+/// Remove the registrations of runners' work trees (folders `<home>/<agent>`) that git will not clean up itself,
+/// for the runners `gone(agent)` says are not running: those whose work tree is gone but that are locked (a killed
+/// `git worktree add` leaves its lock, "initializing"), and half-made ones (see [`Registration::broken`]), which
+/// would make every later `git worktree add` of every runner in this clone fail. A registration whose `gitdir`
+/// was never written is known by its id: git names it after the folder, `<agent>` or `<agent><n>`; it is removed
+/// only when every runner it could belong to is gone. Registrations of the user's own work trees are left alone.
+pub fn clear_stale_registrations(common_dir: &Path, home: &Path, gone: &dyn Fn(&str) -> bool) {
+    let home_real = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    let mut names: Vec<String> = std::fs::read_dir(home)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .map(|n| n.strip_suffix(".pid").map(str::to_string).unwrap_or(n))
+        .collect();
+    names.sort();
+    names.dedup();
+    for reg in registrations(common_dir) {
+        let stale = match &reg.gitdir {
+            Some(gitdir) => {
+                let wt = gitdir.parent().unwrap_or(gitdir);
+                let owner = wt
+                    .strip_prefix(&home_real)
+                    .or_else(|_| wt.strip_prefix(home))
+                    .ok()
+                    .and_then(|rel| rel.components().next())
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned());
+                owner.is_some_and(|o| gone(&o)) && (reg.broken || !wt.join(".git").is_file())
+            }
+            None => {
+                let owners: Vec<&String> = names
+                    .iter()
+                    .filter(|n| {
+                        reg.id == **n
+                            || reg
+                                .id
+                                .strip_prefix(n.as_str())
+                                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+                    })
+                    .collect();
+                !owners.is_empty() && owners.iter().all(|o| gone(o))
+            }
+        };
+        if stale {
+            let _ = std::fs::remove_dir_all(&reg.admin);
+        }
+    }
 }
 
 /// The git dir of the work tree at `wt` (what its `.git` file names).

@@ -180,8 +180,9 @@ impl Runner<'_> {
         mut op: impl FnMut(&Snapshot, &Actor) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
         let agent = self.agent.clone();
-        self.swarm
-            .transact(&self.retry, &self.who, self.clock, |snap, now| op(snap, &Actor { agent: agent.clone(), now }))
+        self.swarm.transact(&self.retry, &self.who, self.clock, |snap, now| {
+            op(snap, &Actor { agent: agent.clone(), now }).map(|(ch, v)| (scrub(ch), v))
+        })
     }
 
     /// The backend of `role`: `--exec`, else the config.
@@ -206,6 +207,10 @@ impl Runner<'_> {
             std::fs::create_dir_all(&d).map_err(|e| RunError::Setup(format!("cannot create {}: {e}", d.display())))?;
         }
         let pid_file = self.home.join("worktrees").join(format!("{}.pid", self.agent));
+        // What a `git worktree add` killed half-way left goes first: until then git fails every work tree command.
+        let home = self.home.clone();
+        let gone = |name: &str| name == self.agent || !runner_alive(&home, name);
+        git::clear_stale_registrations(&self.common_dir(), &self.home.join("worktrees"), &gone);
         // Work trees of runners that are gone (their pid file names a process that no longer runs) are removed;
         // so is ours, whatever state a killed predecessor with our name left it in.
         for (name, path, alive) in worktrees(&self.home) {
@@ -381,6 +386,14 @@ pub fn worktrees(home: &Path) -> Vec<(String, PathBuf, bool)> {
     out
 }
 
+/// Does the runner `name` of this clone run (its pid file names a live process other than this one)?
+fn runner_alive(home: &Path, name: &str) -> bool {
+    std::fs::read_to_string(home.join("worktrees").join(format!("{name}.pid")))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .is_some_and(|pid| pid != std::process::id() && process_alive(pid))
+}
+
 /// Remove a runner's work tree: first stop an agent its killed runner could not stop, which may still work in it.
 pub fn remove_runner_worktree(home: &Path, common_dir: &Path, name: &str, path: &Path) {
     agent::kill_leftover(&home.join("run").join(name).join("agent.pgid"), path);
@@ -419,25 +432,28 @@ fn watch_refs(common_dir: &Path) -> (Option<notify::RecommendedWatcher>, Option<
     if ok { (Some(w), Some(rx)) } else { (None, None) }
 }
 
-/// The record of the last cycle, if any judge has spoken.
+/// The record of the last cycle, if any judge has spoken: the highest-numbered `cycles/<n>.toml` that reads (a
+/// broken newer file must not hide a `stop` before it; the judge's next record replaces it).
 pub fn last_cycle(store: &Store, commit: ObjectId) -> Option<CycleRecord> {
     let files = store.list_dir(commit, "cycles").ok()?;
-    let (n, id) = files
+    let mut numbered: Vec<(u64, ObjectId)> = files
         .iter()
         .filter_map(|(name, id)| name.strip_suffix(".toml").and_then(|n| n.parse::<u64>().ok()).map(|n| (n, *id)))
-        .max_by_key(|(n, _)| *n)?;
-    let text = store.blob_text(id, 64 * 1024).ok()?;
-    let mut rec: CycleRecord = toml::from_str(&text).ok()?;
-    rec.cycle = n;
-    Some(rec)
+        .collect();
+    numbered.sort_unstable_by_key(|&(n, _)| std::cmp::Reverse(n));
+    numbered.into_iter().find_map(|(n, id)| {
+        let text = store.blob_text(id, 64 * 1024).ok()?;
+        let mut rec: CycleRecord = toml::from_str(&text).ok()?;
+        rec.cycle = n;
+        Some(rec)
+    })
 }
 
-/// Is there nothing to do: no ready task of any kind and no live claim?
+/// Is there nothing to do: no ready task of any kind and no claim, live or expired? An expired claim whose
+/// attempts are spent is not ready, yet not over either: the next claim records it as failed (found by the model
+/// check, `tests/model.rs`: counting only live claims let every worker exit with such a task still claimed).
 pub fn idle(board: &Board, now: Timestamp) -> bool {
-    board.tasks.values().all(|s| {
-        let t = &s.task;
-        t.live_claim(now).is_none() && !ops::is_ready(board, t, now)
-    })
+    board.tasks.values().all(|s| s.task.status != Status::Claimed && !ops::is_ready(board, &s.task, now))
 }
 
 /// The goal of the swarm (`goal.md`), if one was set.
@@ -551,10 +567,13 @@ pub fn reason_from(what: &str, tail: &[String]) -> String {
 /// secret or password, and well-known token shapes (`sk-…`, `ghp_…`, `github_pat_…`, `AKIA…`, `xox?-…`). Best
 /// effort: the state ref is readable by everyone who can fetch the repository.
 pub fn redact_secrets(text: &str) -> String {
-    let mut out = text.to_string();
+    let mut out = redact_url_credentials(text);
     for (k, v) in std::env::vars() {
         let k = k.to_ascii_uppercase();
-        if v.len() >= 8 && ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| k.contains(w)) && out.contains(&v) {
+        let named = ["KEY", "TOKEN", "SECRET", "PASSW", "CREDENTIAL", "AUTH"].iter().any(|w| k.contains(w));
+        // `DATABASE_URL=postgres://user:pass@host/db` and the like: a value that carries credentials itself.
+        let carries = redact_url_credentials(&v) != v;
+        if v.len() >= 8 && (named || carries) && out.contains(&v) {
             out = out.replace(&v, "[redacted]");
         }
     }
@@ -583,9 +602,68 @@ pub fn redact_secrets(text: &str) -> String {
     res
 }
 
+/// `scheme://user:password@host…` → `scheme://[redacted]@host…`, wherever it appears in `text`.
+fn redact_url_credentials(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the first '/', whitespace or quote; credentials are what comes before its last '@'.
+        let end =
+            tail.find(|c: char| c == '/' || c.is_whitespace() || matches!(c, '"' | '\'' | '`')).unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(at) if at > 0 => {
+                out.push_str("[redacted]");
+                rest = &tail[at..];
+            }
+            _ => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Redact secrets from everything a runner writes into the state ref: files (hand-offs, verdicts), the summary,
+/// results and failure reasons, and the text of tasks the change files (a planner's proposals, the judge's next
+/// cycle). Text people wrote into tasks that exist already is left as it is.
+pub fn scrub(mut ch: Change) -> Change {
+    for text in ch.files.values_mut() {
+        *text = redact_secrets(text);
+    }
+    ch.summary = redact_secrets(&ch.summary);
+    for w in &mut ch.writes {
+        let t = &mut w.task;
+        if let Some(note) = t.result.as_mut().and_then(|r| r.note.as_mut()) {
+            *note = redact_secrets(note);
+        }
+        for f in &mut t.failures {
+            f.reason = redact_secrets(&f.reason);
+        }
+        if t.epoch == 0 && t.status == crate::model::Status::Open {
+            t.title = redact_secrets(&t.title);
+            t.body = redact_secrets(&t.body);
+            t.acceptance = redact_secrets(&t.acceptance);
+        }
+    }
+    ch
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_urls_are_redacted() {
+        assert_eq!(
+            redact_secrets("fatal: https://bob:hunter22@example.com/r.git and postgres://u:p4ssw0rd@db:5432/x ok"),
+            "fatal: https://[redacted]@example.com/r.git and postgres://[redacted]@db:5432/x ok"
+        );
+        assert_eq!(
+            redact_secrets("see https://example.com/a@b and git@host:x"),
+            "see https://example.com/a@b and git@host:x"
+        );
+    }
 
     #[test]
     fn secrets_are_redacted_from_text_bound_for_the_state_ref() {

@@ -546,7 +546,7 @@ fn finish(
             let ch = with_note(ch, &id, note.as_deref());
             let go_on = claim_next && !judge_stopped(store, snap);
             let (ch, next) = then_claim(&snap.board, &actor, ch, go_on, lease, None);
-            Ok((ch, (next, code)))
+            Ok((super::scrub(ch), (next, code)))
         })
     };
     for e in events {
@@ -614,8 +614,8 @@ fn judge_stopped(store: &crate::store::Store, snap: &Snapshot) -> bool {
 }
 
 /// Fold "claim the next ready work task" into `ch` when wanted and possible; never `except` (the task this worker
-/// just failed: another agent should have the next try).
-fn then_claim(
+/// just failed: another agent should have the next try). Public for the model check (`tests/model.rs`).
+pub fn then_claim(
     board: &Board,
     actor: &Actor,
     ch: Change,

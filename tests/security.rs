@@ -1,0 +1,95 @@
+//! Findings of the security review (docs/security.md) that are fixed in code, each with a test that fails if the
+//! fix goes away.
+
+mod common;
+
+use std::process::Stdio;
+
+use common::{Env, file_url};
+
+/// S7: hooks an agent (or anyone) planted in the shared git directory do not run in the runner's own git commands.
+#[test]
+fn the_runner_never_runs_hooks_planted_in_the_git_directory() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let c = env.clone(&file_url(&bare), "c");
+    let cfg = env.path("swarm.toml");
+    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(&cfg, format!("[roles.worker]\nexec = {exec:?}\n")).expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    env.sw(&c, &["add", "one", "--body", "@write one.txt hello"]).ok();
+    let marker = env.path("hook-ran");
+    let hooks = c.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).expect("hooks");
+    for name in ["pre-commit", "commit-msg", "post-commit", "post-checkout", "post-rewrite", "reference-transaction"] {
+        let hook = hooks.join(name);
+        let script =
+            format!("#!/bin/sh\necho {name} $(tr '\\0' ' ' < /proc/$PPID/cmdline) >> '{}'\n", marker.display());
+        std::fs::write(&hook, script).expect("hook");
+        std::process::Command::new("chmod").arg("+x").arg(&hook).status().expect("chmod");
+    }
+    let out = env
+        .cmd(&c)
+        .args(["--agent", "w1", "run", "worker", "--until-idle"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run worker");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(env.sw(&c, &["status", "--json"]).ok().json()["counts"]["done"], 1);
+    let ran = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(ran.is_empty(), "hooks ran in the runner's git commands: {ran}");
+    // The hooks work for the user's own git (the test would prove nothing otherwise).
+    env.git(&c, &["commit", "-q", "--allow-empty", "-m", "mine"]);
+    assert!(std::fs::read_to_string(&marker).unwrap_or_default().contains("pre-commit"));
+}
+
+/// S6: what a planner proposes reaches the state ref without the secrets of the runner's environment or
+/// credentials in URLs; the worker's hand-off and failure reasons likewise (they are scrubbed at the same place).
+#[test]
+fn secrets_in_agent_output_never_reach_the_state_ref() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let c = env.clone(&file_url(&bare), "c");
+    let cfg = env.path("swarm.toml");
+    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(&cfg, format!("max_attempts = 1\n[roles.default]\nexec = {exec:?}\n")).expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let secret = "s3cr3t-value-of-the-runner";
+    let plan = env.path("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "[[task]]\ntitle = \"connect to postgres://app:{secret}@db.internal/x\"\n\
+             body = \"@exit 1\\nthe token is {secret}; the URL https://bot:{secret}@git.example.com/r.git\"\n"
+        ),
+    )
+    .expect("plan");
+    let run = |args: &[&str], extra: &[(&str, &str)]| {
+        let mut cmd = env.cmd(&c);
+        cmd.env("MY_SERVICE_TOKEN", secret).args(args).stdin(Stdio::null());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(
+        &["--agent", "p1", "run", "planner", "--goal", "connect", "--once"],
+        &[("SCRIPTED_PLAN", plan.to_str().expect("utf-8"))],
+    );
+    // The worker's agent exits 1 with the body in its output: the failure reason quotes it.
+    run(&["--agent", "w1", "run", "worker", "--once"], &[]);
+    let list = env.sw(&c, &["list", "--json"]).ok().json();
+    let task = list.as_array().expect("array").iter().find(|t| t["kind"] == "work").expect("the planned task").clone();
+    assert_eq!(task["status"], "failed", "{task}");
+    assert!(task["title"].as_str().unwrap_or_default().contains("postgres://[redacted]@db.internal"), "{task}");
+    // Every blob of every commit of the state ref, and every commit message.
+    let all = env.git(&bare, &["log", "-p", "--format=%B", "refs/swarm/default"]);
+    let blobs = env.git(&bare, &["grep", "-c", "redacted", "refs/swarm/default", "--", "tasks"]);
+    assert!(!blobs.is_empty(), "nothing was redacted: the test proves nothing");
+    for commit in env.git(&bare, &["rev-list", "refs/swarm/default"]).lines() {
+        let found = env.git_out(&bare, &["grep", "-l", secret, commit]);
+        assert_ne!(found.code, 0, "{commit} holds the secret in {}", found.stdout);
+    }
+    assert!(!all.contains(secret), "a commit message holds the secret");
+}
