@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
-use super::{Attempt, Retry, Swarm, TxnError};
+use super::{Attempt, IN_DOUBT_DEPTH, Retry, Swarm, TxnError};
 use crate::remote::{self, Location, Publish};
 use crate::store::{GitContext, Identity, LogEntry, Store, StoreError};
 use crate::time::Timestamp;
@@ -294,7 +294,7 @@ impl Swarm {
         let state_ref = self.ref_name();
         let res = self.optimistic::<Option<Compacted>, std::convert::Infallible>(retry, |guard| {
             let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
-            if let Some(done) = guard.settle(&|t, c| self.descends(t, c, 1000), tip, &state_ref, vec![])? {
+            if let Some(done) = guard.settle(&|t, c| self.descends(t, c, IN_DOUBT_DEPTH), tip, &state_ref, vec![])? {
                 return Ok(Attempt::Published(done));
             }
             let w = walk(self.store(), tip, None, usize::MAX)?;

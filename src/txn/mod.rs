@@ -31,6 +31,10 @@ pub struct Swarm {
     pub lost: AtomicU64,
 }
 
+/// How far back from the tip a commit whose push answer was lost is looked for (following compactions): an op is
+/// never applied twice unless this many ops landed between its push and the next read.
+const IN_DOUBT_DEPTH: usize = 100_000;
+
 /// Refusals of an update while the ref stays where it was, before the loop stops (see [`TxnError::Stuck`]).
 const UNMOVED_LIMIT: u32 = 8;
 
@@ -266,9 +270,12 @@ impl Swarm {
     ) -> Result<Committed<T>, TxnError> {
         let res = self.optimistic::<T, std::convert::Infallible>(retry, |guard| {
             let snap = self.read(false)?;
-            if let Some(done) =
-                guard.settle(&|t, c| self.descends(t, c, 1000), snap.commit, &self.ref_name(), snap.problems.clone())?
-            {
+            if let Some(done) = guard.settle(
+                &|t, c| self.descends(t, c, IN_DOUBT_DEPTH),
+                snap.commit,
+                &self.ref_name(),
+                snap.problems.clone(),
+            )? {
                 return Ok(Attempt::Published(done));
             }
             let now = clock();
@@ -320,9 +327,12 @@ impl Swarm {
             // Where the state's objects are: the remote's repository for a local path, else this clone.
             let store = self.store();
             let snap = store.read(state_tip, false)?;
-            if let Some(done) =
-                guard.settle(&|t, c| self.descends(t, c, 1000), snap.commit, &state_ref, snap.problems.clone())?
-            {
+            if let Some(done) = guard.settle(
+                &|t, c| self.descends(t, c, IN_DOUBT_DEPTH),
+                snap.commit,
+                &state_ref,
+                snap.problems.clone(),
+            )? {
                 return Ok(Attempt::Published(done));
             }
             // Rebasing, conflict runs and the check take their own time: it is not time spent racing.
