@@ -269,7 +269,52 @@ fn board(
         Err(e) => out.push(Finding::new("target", Severity::Warn, format!("cannot read {target}: {e}"))),
     }
     held(swarm, b, repairs, out);
+    side_refs(swarm, b, out);
     Ok(())
+}
+
+/// The refs beside the state ref: work kept for a person to look at, and archives of compacted history.
+fn side_refs(swarm: &Swarm, b: &crate::ops::Board, out: &mut Vec<Finding>) {
+    let work_prefix = format!("refs/swarm-work/{}/", swarm.name);
+    match swarm.remote_refs(&work_prefix) {
+        Ok(kept) if !kept.is_empty() => {
+            let ids: Vec<&str> = kept.iter().map(|(r, _)| r.trim_start_matches(work_prefix.as_str())).collect();
+            let done = ids.iter().filter(|id| b.closed.get(**id).is_some_and(|c| c.status == Status::Done)).count();
+            out.push(
+                Finding::new(
+                    "refs",
+                    Severity::Info,
+                    format!(
+                        "{} kept work branch(es) under {work_prefix} (work that could not land): {}{}",
+                        kept.len(),
+                        ids.join(", "),
+                        if done > 0 { format!("; {done} of them for tasks done since") } else { String::new() }
+                    ),
+                )
+                .hint(format!(
+                    "look with `git fetch {} {work_prefix}<id>`; delete with `git push --delete`",
+                    swarm.remote_label
+                )),
+            );
+        }
+        Ok(_) => {}
+        Err(e) => out.push(Finding::new("refs", Severity::Warn, format!("cannot list {work_prefix}: {e}"))),
+    }
+    let archive_prefix = format!("refs/swarm-archive/{}/", swarm.name);
+    if let Ok(archives) = swarm.remote_refs(&archive_prefix)
+        && !archives.is_empty()
+    {
+        let names: Vec<&str> = archives.iter().map(|(r, _)| r.trim_start_matches(archive_prefix.as_str())).collect();
+        out.push(Finding::new(
+            "refs",
+            Severity::Info,
+            format!(
+                "{} archive(s) of compacted history under {archive_prefix}: {} (`git swarm log --archived` reads them)",
+                archives.len(),
+                names.join(", ")
+            ),
+        ));
+    }
 }
 
 /// This clone's records of the epochs its agents claimed under (`.git/swarm/held/<name>/<agent>/<id>`): a record

@@ -245,6 +245,29 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
     refs.iter().map(|(_, mirror)| Ok(local.read_ref(mirror)?)).collect()
 }
 
+/// The refs of `remote` under `prefix` (`refs/swarm-work/x/`), by `git ls-remote`: name and commit.
+pub fn list(local: &Store, remote: &str, prefix: &str) -> Result<Vec<(String, ObjectId)>, RemoteError> {
+    let mut cmd = git(local);
+    let target = remote_arg(&mut cmd, remote);
+    let out = cmd
+        .args(["ls-remote", "--refs", "--"])
+        .arg(target)
+        .arg(format!("{prefix}*"))
+        .output()
+        .map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    if !out.status.success() {
+        return Err(unreachable(remote, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (id, name) = l.split_once('\t')?;
+            Some((name.to_string(), ObjectId::from_hex(id.as_bytes()).ok()?))
+        })
+        .filter(|(name, _)| name.starts_with(prefix))
+        .collect())
+}
+
 /// What to name the remote on git's command line. A URL with credentials in it (`https://user:token@host/…`) would
 /// be readable in the process list: it goes to git through its environment as the URL of a remote named
 /// `git-swarm-url`, which the command line names instead.

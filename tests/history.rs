@@ -81,6 +81,24 @@ fn compaction_keeps_board_and_audit_log(url_of: fn(&Path) -> String) {
     assert_eq!(log(&env, &clones[0], true).len(), 15);
     assert_eq!(env.sw(&clones[0], &["compact", "--if-longer-than", "5", "--json"]).ok().json()["compacted"], false);
     env.git(&bare, &["fsck", "--strict", "--no-progress"]);
+    // doctor lists the archives, and work kept beside the state ref.
+    let main = env.rev(&bare, "main").expect("main");
+    env.git(&bare, &["update-ref", &format!("refs/swarm-work/default/{}", done[0]), &main]);
+    let doc = env.sw(&clones[0], &["doctor", "--json"]).ok().json();
+    let refs: Vec<String> = doc["findings"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|f| f["check"] == "refs")
+        .filter_map(|f| f["message"].as_str().map(String::from))
+        .collect();
+    assert!(refs.iter().any(|m| m.starts_with("2 archive(s)") && m.contains(": 1, 2")), "{refs:?}");
+    assert!(
+        refs.iter().any(|m| m.starts_with("1 kept work branch(es)")
+            && m.contains(&done[0])
+            && m.contains("1 of them for tasks done")),
+        "{refs:?}"
+    );
 }
 
 #[test]

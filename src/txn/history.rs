@@ -371,6 +371,27 @@ impl Swarm {
         })
     }
 
+    /// The refs of the remote under `prefix` (`refs/swarm-work/<name>/`), name and commit, sorted by name.
+    pub fn remote_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, TxnError> {
+        let mut out = match &self.location {
+            Location::InProcess { store, .. } => {
+                let platform = store.repo.references().git(|| "cannot list refs".into())?;
+                let iter = platform.prefixed(prefix).git(|| format!("cannot list {prefix}"))?;
+                let mut v = Vec::new();
+                for r in iter {
+                    let Ok(mut r) = r else { continue };
+                    if let Ok(id) = r.peel_to_id() {
+                        v.push((r.name().as_bstr().to_string(), id.detach()));
+                    }
+                }
+                v
+            }
+            Location::Url { endpoint } => remote::list(&self.local, &endpoint.push_to, prefix)?,
+        };
+        out.sort();
+        Ok(out)
+    }
+
     /// Put the state ref back at `to`, by compare-and-swap from `from` (`None`: it must not exist): the repair of a
     /// rewound or deleted state ref. Refused unless `to`'s objects are at hand.
     pub fn restore(&self, from: Option<ObjectId>, to: ObjectId) -> Result<Publish, TxnError> {
