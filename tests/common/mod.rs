@@ -2,6 +2,9 @@
 //! loopback. Every test gets its own temp HOME and git config; nothing of the user's setup leaks in.
 #![allow(dead_code)]
 
+pub mod http;
+pub mod procs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -170,10 +173,13 @@ impl Env {
     }
 }
 
-/// `git daemon` serving a directory on a free loopback port, with pushes enabled; stopped on drop.
+/// `git daemon` serving a directory on a free loopback port, with pushes enabled; stopped on drop. The chaos tests
+/// stop it and start it again on the same port (a remote that is unreachable for a while).
 pub struct Daemon {
-    child: Child,
+    child: Option<Child>,
     pub port: u16,
+    base: PathBuf,
+    program: PathBuf,
 }
 
 impl Daemon {
@@ -181,45 +187,74 @@ impl Daemon {
         // Run git-daemon itself, not `git daemon`: the `git` wrapper would leave its git-daemon child behind
         // when killed.
         let exec_path = env.git(base, &["--exec-path"]);
-        let daemon = Path::new(&exec_path).join("git-daemon");
+        let program = Path::new(&exec_path).join("git-daemon");
         for _ in 0..20 {
             let port = free_port();
-            let mut cmd = Command::new(&daemon);
-            env.env(&mut cmd);
-            let child = cmd
-                .args(["--reuseaddr", "--listen=127.0.0.1", "--export-all", "--enable=receive-pack"])
-                .arg(format!("--port={port}"))
-                .arg(format!("--base-path={}", base.display()))
-                .arg(base)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start git daemon");
-            let mut d = Daemon { child, port };
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return d;
-                }
-                if let Ok(Some(_)) = d.child.try_wait() {
-                    break; // port taken: try another
-                }
-                std::thread::sleep(Duration::from_millis(25));
+            if let Some(child) = Daemon::spawn_on(env, &program, base, port) {
+                return Daemon { child: Some(child), port, base: base.to_path_buf(), program };
             }
-            let _ = d.child.kill();
         }
         panic!("could not start git daemon");
+    }
+
+    /// Start the daemon on `port` and wait until it listens; `None` when it exits (port taken) or never listens.
+    fn spawn_on(env: &Env, program: &Path, base: &Path, port: u16) -> Option<Child> {
+        let mut cmd = Command::new(program);
+        env.env(&mut cmd);
+        let mut child = cmd
+            .args(["--reuseaddr", "--listen=127.0.0.1", "--export-all", "--enable=receive-pack"])
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", base.display()))
+            .arg(base)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start git daemon");
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(child);
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
     }
 
     pub fn url(&self, repo: &str) -> String {
         format!("git://127.0.0.1:{}/{repo}", self.port)
     }
+
+    /// Kill the daemon (SIGKILL): new connections are refused; the ones it already forked run to their end.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again on the same port (tried for up to 30 s: the port may linger for a moment).
+    pub fn restart(&mut self, env: &Env) {
+        self.stop();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Some(child) = Daemon::spawn_on(env, &self.program, &self.base, self.port) {
+                self.child = Some(child);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("could not restart git daemon on port {}", self.port);
+    }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 

@@ -1,0 +1,182 @@
+//! git's smart HTTP protocol as hosting services serve it: `git http-backend` (a CGI program) behind a real web
+//! server, lighttpd, on a free loopback port. The configuration is generated into the test's temp dir; the server
+//! runs in the foreground (`lighttpd -D -f <conf>`) as a child of the test, and is killed on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Env, free_port};
+
+/// Where Debian's package `lighttpd` installs the server.
+const LIGHTTPD: &str = "/usr/sbin/lighttpd";
+
+/// The lighttpd binary, if installed (Debian's path, else the PATH).
+pub fn lighttpd() -> Option<PathBuf> {
+    if Path::new(LIGHTTPD).is_file() {
+        return Some(PathBuf::from(LIGHTTPD));
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("lighttpd"))
+        .find(|p| p.is_file())
+}
+
+/// Can a test that needs lighttpd run? When it is missing the test is skipped with a clear line on stdout — unless
+/// `GIT_SWARM_REQUIRE_ALL=1` (CI), where a missing server is a failure.
+#[track_caller]
+pub fn lighttpd_or_skip(test: &str) -> Option<PathBuf> {
+    match lighttpd() {
+        Some(p) => Some(p),
+        None if std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1") => {
+            panic!("{test}: lighttpd is not installed and GIT_SWARM_REQUIRE_ALL=1 (apt-get install lighttpd)")
+        }
+        None => {
+            println!(
+                "{test}: skipped: lighttpd not installed (apt-get install lighttpd; GIT_SWARM_REQUIRE_ALL=1 fails instead)"
+            );
+            None
+        }
+    }
+}
+
+/// lighttpd serving every repository under `root` at `http://127.0.0.1:<port>/git/<repo>` through
+/// `git http-backend`, pushes included (each bare repository needs `http.receivepack = true`).
+pub struct Lighttpd {
+    child: Option<Child>,
+    pub port: u16,
+    program: PathBuf,
+    dir: PathBuf,
+    backend: PathBuf,
+    root: PathBuf,
+}
+
+impl Lighttpd {
+    /// Start it on a free port; `dir` holds its configuration and error log.
+    pub fn start(env: &Env, program: &Path, root: &Path, dir: &Path) -> Lighttpd {
+        std::fs::create_dir_all(dir).expect("lighttpd dir");
+        let exec_path = env.git(root, &["--exec-path"]);
+        let backend = Path::new(&exec_path).join("git-http-backend");
+        assert!(backend.is_file(), "no git-http-backend at {}", backend.display());
+        let mut s = Lighttpd {
+            child: None,
+            port: 0,
+            program: program.to_path_buf(),
+            dir: dir.to_path_buf(),
+            backend,
+            root: root.to_path_buf(),
+        };
+        for _ in 0..20 {
+            s.port = free_port();
+            s.write_conf();
+            if let Some(c) = s.spawn(env) {
+                s.child = Some(c);
+                return s;
+            }
+        }
+        panic!("could not start lighttpd; its log:\n{}", s.log());
+    }
+
+    fn conf_path(&self) -> PathBuf {
+        self.dir.join("lighttpd.conf")
+    }
+
+    /// The error log (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
+    }
+
+    fn write_conf(&self) {
+        let q = |p: &Path| format!("{:?}", p.display().to_string());
+        // The trailing slash makes lighttpd pass the rest of the URL as PATH_INFO (`/origin.git/info/refs`).
+        let backend = PathBuf::from(format!("{}/", self.backend.display()));
+        let conf = format!(
+            r#"server.document-root = {root}
+server.bind = "127.0.0.1"
+server.port = {port}
+server.modules = ("mod_alias", "mod_setenv", "mod_cgi")
+server.errorlog = {log}
+server.max-request-size = 0
+server.max-connections = 1024
+alias.url = ("/git/" => {backend})
+$HTTP["url"] =~ "^/git/" {{
+    cgi.assign = ("" => "")
+    setenv.set-environment = (
+        "GIT_PROJECT_ROOT" => {root},
+        "GIT_HTTP_EXPORT_ALL" => "1",
+        "GIT_CONFIG_NOSYSTEM" => "1",
+        "GIT_CONFIG_GLOBAL" => "/dev/null",
+        "HOME" => {home}
+    )
+}}
+"#,
+            root = q(&self.root),
+            port = self.port,
+            log = q(&self.dir.join("error.log")),
+            backend = q(&backend),
+            home = q(&self.dir),
+        );
+        std::fs::write(self.conf_path(), conf).expect("write lighttpd.conf");
+    }
+
+    /// Start the server with the current configuration and wait until it listens.
+    fn spawn(&self, env: &Env) -> Option<Child> {
+        let mut cmd = Command::new(&self.program);
+        env.env(&mut cmd);
+        let mut child = cmd
+            .arg("-D")
+            .arg("-f")
+            .arg(self.conf_path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start lighttpd");
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Some(child);
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
+    pub fn url(&self, repo: &str) -> String {
+        format!("http://127.0.0.1:{}/git/{repo}", self.port)
+    }
+
+    /// Kill the server (SIGKILL): connections are refused until [`Lighttpd::restart`]. CGI processes it started
+    /// run to their end.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again on the same port (tried for up to 30 s: the port may linger for a moment).
+    pub fn restart(&mut self, env: &Env) {
+        self.stop();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Some(c) = self.spawn(env) {
+                self.child = Some(c);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("could not restart lighttpd on port {}; its log:\n{}", self.port, self.log());
+    }
+}
+
+impl Drop for Lighttpd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
