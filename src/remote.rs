@@ -214,9 +214,6 @@ fn git(local: &Store) -> Command {
 }
 
 fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<Option<ObjectId>>, RemoteError> {
-    for (_, mirror) in refs {
-        local.clear_stale_lock(mirror);
-    }
     // ls-remote first would cost a second connection; instead fetch and tell "no such ref" apart from the rest.
     let mut cmd = git(local);
     let target = remote_arg(&mut cmd, remote);
@@ -224,8 +221,11 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
         // `--`: whatever the remote's name, it is never taken for an option.
         .arg("--")
         .arg(target);
-    for (refname, mirror) in refs {
-        cmd.arg(format!("+{refname}:{mirror}"));
+    // Into refs of this call alone, then the mirror best effort (as `fetch_gix` does): processes sharing a clone
+    // would otherwise race on the mirror's lock inside git fetch ("cannot lock ref … is at X but expected Y").
+    let scratch = format!("refs/swarm-fetch/{}-{:016x}", std::process::id(), fastrand::u64(..));
+    for (i, (refname, _)) in refs.iter().enumerate() {
+        cmd.arg(format!("+{refname}:{scratch}/{i}"));
     }
     let out = cmd.output().map_err(|e| RemoteError::Spawn(e.to_string()))?;
     if !out.status.success() {
@@ -242,7 +242,17 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
         }
         return Err(unreachable(remote, err.trim()));
     }
-    refs.iter().map(|(_, mirror)| Ok(local.read_ref(mirror)?)).collect()
+    let mut tips = Vec::with_capacity(refs.len());
+    for (i, (_, mirror)) in refs.iter().enumerate() {
+        let name = format!("{scratch}/{i}");
+        let tip = local.read_ref(&name)?;
+        if let Some(tip) = tip {
+            local.set_mirror(mirror, tip);
+            let _ = local.delete_ref(&name);
+        }
+        tips.push(tip);
+    }
+    Ok(tips)
 }
 
 /// The refs of `remote` under `prefix` (`refs/swarm-work/x/`), by `git ls-remote`: name and commit.

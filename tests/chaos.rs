@@ -1214,10 +1214,9 @@ fn a_slow_clock_only_delays_a_takeover() {
 /// is updated *as part of* the fetch; two processes fetching at once race on it ("cannot lock ref
 /// 'refs/swarm-remotes/origin/default': is at X but expected Y"), the fetch fails, is taken for a network error,
 /// and after three tries the op — and the runner — fails. (docs/protocol.md: the mirror is "set best effort after
-/// each fetch and push (never as part of the fetch, so a failure cannot fail an op)".) The fix belongs in
-/// `src/remote.rs` (`fetch_git`); this test is the regression test for it.
+/// each fetch and push (never as part of the fetch, so a failure cannot fail an op)".) Fixed in `remote::fetch_git`:
+/// each call fetches into refs of its own (`refs/swarm-fetch/<pid>-<random>/<i>`) and then sets the mirror.
 #[test]
-#[ignore = "product bug in src/remote.rs fetch_git: concurrent fetches in one clone race on the mirror ref"]
 fn several_runners_in_one_clone_over_smart_http_all_finish() {
     let Some(lighttpd) = lighttpd_or_skip("several_runners_in_one_clone_over_smart_http_all_finish") else { return };
     let env = Env::new();
