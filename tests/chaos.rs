@@ -23,7 +23,7 @@ use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use common::http::{Lighttpd, lighttpd_or_skip};
-use common::{Daemon, Env, file_url, procs};
+use common::{Daemon, Env, file_url, finish, procs};
 use serde_json::Value;
 
 fn agent_exec() -> String {
@@ -1025,37 +1025,6 @@ fn a_work_tree_add_killed_half_way_does_not_break_the_clone() {
 }
 
 // --- clocks ------------------------------------------------------------------------------------------------
-
-/// Wait for a child at most `secs`, collecting what it printed; kill it and fail past that.
-#[track_caller]
-fn finish(mut child: Child, secs: u64, what: &str) -> common::Out {
-    use std::io::Read;
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let code = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st.code().unwrap_or(-1);
-        }
-        if start.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {secs}s; stderr:\n{}", t_err.join().unwrap_or_default());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    common::Out { code, stdout: t_out.join().unwrap_or_default(), stderr: t_err.join().unwrap_or_default() }
-}
 
 #[track_caller]
 fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, Env, Out, file_url, path_url};
+use common::{Daemon, Env, file_url, finish, path_url};
 use serde_json::Value;
 
 fn agent_exec() -> String {
@@ -40,37 +40,6 @@ fn spawn(env: &Env, dir: &Path, agent: &str, extra_env: &[(&str, &str)], args: &
         cmd.env(k, v);
     }
     cmd.spawn().expect("spawn git-swarm")
-}
-
-/// Wait for a child at most `secs`; kill it and fail the test past that.
-#[track_caller]
-fn finish(mut child: Child, secs: u64, what: &str) -> Out {
-    let start = Instant::now();
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let code = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st.code().unwrap_or(-1);
-        }
-        if start.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            let _ = child.wait();
-            let e = t_err.join().unwrap_or_default();
-            panic!("{what} did not finish within {secs}s; stderr:\n{e}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Out { code, stdout: t_out.join().unwrap_or_default(), stderr: t_err.join().unwrap_or_default() }
 }
 
 fn tasks(env: &Env, dir: &Path) -> Vec<Value> {

@@ -124,7 +124,7 @@ $HTTP["url"] =~ "^/git/" {{
     fn spawn(&self, env: &Env) -> Option<Child> {
         let mut cmd = Command::new(&self.program);
         env.env(&mut cmd);
-        let mut child = cmd
+        let child = cmd
             .arg("-D")
             .arg("-f")
             .arg(self.conf_path())
@@ -132,19 +132,7 @@ $HTTP["url"] =~ "^/git/" {{
             .stderr(Stdio::null())
             .spawn()
             .expect("start lighttpd");
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return Some(child);
-            }
-            if let Ok(Some(_)) = child.try_wait() {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        None
+        super::listening(child, self.port, Duration::from_secs(10))
     }
 
     pub fn url(&self, repo: &str) -> String {

@@ -201,7 +201,7 @@ impl Daemon {
     fn spawn_on(env: &Env, program: &Path, base: &Path, port: u16) -> Option<Child> {
         let mut cmd = Command::new(program);
         env.env(&mut cmd);
-        let mut child = cmd
+        let child = cmd
             .args(["--reuseaddr", "--listen=127.0.0.1", "--export-all", "--enable=receive-pack"])
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
@@ -210,19 +210,7 @@ impl Daemon {
             .stderr(Stdio::null())
             .spawn()
             .expect("start git daemon");
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(5) {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(child);
-            }
-            if let Ok(Some(_)) = child.try_wait() {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        None
+        listening(child, port, Duration::from_secs(5))
     }
 
     pub fn url(&self, repo: &str) -> String {
@@ -256,6 +244,56 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Wait for a child at most `secs`; kill it and fail the test past that.
+#[track_caller]
+pub fn finish(mut child: Child, secs: u64, what: &str) -> Out {
+    use std::io::Read;
+    let start = Instant::now();
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let code = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st.code().unwrap_or(-1);
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            let e = t_err.join().unwrap_or_default();
+            panic!("{what} did not finish within {secs}s; stderr:\n{e}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Out { code, stdout: t_out.join().unwrap_or_default(), stderr: t_err.join().unwrap_or_default() }
+}
+
+/// Wait until a server just started as `child` accepts connections on `port`: the child, or `None` when it died
+/// or did not listen within `within` (then it is killed).
+pub fn listening(mut child: Child, port: u16, within: Duration) -> Option<Child> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some(child);
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 pub fn free_port() -> u16 {
