@@ -436,12 +436,16 @@ fn watch_refs(common_dir: &Path) -> (Option<notify::RecommendedWatcher>, Option<
 /// broken newer file must not hide a `stop` before it; the judge's next record replaces it).
 pub fn last_cycle(store: &Store, commit: ObjectId) -> Option<CycleRecord> {
     let files = store.list_dir(commit, "cycles").ok()?;
-    let mut numbered: Vec<(u64, ObjectId)> = files
+    let mut numbered: Vec<(u64, bool, ObjectId)> = files
         .iter()
-        .filter_map(|(name, id)| name.strip_suffix(".toml").and_then(|n| n.parse::<u64>().ok()).map(|n| (n, *id)))
+        .filter_map(|(name, id)| {
+            let n = name.strip_suffix(".toml").and_then(|n| n.parse::<u64>().ok())?;
+            // `cycles/01.toml` parses as 1 too: the canonical `1.toml` comes first.
+            Some((n, *name != format!("{n}.toml"), *id))
+        })
         .collect();
-    numbered.sort_unstable_by_key(|&(n, _)| std::cmp::Reverse(n));
-    numbered.into_iter().find_map(|(n, id)| {
+    numbered.sort_by_key(|&(n, odd, _)| (std::cmp::Reverse(n), odd));
+    numbered.into_iter().find_map(|(n, _, id)| {
         let text = store.blob_text(id, 64 * 1024).ok()?;
         let mut rec: CycleRecord = toml::from_str(&text).ok()?;
         rec.cycle = n;
