@@ -217,7 +217,10 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
     // ls-remote first would cost a second connection; instead fetch and tell "no such ref" apart from the rest.
     let mut cmd = git(local);
     let target = remote_arg(&mut cmd, remote);
+    // `--refmap=`: only the refspecs given here; fetching `main` from a named remote would otherwise also update its
+    // remote-tracking ref (`refs/remotes/origin/main`), on which runners sharing a clone race as on the mirror.
     cmd.args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-recurse-submodules"])
+        .arg("--refmap=")
         // `--`: whatever the remote's name, it is never taken for an option.
         .arg("--")
         .arg(target);
