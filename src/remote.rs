@@ -227,6 +227,7 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
     // Into refs of this call alone, then the mirror best effort (as `fetch_gix` does): processes sharing a clone
     // would otherwise race on the mirror's lock inside git fetch ("cannot lock ref … is at X but expected Y").
     let scratch = format!("refs/swarm-fetch/{}-{:016x}", std::process::id(), fastrand::u64(..));
+    clear_dead_scratch(local);
     for (i, (refname, _)) in refs.iter().enumerate() {
         cmd.arg(format!("+{refname}:{scratch}/{i}"));
     }
@@ -294,6 +295,21 @@ fn remote_arg(cmd: &mut Command, remote: &str) -> String {
         .env(format!("GIT_CONFIG_KEY_{n}"), "remote.git-swarm-url.url")
         .env(format!("GIT_CONFIG_VALUE_{n}"), remote);
     "git-swarm-url".to_string()
+}
+
+/// Remove what fetches of processes that are gone left under `refs/swarm-fetch/` (a killed `git fetch` leaves its
+/// refs and their lock files): the folders are named after the fetching process.
+fn clear_dead_scratch(local: &Store) {
+    let Ok(entries) = std::fs::read_dir(local.repo.common_dir().join("refs").join("swarm-fetch")) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
+        let gone = pid != std::process::id() as i32
+            && matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// `git push --porcelain --force-with-lease=<ref>:<base> <remote> <new>:<ref>`, classified.
