@@ -336,6 +336,19 @@ impl Store {
         let tree = editor
             .write(|tree| self.repo.write_object(tree).map(gix::Id::detach))
             .git(|| "cannot write the state tree".into())?;
+        let parents: Vec<ObjectId> = base.map(|s| s.commit).into_iter().collect();
+        self.write_commit(tree, &parents, &commit_message(change), who, now)
+    }
+
+    /// A commit of `tree` on `parents` by `who` at `now`.
+    pub fn write_commit(
+        &self,
+        tree: ObjectId,
+        parents: &[ObjectId],
+        message: &str,
+        who: &Identity,
+        now: Timestamp,
+    ) -> Result<ObjectId, StoreError> {
         let sig = gix::actor::Signature {
             name: who.name.as_str().into(),
             email: who.email.as_str().into(),
@@ -343,11 +356,11 @@ impl Store {
         };
         let commit = gix::objs::Commit {
             tree,
-            parents: base.map(|s| s.commit).into_iter().collect(),
+            parents: parents.iter().copied().collect(),
             author: sig.clone(),
             committer: sig,
             encoding: None,
-            message: commit_message(change).into(),
+            message: message.into(),
             extra_headers: vec![],
         };
         Ok(self.repo.write_object(&commit).git(|| "cannot write the state commit".into())?.detach())

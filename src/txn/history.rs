@@ -463,19 +463,5 @@ fn write_root(
     now: Timestamp,
 ) -> Result<ObjectId, StoreError> {
     let tree = store.repo.find_commit(of).and_then(|c| c.tree_id()).git(|| format!("cannot read {of}"))?.detach();
-    let sig = gix::actor::Signature {
-        name: who.name.as_str().into(),
-        email: who.email.as_str().into(),
-        time: gix::date::Time { seconds: now.secs() as i64, offset: 0 },
-    };
-    let commit = gix::objs::Commit {
-        tree,
-        parents: Default::default(),
-        author: sig.clone(),
-        committer: sig,
-        encoding: None,
-        message: message.into(),
-        extra_headers: vec![],
-    };
-    Ok(store.repo.write_object(&commit).git(|| "cannot write the root commit".into())?.detach())
+    store.write_commit(tree, &[], message, who, now)
 }
