@@ -15,6 +15,7 @@
 //! The engine does no terminal I/O and reads no user configuration on its own: the caller passes every choice.
 
 pub mod agent;
+pub mod config;
 pub mod doctor;
 pub mod escape;
 pub mod model;
@@ -127,9 +128,11 @@ pub fn open_swarm(
 /// Open the repository at or above `dir`, as git does (`GIT_DIR` and friends included).
 pub fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
     use crate::store::GitContext;
+    // `git -c k=v swarm …` reaches us in $GIT_CONFIG_PARAMETERS, which gix does not read.
+    let params = crate::config::git_config_parameters();
     let trust = gix::sec::trust::Mapping {
-        full: open_options(gix::sec::Trust::Full),
-        reduced: open_options(gix::sec::Trust::Reduced),
+        full: open_options(gix::sec::Trust::Full).cli_overrides(params.clone()),
+        reduced: open_options(gix::sec::Trust::Reduced).cli_overrides(params),
     };
     gix::ThreadSafeRepository::discover_with_environment_overrides_opts(dir, Default::default(), trust)
         .map(gix::Repository::from)

@@ -4,6 +4,7 @@
 mod add;
 mod claim;
 mod compact;
+mod completions;
 mod demo;
 mod doctor;
 mod done;
@@ -12,11 +13,13 @@ mod fail;
 mod init;
 mod list;
 mod log;
+mod man;
 mod output;
 mod ready;
 mod release;
 mod renew;
 mod run;
+mod setup;
 mod show;
 mod status;
 mod up;
@@ -25,7 +28,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use git_swarm::model::{Kind, validate_agent};
 use git_swarm::ops::DomainError;
 use git_swarm::store::{Identity, Snapshot};
@@ -38,7 +41,7 @@ use output::Printer;
 /// Coordinate many coding agents on one repository, with no server: a task board in a git ref, changed only by
 /// compare-and-swap.
 #[derive(Debug, Parser)]
-#[command(name = "git-swarm", bin_name = "git swarm", version, about, max_term_width = 100)]
+#[command(name = "git-swarm", version, about, max_term_width = 100)]
 #[command(propagate_version = true, disable_help_subcommand = true)]
 pub struct Cli {
     #[command(flatten)]
@@ -50,9 +53,10 @@ pub struct Cli {
 /// Flags every command takes, before or after its name.
 #[derive(Debug, clap::Args)]
 pub struct GlobalArgs {
-    /// Run as if started in <DIR>, like `git -C`.
-    #[arg(short = 'C', global = true, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    /// Run as if started in <DIR>, like `git -C` (several combine: each is relative to the one before; an empty
+    /// one changes nothing).
+    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
+    pub dir: Vec<PathBuf>,
     /// The shared remote holding the swarm: a remote's name, a URL or a path
     /// [default: $GIT_SWARM_REMOTE, else git config swarm.remote, else origin, else this repository].
     #[arg(long, global = true, value_name = "NAME-OR-URL", env = "GIT_SWARM_REMOTE", hide_env = true)]
@@ -60,7 +64,8 @@ pub struct GlobalArgs {
     /// Which swarm: the ref refs/swarm/<NAME> [default: $GIT_SWARM_SWARM, else git config swarm.name, else default].
     #[arg(long, global = true, value_name = "NAME", env = "GIT_SWARM_SWARM", hide_env = true)]
     pub swarm: Option<String>,
-    /// This agent's identity (letters, digits, '-', '_', '.') [default: $GIT_SWARM_AGENT, else user-host].
+    /// This agent's identity (letters, digits, '-', '_', '.') [default: $GIT_SWARM_AGENT, else git config swarm.agent,
+    /// else user-host].
     #[arg(long, global = true, value_name = "ID")]
     pub agent: Option<String>,
     /// Machine output on stdout: one JSON document.
@@ -104,6 +109,13 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Start a local fleet (workers, planners, a judge) with a live board; Ctrl-C stops it.
     Up(up::UpArgs),
+    /// Install the manual page (git swarm --help) and the bash, zsh and fish completions for this user.
+    Setup(setup::SetupArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page git-swarm(1) (roff).
+    #[command(hide = true)]
+    Man(man::ManArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -119,21 +131,26 @@ pub struct Ctx {
     agent: String,
     /// Where the command runs (`-C`, else the current directory), absolute.
     dir: PathBuf,
-    /// Was the agent id given (`--agent`, `$GIT_SWARM_AGENT`), or derived from user and host?
+    /// Was the agent id given (`--agent`, `$GIT_SWARM_AGENT`, `swarm.agent`), or derived from user and host?
     agent_given: bool,
+    /// `git config swarm.*` over `swarm.toml` (an error only for the commands that use it).
+    git_config: Result<git_swarm::config::Local, String>,
 }
 
 impl Ctx {
     fn new(global: GlobalArgs) -> CliResult<Ctx> {
         let out = Printer::new(global.json);
-        let dir = match &global.dir {
-            Some(d) => d.clone(),
-            None => {
-                std::env::current_dir().map_err(|e| CliError::io(format!("cannot read the current directory: {e}")))?
+        let mut dir = PathBuf::new();
+        for d in global.dir.iter().filter(|d| !d.as_os_str().is_empty()) {
+            // As git: each -C is relative to the one before.
+            dir = dir.join(d);
+            if !dir.is_dir() {
+                return Err(CliError::usage(format!("-C {}: not a directory", dir.display())));
             }
-        };
-        if !dir.is_dir() {
-            return Err(CliError::usage(format!("-C {}: not a directory", dir.display())));
+        }
+        if dir.as_os_str().is_empty() {
+            dir =
+                std::env::current_dir().map_err(|e| CliError::io(format!("cannot read the current directory: {e}")))?;
         }
         let repo = git_swarm::discover(&dir).map_err(|e| CliError::from(TxnError::from(e)))?;
         let cfg = repo.config_snapshot();
@@ -152,6 +169,7 @@ impl Ctx {
             None => git_swarm::Transport::Auto,
         };
         let common_dir = repo.common_dir().to_path_buf();
+        let git_config = git_swarm::config::Local::from_git(cfg.plumbing()).map_err(|e| e.to_string());
         let clock_offset = match std::env::var("GIT_SWARM_CLOCK_OFFSET") {
             Ok(v) => v
                 .parse::<i64>()
@@ -159,7 +177,11 @@ impl Ctx {
             Err(_) => 0,
         };
         // A bad agent id is a usage error for every command, not only for those that write.
-        let given = global.agent.clone().or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()));
+        let given = global
+            .agent
+            .clone()
+            .or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()))
+            .or_else(|| get("swarm.agent"));
         let agent_given = given.is_some();
         let agent = given.unwrap_or_else(default_agent);
         validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
@@ -183,6 +205,14 @@ impl Ctx {
             agent,
             dir,
             agent_given,
+            git_config,
+        })
+    }
+
+    /// This clone's `git config swarm.*` settings for runners; a bad key is a usage error naming it.
+    pub fn git_config(&self) -> CliResult<git_swarm::config::Local> {
+        self.git_config.clone().map_err(|e| {
+            CliError::usage(e).hint("see the keys with `man git-swarm` (CONFIGURATION) or docs/configuration.md")
         })
     }
 
@@ -383,7 +413,10 @@ pub fn parse_id(s: &str) -> Result<String, String> {
 
 /// The entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // Shown as `git swarm` in usage lines; set here, not on the type, so that completions are generated for the
+    // binary's own name (`git-swarm`).
+    let parsed = Cli::command().bin_name("git swarm").try_get_matches().and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -408,8 +441,13 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> CliResult<()> {
     // The demo makes its own repositories: it runs anywhere, in a repository or not.
-    if let Command::Demo(a) = cli.command {
-        return demo::run(&Printer::new(cli.global.json), a);
+    // These need no repository: the demo makes its own, the others write or print files about the tool itself.
+    match cli.command {
+        Command::Demo(a) => return demo::run(&Printer::new(cli.global.json), a),
+        Command::Setup(a) => return setup::run(&Printer::new(cli.global.json), a),
+        Command::Completions(a) => return completions::run(a),
+        Command::Man(a) => return man::run(a),
+        _ => {}
     }
     let mut ctx = Ctx::new(cli.global)?;
     match cli.command {
@@ -429,6 +467,6 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Doctor(a) => doctor::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
-        Command::Demo(_) => Ok(()),
+        Command::Demo(_) | Command::Setup(_) | Command::Completions(_) | Command::Man(_) => Ok(()),
     }
 }

@@ -123,6 +123,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         RoleCmd::Planner(p) => (p.lp.exec.clone(), None),
         RoleCmd::Judge(j) => (j.lp.exec.clone(), None),
     };
+    let git_config = ctx.git_config()?;
     let mut r = Runner {
         swarm: &swarm,
         agent: agent.clone(),
@@ -136,6 +137,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         check,
         events: &mut events,
         commit_ident,
+        git_config,
     };
     let (role, end, doc) = match args.role {
         RoleCmd::Worker(w) => {

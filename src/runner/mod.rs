@@ -147,6 +147,8 @@ pub struct Runner<'a> {
     pub events: &'a mut dyn FnMut(Event),
     /// Git identity for commits the runner makes, when the repository has none configured.
     pub commit_ident: Vec<(String, String)>,
+    /// This clone's `git config swarm.*` settings, over `swarm.toml`'s.
+    pub git_config: crate::config::Local,
 }
 
 impl Runner<'_> {
@@ -190,11 +192,13 @@ impl Runner<'_> {
         if let Some(exec) = &self.exec {
             return Ok(Backend::Command { exec: exec.clone() });
         }
-        settings::backend_for(config, role).map_err(RunError::Settings)?.ok_or(RunError::NoAgent { role })
+        settings::backend_for(&self.git_config.apply(config), role)
+            .map_err(RunError::Settings)?
+            .ok_or(RunError::NoAgent { role })
     }
 
     pub fn settings(&self, config: &Config) -> Result<RunSettings, RunError> {
-        let mut s = RunSettings::from_config(config).map_err(RunError::Settings)?;
+        let mut s = RunSettings::from_config(&self.git_config.apply(config)).map_err(RunError::Settings)?;
         if let Some(c) = &self.check {
             s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
         }
