@@ -55,8 +55,9 @@ pub struct Cli {
 pub struct GlobalArgs {
     /// Run as if started in <DIR>, like `git -C` (several combine: each is relative to the one before; an empty
     /// one changes nothing).
-    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
-    pub dir: Vec<PathBuf>,
+    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append,
+          value_parser = clap::builder::OsStringValueParser::new())]
+    pub dir: Vec<std::ffi::OsString>,
     /// The shared remote holding the swarm: a remote's name, a URL or a path
     /// [default: $GIT_SWARM_REMOTE, else git config swarm.remote, else origin, else this repository].
     #[arg(long, global = true, value_name = "NAME-OR-URL", env = "GIT_SWARM_REMOTE", hide_env = true)]

@@ -26,7 +26,7 @@ pub struct Out {
 }
 
 impl Out {
-    fn from(o: Output) -> Out {
+    pub fn from(o: Output) -> Out {
         Out {
             code: o.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
