@@ -268,7 +268,7 @@ fn dash_c_git_dir_and_linked_work_trees_behave_as_in_git() {
         v.as_array().into_iter().flatten().filter_map(|t| t["id"].as_str().map(String::from)).collect()
     };
     // Several -C combine, each relative to the one before; an empty one changes nothing.
-    assert_eq!(list(&root, &["-C", "c0", "-C", "sub", "-C", "", "-C", "deeper"]), [id.clone()]);
+    assert_eq!(list(&root, &["-C", "c0", "-C", "sub", "-C", "", "-C", "deeper"]), std::slice::from_ref(&id));
     let o = env.sw(&root, &["-C", "c0", "-C", "nope", "list"]).code(2);
     assert!(o.stderr.contains("nope"), "{}", o.stderr);
     // GIT_DIR from anywhere, as git.
@@ -277,7 +277,7 @@ fn dash_c_git_dir_and_linked_work_trees_behave_as_in_git() {
     // A linked work tree is the same clone: what a claim records there (the epoch) serves `done` in the main one.
     let wt = env.path("wt");
     env.git(&c, &["worktree", "add", "-q", wt.to_str().expect("utf-8"), "-b", "side"]);
-    assert_eq!(list(&wt, &[]), [id.clone()]);
+    assert_eq!(list(&wt, &[]), std::slice::from_ref(&id));
     env.sw(&wt, &["--agent", "a1", "claim", &id]).ok();
     env.sw(&c, &["--agent", "a1", "done", &id]).ok();
     assert_eq!(env.sw(&wt, &["show", &id, "--json"]).ok().json()["status"], "done");
@@ -285,8 +285,8 @@ fn dash_c_git_dir_and_linked_work_trees_behave_as_in_git() {
     let other = env.path("other");
     env.git(&root, &["init", "-q", other.to_str().expect("utf-8")]);
     let url = file_url(&bare);
-    assert_eq!(list(&other, &["--remote", &url]), [id.clone()]);
-    assert_eq!(list(&other, &["--remote", bare.to_str().expect("utf-8")]), [id.clone()]);
+    assert_eq!(list(&other, &["--remote", &url]), std::slice::from_ref(&id));
+    assert_eq!(list(&other, &["--remote", bare.to_str().expect("utf-8")]), std::slice::from_ref(&id));
     env.git(&other, &["config", "swarm.remote", &url]);
     assert_eq!(list(&other, &[]), [id]);
 }
