@@ -19,7 +19,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("swarm.transport", "git or gix: how a local-path remote is reached ($GIT_SWARM_TRANSPORT wins over it)."),
     (
         "swarm.run.<key>",
-        "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty.",
+        "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute.",
     ),
     ("swarm.run.cycle.<key>", "a [run.cycle] setting: maxTasks, maxTime."),
     (
@@ -44,6 +44,7 @@ const RUN: &[(&str, Kind)] = &[
     ("plan_depth", Kind::Int),
     ("plan_rounds", Kind::Int),
     ("empty", Kind::Text),
+    ("pushes_per_minute", Kind::Float),
 ];
 const CYCLE: &[(&str, Kind)] = &[("max_tasks", Kind::Int), ("max_time", Kind::Text)];
 const ROLE: &[(&str, Kind)] = &[

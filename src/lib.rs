@@ -122,6 +122,7 @@ pub fn open_swarm(
         remote_label: label,
         publishes: Default::default(),
         lost: Default::default(),
+        pacer: Default::default(),
     })
 }
 

@@ -92,3 +92,43 @@ fn a_worker_lands_marks_done_and_claims_next_in_one_push() {
     assert_eq!(doc["pushes"], tasks + 1, "{doc}");
     assert_eq!(env.sw(&c, &["status", "--json"]).ok().json()["counts"]["done"], tasks);
 }
+
+/// `[run] pushes_per_minute`: a runner spaces its update attempts by its share of the fleet's budget (one agent
+/// here: 60 / budget seconds apart), and the cost in pushes stays what it was. Measured side by side with the
+/// same work unpaced, in one run.
+#[test]
+fn a_push_budget_spaces_a_workers_pushes_and_costs_no_extra_push() {
+    let run = |budget: Option<u32>| -> (std::time::Duration, usize, usize) {
+        let env = Env::new();
+        let bare = remote_with_reflog(&env);
+        let c = env.clone(&file_url(&bare), "c");
+        let cfg = env.path("swarm.toml");
+        let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
+        let run = budget.map(|b| format!("[run]\npushes_per_minute = {b}\n")).unwrap_or_default();
+        std::fs::write(&cfg, format!("{run}[roles.worker]\nexec = {exec:?}\n")).expect("config");
+        env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+        for i in 0..3 {
+            env.sw(&c, &["add", &format!("task {i}"), "--body", &format!("@write f{i}.txt {i}")]).ok();
+        }
+        let before = updates(&env, &bare, "refs/swarm/default");
+        let t = std::time::Instant::now();
+        let out = env.cmd(&c).args(["--agent", "w1", "run", "worker", "--until-idle", "--json"]).output().expect("run");
+        let took = t.elapsed();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(env.sw(&c, &["status", "--json"]).ok().json()["counts"]["done"], 3);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let pushes = doc["pushes"].as_u64().unwrap_or(0) as usize;
+        (took, updates(&env, &bare, "refs/swarm/default") - before, pushes)
+    };
+    let (fast, fast_updates, fast_pushes) = run(None);
+    // 40 pushes a minute for a fleet of one: 1.5 s between attempts.
+    let (paced, paced_updates, paced_pushes) = run(Some(40));
+    assert_eq!(paced_updates, fast_updates, "the same updates of the state ref");
+    assert_eq!(paced_pushes, fast_pushes, "the same pushes");
+    let floor = std::time::Duration::from_secs_f64(1.5 * (paced_pushes.saturating_sub(1)) as f64);
+    assert!(paced >= floor, "{paced_pushes} pushes in {paced:?}: at least {floor:?} with the budget");
+    eprintln!(
+        "unpaced {fast:?}, paced {paced:?} for {paced_pushes} pushes ({:.1}x)",
+        paced.as_secs_f64() / fast.as_secs_f64()
+    );
+}

@@ -202,6 +202,7 @@ impl Runner<'_> {
         if let Some(c) = &self.check {
             s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
         }
+        self.swarm.pacer.configure(s.pushes_per_minute, Some(Arc::clone(&self.stop)));
         Ok(s)
     }
 

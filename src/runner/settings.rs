@@ -47,6 +47,8 @@ pub struct RunSettings {
     pub empty_is_done: bool,
     pub cycle_max_tasks: Option<u64>,
     pub cycle_max_time: Option<Duration>,
+    /// The fleet's push budget, pushes a minute to the remote (see `txn::Pacer`); `None`: as fast as it goes.
+    pub pushes_per_minute: Option<f64>,
 }
 
 impl Default for RunSettings {
@@ -61,6 +63,7 @@ impl Default for RunSettings {
             empty_is_done: false,
             cycle_max_tasks: None,
             cycle_max_time: None,
+            pushes_per_minute: None,
         }
     }
 }
@@ -76,6 +79,7 @@ struct RawRun {
     plan_rounds: Option<u32>,
     empty: Option<String>,
     cycle: Option<RawCycle>,
+    pushes_per_minute: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -130,6 +134,12 @@ impl RunSettings {
             empty_is_done,
             cycle_max_tasks: cycle.max_tasks,
             cycle_max_time: cycle.max_time.map(|t| dur("[run.cycle] max_time", Some(t), Duration::ZERO)).transpose()?,
+            pushes_per_minute: match raw.pushes_per_minute {
+                Some(p) if !(p.is_finite() && p > 0.0) => {
+                    return Err(format!("[run] pushes_per_minute = {p}: give a number above 0 (or leave it out)"));
+                }
+                p => p,
+            },
         })
     }
 }

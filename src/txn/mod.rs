@@ -14,7 +14,9 @@ use crate::store::{Identity, Problem, Snapshot, Store, StoreError};
 use crate::time::Timestamp;
 
 mod history;
+mod pace;
 pub use history::{ARCHIVE, ArchiveLink, COMPACTED_FROM, Compacted, Relation};
+pub use pace::Pacer;
 
 /// A swarm: a state ref at a location, seen from a local repository.
 pub struct Swarm {
@@ -29,6 +31,8 @@ pub struct Swarm {
     /// race: the figures behind "pushes per task".
     pub publishes: AtomicU64,
     pub lost: AtomicU64,
+    /// This process's share of a push budget (`[run] pushes_per_minute`); off unless a runner configures it.
+    pub pacer: Pacer,
 }
 
 /// How far back from the tip a commit whose push answer was lost is looked for (following compactions): an op is
@@ -269,7 +273,10 @@ impl Swarm {
         mut op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
         let res = self.optimistic::<T, std::convert::Infallible>(retry, |guard| {
+            // Waiting for our share of a push budget is not time spent racing.
+            guard.excluded += self.pacer.wait();
             let snap = self.read(false)?;
+            self.pacer.observe(&snap.board, clock());
             if let Some(done) = guard.settle(
                 &|t, c| self.descends(t, c, IN_DOUBT_DEPTH),
                 snap.commit,
@@ -323,10 +330,12 @@ impl Swarm {
         let in_process = Retry { spread: 8, ..retry.clone() };
         let retry = if matches!(self.location, Location::InProcess { .. }) { &in_process } else { retry };
         self.optimistic(retry, |guard| {
+            guard.excluded += self.pacer.wait();
             let (state_tip, branch_tip) = self.fetch_pair(branch)?;
             // Where the state's objects are: the remote's repository for a local path, else this clone.
             let store = self.store();
             let snap = store.read(state_tip, false)?;
+            self.pacer.observe(&snap.board, clock());
             if let Some(done) = guard.settle(
                 &|t, c| self.descends(t, c, IN_DOUBT_DEPTH),
                 snap.commit,

@@ -1,0 +1,129 @@
+//! A fleet's share of a push budget: a hosted remote asks for at most so many pushes a minute per repository
+//! (GitHub: 6), and no server counts them, so each runner spaces its own pushes by its share of the budget. With
+//! `k` agents holding live claims on the last board it read, a runner waits `k · 60 s / budget` between the starts
+//! of its update attempts; the fleet as a whole then stays near the budget however many runners there are, with no
+//! coordination beyond the board everyone reads anyway. The spacing never exceeds a sixth of the lease: renewals
+//! (due when a third of the lease is left) must keep their claims alive whatever the budget says.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::ops::Board;
+use crate::time::Timestamp;
+
+#[derive(Debug, Default)]
+pub struct Pacer {
+    state: Mutex<PaceState>,
+}
+
+#[derive(Debug, Default)]
+struct PaceState {
+    /// Pushes a minute for the whole fleet; `None`: no pacing.
+    per_minute: Option<f64>,
+    /// Agents holding live claims on the last board read (at least 1).
+    active: usize,
+    lease: Duration,
+    /// When this process last started an update attempt.
+    last: Option<Instant>,
+    stop: Option<std::sync::Arc<AtomicBool>>,
+}
+
+impl Pacer {
+    /// Pace at `per_minute` pushes a minute for the fleet (`None` or a non-positive number: no pacing). `stop` ends
+    /// a wait early (a runner told to stop still releases its claims at once).
+    pub fn configure(&self, per_minute: Option<f64>, stop: Option<std::sync::Arc<AtomicBool>>) {
+        if let Ok(mut s) = self.state.lock() {
+            s.per_minute = per_minute.filter(|p| p.is_finite() && *p > 0.0);
+            s.stop = stop;
+        }
+    }
+
+    /// Learn the fleet's size and the lease from a board just read.
+    pub fn observe(&self, board: &Board, now: Timestamp) {
+        let Ok(mut s) = self.state.lock() else { return };
+        if s.per_minute.is_none() {
+            return;
+        }
+        let holders: std::collections::BTreeSet<&str> =
+            board.tasks.values().filter_map(|t| t.task.live_claim(now).map(|c| c.agent.as_str())).collect();
+        s.active = holders.len().max(1);
+        s.lease = board.config.lease;
+    }
+
+    /// The spacing between this process's attempts now.
+    pub fn interval(&self) -> Duration {
+        let Ok(s) = self.state.lock() else { return Duration::ZERO };
+        interval(&s)
+    }
+
+    /// Wait until the spacing has passed since the last attempt (or `stop` is set), then count this attempt.
+    /// Returns how long it waited.
+    pub fn wait(&self) -> Duration {
+        let (due, stop) = {
+            let Ok(mut s) = self.state.lock() else { return Duration::ZERO };
+            let now = Instant::now();
+            let gap = interval(&s);
+            let due = match s.last {
+                Some(last) if !gap.is_zero() => (last + gap).max(now),
+                _ => now,
+            };
+            // Count the attempt at the moment it is allowed to start: a second caller queues behind it.
+            s.last = Some(due);
+            (due, s.stop.clone())
+        };
+        let started = Instant::now();
+        while Instant::now() < due {
+            if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                break;
+            }
+            std::thread::sleep((due - Instant::now()).min(Duration::from_millis(100)));
+        }
+        started.elapsed()
+    }
+}
+
+fn interval(s: &PaceState) -> Duration {
+    let Some(per_minute) = s.per_minute else { return Duration::ZERO };
+    let share = Duration::from_secs_f64(60.0 * s.active.max(1) as f64 / per_minute);
+    let ceiling = if s.lease.is_zero() { share } else { s.lease / 6 };
+    share.min(ceiling)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_share_grows_with_the_fleet_and_stops_at_a_sixth_of_the_lease() {
+        let s = |per_minute: Option<f64>, active: usize, lease: u64| PaceState {
+            per_minute,
+            active,
+            lease: Duration::from_secs(lease),
+            ..Default::default()
+        };
+        assert_eq!(interval(&s(None, 10, 600)), Duration::ZERO);
+        assert_eq!(interval(&s(Some(6.0), 1, 600)), Duration::from_secs(10));
+        assert_eq!(interval(&s(Some(6.0), 8, 600)), Duration::from_secs(80));
+        assert_eq!(interval(&s(Some(6.0), 32, 600)), Duration::from_secs(100), "a sixth of a 10 min lease");
+        assert_eq!(interval(&s(Some(60.0), 0, 600)), Duration::from_secs(1), "at least one agent");
+    }
+
+    #[test]
+    fn waits_space_attempts_and_stop_cuts_a_wait_short() {
+        let p = Pacer::default();
+        p.configure(Some(600.0), None); // 100 ms each with one agent
+        p.state.lock().expect("lock").lease = Duration::from_secs(600);
+        let t = Instant::now();
+        for _ in 0..4 {
+            p.wait();
+        }
+        assert!(t.elapsed() >= Duration::from_millis(290), "{:?}", t.elapsed());
+        let stop = std::sync::Arc::new(AtomicBool::new(true));
+        p.configure(Some(0.01), Some(stop)); // 100 min apart, but stopping
+        let t = Instant::now();
+        p.wait();
+        p.wait();
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+}
