@@ -67,8 +67,9 @@ class World:
         for k in ("GIT_SWARM_AGENT", "GIT_SWARM_REMOTE", "GIT_SWARM_SWARM", "GIT_DIR", "GIT_WORK_TREE"):
             self.env.pop(k, None)
 
-    def swarm(self, name, n, url_kind, tasks):
-        """A bare remote, n clones, the swarm and its tasks. Returns (bare, clones)."""
+    def swarm(self, name, n, url_kind, tasks, run_settings=""):
+        """A bare remote, n clones, the swarm and its tasks (`run_settings`: more lines of `[run]`). Returns
+        (bare, clones)."""
         base = os.path.join(self.root, name)
         os.makedirs(base)
         bare = os.path.join(base, "remote.git")
@@ -89,7 +90,7 @@ class World:
             clones.append(c)
         cfg = os.path.join(base, "swarm.toml")
         with open(cfg, "w") as f:
-            f.write('lease = "10m"\n[run]\ntask_timeout = "5m"\n[roles.worker]\n')
+            f.write('lease = "10m"\n[run]\ntask_timeout = "5m"\n' + run_settings + '[roles.worker]\n')
             f.write("exec = " + json.dumps(f"sh '{AGENT}'") + "\n")
         sh([self.bin, "init", "--config", cfg], cwd=clones[0], env=self.env)
         for i, (title, body) in enumerate(tasks):

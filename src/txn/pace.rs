@@ -63,10 +63,14 @@ impl Pacer {
         let (due, stop) = {
             let Ok(mut s) = self.state.lock() else { return Duration::ZERO };
             let now = Instant::now();
+            // Jittered (0.5–1.5 × the share, the same on average): runners started together would otherwise wake
+            // together and lose races to each other at every turn; the first attempt waits 0–1 share for the same
+            // reason.
             let gap = interval(&s);
             let due = match s.last {
-                Some(last) if !gap.is_zero() => (last + gap).max(now),
-                _ => now,
+                _ if gap.is_zero() => now,
+                Some(last) => (last + gap.mul_f64(0.5 + fastrand::f64())).max(now),
+                None => now + gap.mul_f64(fastrand::f64()),
             };
             // Count the attempt at the moment it is allowed to start: a second caller queues behind it.
             s.last = Some(due);
@@ -115,10 +119,11 @@ mod tests {
         p.configure(Some(600.0), None); // 100 ms each with one agent
         p.state.lock().expect("lock").lease = Duration::from_secs(600);
         let t = Instant::now();
-        for _ in 0..4 {
+        for _ in 0..8 {
             p.wait();
         }
-        assert!(t.elapsed() >= Duration::from_millis(290), "{:?}", t.elapsed());
+        // 7 gaps of 50–150 ms (and a first wait of 0–100 ms).
+        assert!(t.elapsed() >= Duration::from_millis(350), "{:?}", t.elapsed());
         let stop = std::sync::Arc::new(AtomicBool::new(true));
         p.configure(Some(0.01), Some(stop)); // 100 min apart, but stopping
         let t = Instant::now();
