@@ -9,6 +9,7 @@ mod doctor;
 mod done;
 mod error;
 mod fail;
+mod hooks;
 mod init;
 mod list;
 mod log;
@@ -104,6 +105,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Start a local fleet (workers, planners, a judge) with a live board; Ctrl-C stops it.
     Up(up::UpArgs),
+    /// Git hooks (the Swarm-Task trailer, a claim check before push): install, uninstall, status.
+    Hooks(hooks::HooksArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -411,6 +414,10 @@ fn run(cli: Cli) -> CliResult<()> {
     if let Command::Demo(a) = cli.command {
         return demo::run(&Printer::new(cli.global.json), a);
     }
+    // The hooks' handlers make their own context: a broken setup must not fail a commit or an agent.
+    if let Command::Hooks(a) = cli.command {
+        return hooks::run(cli.global, a);
+    }
     let mut ctx = Ctx::new(cli.global)?;
     match cli.command {
         Command::Init(a) => init::run(&mut ctx, a),
@@ -429,6 +436,6 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Doctor(a) => doctor::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
-        Command::Demo(_) => Ok(()),
+        Command::Demo(_) | Command::Hooks(_) => Ok(()),
     }
 }

@@ -47,6 +47,8 @@ pub struct RunSettings {
     pub empty_is_done: bool,
     pub cycle_max_tasks: Option<u64>,
     pub cycle_max_time: Option<Duration>,
+    /// Put the agent hooks (Claude Code, Cursor settings) into a worker's work tree (`docs/hooks.md`).
+    pub agent_hooks: bool,
 }
 
 impl Default for RunSettings {
@@ -61,6 +63,7 @@ impl Default for RunSettings {
             empty_is_done: false,
             cycle_max_tasks: None,
             cycle_max_time: None,
+            agent_hooks: true,
         }
     }
 }
@@ -76,6 +79,7 @@ struct RawRun {
     plan_rounds: Option<u32>,
     empty: Option<String>,
     cycle: Option<RawCycle>,
+    agent_hooks: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -130,6 +134,7 @@ impl RunSettings {
             empty_is_done,
             cycle_max_tasks: cycle.max_tasks,
             cycle_max_time: cycle.max_time.map(|t| dur("[run.cycle] max_time", Some(t), Duration::ZERO)).transpose()?,
+            agent_hooks: raw.agent_hooks.unwrap_or(d.agent_hooks),
         })
     }
 }
