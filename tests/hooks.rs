@@ -376,6 +376,21 @@ fn a_tracked_settings_file_is_not_clobbered_and_agent_hooks_can_be_turned_off() 
     assert!(!files.contains(".cursor"), "{files}");
 }
 
+/// Run `cmd` with `input` on its stdin, as an agent runs its hooks.
+fn with_stdin(mut cmd: std::process::Command, input: &str) -> Out {
+    use std::process::Stdio;
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    if let Some(mut s) = child.stdin.take() {
+        let _ = std::io::Write::write_all(&mut s, input.as_bytes());
+    }
+    let o = child.wait_with_output().expect("wait");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
+}
+
 fn until_ms(env: &Env, c: &Path, id: &str) -> i64 {
     let t = env.sw(c, &["show", id, "--json"]).ok().json();
     let s = t["claim"]["lease_until"].as_str().expect("claimed").to_string();
@@ -398,16 +413,8 @@ fn the_post_tool_use_hook_renews_a_claim_running_out_and_is_rate_limited() {
         cmd.args(["hooks", "agent", "claude", "post-tool-use"])
             .env("GIT_SWARM_AGENT", "w1")
             .env("GIT_SWARM_TASK_ID", &id)
-            .env("GIT_SWARM_HOOK_RENEW_SECS", secs)
-            .stdin(std::process::Stdio::piped());
-        let mut child =
-            cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("hook");
-        if let Some(mut stdin) = child.stdin.take() {
-            let _ = std::io::Write::write_all(&mut stdin, br#"{"hook_event_name":"PostToolUse","tool_name":"Bash"}"#);
-        }
-        let o = child.wait_with_output().expect("wait");
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stderr).into_owned()
+            .env("GIT_SWARM_HOOK_RENEW_SECS", secs);
+        with_stdin(cmd, r#"{"hook_event_name":"PostToolUse","tool_name":"Bash"}"#).ok().stderr
     };
     // 30 s left of a 10 m lease: due. The claim's lease grows to the swarm's.
     let err = hook("3600");
@@ -442,19 +449,7 @@ fn cursor_and_codex_handlers_write_the_handoff_but_never_over_the_agents_own() {
         if let Some(t) = task {
             cmd.env("GIT_SWARM_TASK_ID", t);
         }
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn");
-        if let Some(mut s) = child.stdin.take() {
-            let _ = std::io::Write::write_all(&mut s, stdin.as_bytes());
-        }
-        let o = child.wait_with_output().expect("wait");
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into(),
-            stderr: String::from_utf8_lossy(&o.stderr).into(),
-        }
+        with_stdin(cmd, stdin)
     };
     let read = || std::fs::read_to_string(&handoff).unwrap_or_default();
 
