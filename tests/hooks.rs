@@ -254,6 +254,24 @@ fn pre_push_without_a_board_or_without_git_swarm_warns_once_and_lets_the_push_th
     assert!(o.stderr.contains("could not read the swarm's board") || o.stderr.contains("check is skipped"));
     assert_eq!(env.rev(&bare, "refs/heads/main").as_deref(), Some(sha.as_str()));
 
+    // A remote that accepts the connection and never answers: the check gives up after the time limit.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for conn in listener.incoming().take(4) {
+            open.push(conn);
+            std::thread::sleep(std::time::Duration::from_secs(20));
+        }
+    });
+    env.git(&c, &["config", "swarm.remote", &format!("git://127.0.0.1:{port}/silent.git")]);
+    git(&env, &c, &[], &["commit", "-q", "--allow-empty", "-m", "w\n\nSwarm-Task: t-123456"]).ok();
+    let started = std::time::Instant::now();
+    let o = git(&env, &c, &[("GIT_SWARM_HOOK_TIMEOUT", "2")], &["push", "-q", "origin", "HEAD:refs/heads/main"]).ok();
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "took {:?}", started.elapsed());
+    assert!(o.stderr.contains("no answer within 2s"), "{}", o.stderr);
+    drop(held);
+
     // No git-swarm on PATH: one warning, the push goes through.
     git(&env, &c, &[], &["commit", "-q", "--allow-empty", "-m", "w\n\nSwarm-Task: t-123456"]).ok();
     let o = env.git_env(&c, &[("PATH", "/usr/bin:/bin")], &["push", "-q", "origin", "HEAD:refs/heads/main"]).ok();
