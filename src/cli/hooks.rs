@@ -292,6 +292,8 @@ fn board_tasks(ctx: &mut Ctx, ids: Vec<String>) -> Result<Vec<Option<Task>>, Str
 fn agent_hook(ctx: &mut Ctx, agent: &str, event: &str, payload: Option<String>) -> CliResult<()> {
     let Some(id) = std::env::var("GIT_SWARM_TASK_ID").ok().filter(|v| !v.is_empty()) else { return Ok(()) };
     git_swarm::model::validate_id(&id).map_err(|e| CliError::usage(format!("GIT_SWARM_TASK_ID: {e}")))?;
+    // A hook that retries for minutes would hold the agent up (Claude Code gives it 30 s): give up sooner.
+    ctx.retry.max_elapsed = ctx.retry.max_elapsed.min(Duration::from_secs(20));
     let stdin_payload = || -> Value {
         let mut s = String::new();
         if !std::io::stdin().is_terminal() {
