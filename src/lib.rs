@@ -18,6 +18,7 @@ pub mod agent;
 pub mod config;
 pub mod doctor;
 pub mod escape;
+pub mod hooks;
 pub mod model;
 pub mod ops;
 pub mod remote;

@@ -10,6 +10,7 @@ mod doctor;
 mod done;
 mod error;
 mod fail;
+mod hooks;
 mod init;
 mod list;
 mod log;
@@ -74,6 +75,25 @@ pub struct GlobalArgs {
     pub json: bool,
 }
 
+impl GlobalArgs {
+    /// Where the command runs: the current directory moved by every `-C` in turn, as git does (each relative to
+    /// the one before; an empty one changes nothing).
+    pub fn start_dir(&self) -> CliResult<PathBuf> {
+        let mut dir = PathBuf::new();
+        for d in self.dir.iter().filter(|d| !d.is_empty()) {
+            dir = dir.join(d);
+            if !dir.is_dir() {
+                return Err(CliError::usage(format!("-C {}: not a directory", dir.display())));
+            }
+        }
+        if dir.as_os_str().is_empty() {
+            dir =
+                std::env::current_dir().map_err(|e| CliError::io(format!("cannot read the current directory: {e}")))?;
+        }
+        Ok(dir)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create the swarm's state ref on the remote (a second run changes nothing).
@@ -117,6 +137,8 @@ pub enum Command {
     /// Print the manual page git-swarm(1) (roff).
     #[command(hide = true)]
     Man(man::ManArgs),
+    /// Git hooks (the Swarm-Task trailer, a claim check before push): install, uninstall, status.
+    Hooks(hooks::HooksArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -141,18 +163,7 @@ pub struct Ctx {
 impl Ctx {
     fn new(global: GlobalArgs) -> CliResult<Ctx> {
         let out = Printer::new(global.json);
-        let mut dir = PathBuf::new();
-        for d in global.dir.iter().filter(|d| !d.as_os_str().is_empty()) {
-            // As git: each -C is relative to the one before.
-            dir = dir.join(d);
-            if !dir.is_dir() {
-                return Err(CliError::usage(format!("-C {}: not a directory", dir.display())));
-            }
-        }
-        if dir.as_os_str().is_empty() {
-            dir =
-                std::env::current_dir().map_err(|e| CliError::io(format!("cannot read the current directory: {e}")))?;
-        }
+        let dir = global.start_dir()?;
         let repo = git_swarm::discover(&dir).map_err(|e| CliError::from(TxnError::from(e)))?;
         let cfg = repo.config_snapshot();
         let get = |key: &str| cfg.string(key).map(|v| v.to_string()).filter(|v| !v.is_empty());
@@ -450,6 +461,10 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Man(a) => return man::run(a),
         _ => {}
     }
+    // The hooks' handlers make their own context: a broken setup must not fail a commit or an agent.
+    if let Command::Hooks(a) = cli.command {
+        return hooks::run(cli.global, a);
+    }
     let mut ctx = Ctx::new(cli.global)?;
     match cli.command {
         Command::Init(a) => init::run(&mut ctx, a),
@@ -468,6 +483,6 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Doctor(a) => doctor::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
-        Command::Demo(_) | Command::Setup(_) | Command::Completions(_) | Command::Man(_) => Ok(()),
+        Command::Demo(_) | Command::Setup(_) | Command::Completions(_) | Command::Man(_) | Command::Hooks(_) => Ok(()),
     }
 }

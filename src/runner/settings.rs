@@ -49,6 +49,8 @@ pub struct RunSettings {
     pub cycle_max_time: Option<Duration>,
     /// The fleet's push budget, pushes a minute to the remote (see `txn::Pacer`); `None`: as fast as it goes.
     pub pushes_per_minute: Option<f64>,
+    /// Put the agent hooks (Claude Code, Cursor settings) into a worker's work tree (`docs/hooks.md`).
+    pub agent_hooks: bool,
 }
 
 impl Default for RunSettings {
@@ -64,6 +66,7 @@ impl Default for RunSettings {
             cycle_max_tasks: None,
             cycle_max_time: None,
             pushes_per_minute: None,
+            agent_hooks: true,
         }
     }
 }
@@ -80,6 +83,7 @@ struct RawRun {
     empty: Option<String>,
     cycle: Option<RawCycle>,
     pushes_per_minute: Option<f64>,
+    agent_hooks: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -140,6 +144,7 @@ impl RunSettings {
                 }
                 p => p,
             },
+            agent_hooks: raw.agent_hooks.unwrap_or(d.agent_hooks),
         })
     }
 }

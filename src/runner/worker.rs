@@ -281,11 +281,24 @@ fn run_worker_agent(
     );
     let handoff = r.run_dir().join("handoff.md");
     let _ = std::fs::remove_file(&handoff);
+    let _ = std::fs::remove_file(crate::hooks::agent::auto_marker(&handoff));
     let mut env = r.base_env(Role::Worker);
     env.push(("GIT_SWARM_TASK_ID".into(), t.id.clone()));
     env.push(("GIT_SWARM_TASK_TITLE".into(), t.title.clone()));
     env.push(("GIT_SWARM_EPOCH".into(), h.epoch.to_string()));
     env.push(("GIT_SWARM_HANDOFF_FILE".into(), handoff.to_string_lossy().into_owned()));
+    // The agent hooks (docs/hooks.md): settings files in the work tree, kept out of the task's commits.
+    let hooks = if settings.agent_hooks { crate::hooks::agent::install(wt) } else { Default::default() };
+    for why in &hooks.skipped {
+        r.emit(Event::Warning(format!("agent hooks: {why}")));
+    }
+    if !hooks.files.is_empty() {
+        env.extend(crate::hooks::agent::exclude_env(wt, &r.run_dir()));
+    }
+    // What the hooks run (`${GIT_SWARM_BIN:-git-swarm}`): this binary, whatever the agent's PATH holds.
+    if let Ok(exe) = std::env::current_exe() {
+        env.push(("GIT_SWARM_BIN".into(), exe.to_string_lossy().into_owned()));
+    }
     r.emit(Event::AgentStarted { task: t.id.clone(), what: "work" });
     let id = t.id.clone();
     let lease = config.lease;
@@ -318,8 +331,11 @@ fn run_worker_agent(
                     false
                 }
             }
-        })?
+        })
     };
+    // Before anything is committed: the settings files are not part of the work.
+    crate::hooks::agent::remove(&hooks);
+    let out = out?;
     h.until = until;
     let at = Instant::now();
     r.emit(Event::AgentExited { task: h.task.id.clone(), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });

@@ -115,6 +115,16 @@ impl Env {
         Out::from(cmd.current_dir(dir).args(args).output().expect("run git"))
     }
 
+    /// Run git in `dir` with extra environment (a `PATH` that finds `git-swarm` for hooks, …), whatever it returns.
+    pub fn git_env(&self, dir: &Path, extra: &[(&str, &str)], args: &[&str]) -> Out {
+        let mut cmd = Command::new("git");
+        self.env(&mut cmd);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        Out::from(cmd.current_dir(dir).args(args).output().expect("run git"))
+    }
+
     /// A bare repository `<name>.git` with one commit on main.
     pub fn bare_remote(&self, name: &str) -> PathBuf {
         let bare = self.path(&format!("{name}.git"));

@@ -1,0 +1,297 @@
+//! Agent hooks: the settings files a worker puts into its work tree before the agent starts (Claude Code's
+//! `.claude/settings.local.json`, Cursor's `.cursor/hooks.json`), keeping them out of the task's commits, and
+//! what their handler (`git swarm hooks agent …`) needs: the last assistant message of a transcript, and writing
+//! the hand-off without overwriting one the agent wrote itself.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// A settings file of an agent, shipped in `hooks/` and embedded in the binary.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentFile {
+    pub agent: &'static str,
+    /// Relative to the work tree's top.
+    pub path: &'static str,
+    pub content: &'static str,
+}
+
+/// What the worker installs. Codex has no file here: see `hooks/codex/config.toml` and `docs/hooks.md`.
+pub const FILES: &[AgentFile] = &[
+    AgentFile {
+        agent: "claude",
+        path: ".claude/settings.local.json",
+        content: include_str!("../../hooks/claude/settings.local.json"),
+    },
+    AgentFile { agent: "cursor", path: ".cursor/hooks.json", content: include_str!("../../hooks/cursor/hooks.json") },
+];
+
+/// What [`install`] put into a work tree, to take out again with [`remove`].
+#[derive(Debug, Default, Clone)]
+pub struct Installed {
+    pub files: Vec<PathBuf>,
+    /// Folders it created, deepest first.
+    pub dirs: Vec<PathBuf>,
+    /// One line per file left alone, and why.
+    pub skipped: Vec<String>,
+}
+
+/// Write the agent settings files into the work tree `wt`, fresh from a checkout (so whatever exists at one of
+/// their paths is tracked by the repository: it is left alone). A path through a symbolic link or a file is
+/// skipped too: nothing is written outside the work tree.
+pub fn install(wt: &Path) -> Installed {
+    let mut out = Installed::default();
+    for f in FILES {
+        let rel = Path::new(f.path);
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            continue;
+        }
+        let target = wt.join(rel);
+        if std::fs::symlink_metadata(&target).is_ok() {
+            out.skipped.push(format!("{}: the repository has this file; it is left as it is", f.path));
+            continue;
+        }
+        let mut created = Vec::new();
+        let mut dir = wt.to_path_buf();
+        let mut ok = true;
+        for c in rel.parent().into_iter().flat_map(Path::components) {
+            dir.push(c);
+            match std::fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    out.skipped.push(format!("{}: {} is not a folder in this repository", f.path, dir.display()));
+                    ok = false;
+                    break;
+                }
+                Err(_) => match std::fs::create_dir(&dir) {
+                    Ok(()) => created.push(dir.clone()),
+                    Err(e) => {
+                        out.skipped.push(format!("{}: cannot create {}: {e}", f.path, dir.display()));
+                        ok = false;
+                        break;
+                    }
+                },
+            }
+        }
+        let written = ok
+            && std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&target)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, f.content.as_bytes()))
+                .map_err(|e| out.skipped.push(format!("{}: {e}", f.path)))
+                .is_ok();
+        if written {
+            out.files.push(target);
+        }
+        created.reverse();
+        out.dirs.extend(created);
+    }
+    out
+}
+
+/// Take out what [`install`] put in (best effort: the next task's checkout cleans the work tree anyway).
+pub fn remove(installed: &Installed) {
+    for f in &installed.files {
+        let _ = std::fs::remove_file(f);
+    }
+    for d in &installed.dirs {
+        let _ = std::fs::remove_dir(d); // only when empty
+    }
+}
+
+/// The environment that keeps the installed files out of the agent's own `git add -A`: a `core.excludesFile`
+/// (through `GIT_CONFIG_COUNT`, for the agent's processes only) holding the user's global excludes and our paths.
+/// Not `info/exclude`: linked work trees share it with the user's checkout.
+pub fn exclude_env(wt: &Path, run_dir: &Path) -> Vec<(String, String)> {
+    let mut text = String::new();
+    if let Some(global) = user_excludes_file(wt) {
+        let mut f = std::fs::File::open(global).ok();
+        if let Some(f) = f.as_mut() {
+            let _ = f.take(1 << 20).read_to_string(&mut text);
+        }
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text.push_str("# git swarm: the agent hooks it installed in this work tree\n");
+    for f in FILES {
+        text.push_str(&format!("/{}\n", f.path));
+    }
+    let file = run_dir.join("agent-excludes");
+    if std::fs::write(&file, text).is_err() {
+        return vec![];
+    }
+    let n: usize = std::env::var("GIT_CONFIG_COUNT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    vec![
+        ("GIT_CONFIG_COUNT".into(), (n + 1).to_string()),
+        (format!("GIT_CONFIG_KEY_{n}"), "core.excludesFile".into()),
+        (format!("GIT_CONFIG_VALUE_{n}"), file.to_string_lossy().into_owned()),
+    ]
+}
+
+/// The excludes file git would use: `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore` (`~/.config/…`).
+fn user_excludes_file(wt: &Path) -> Option<PathBuf> {
+    let out = std::process::Command::new("git")
+        .args(["config", "--path", "--get", "core.excludesFile"])
+        .current_dir(wt)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let configured = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() && !configured.is_empty() {
+        return Some(PathBuf::from(configured));
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = xdg.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("git").join("ignore"))
+}
+
+/// The last `max` bytes of a file, as text (a transcript can be large; the end is what we want).
+pub fn read_tail(path: &Path, max: u64) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    if len > max {
+        f.seek(SeekFrom::Start(len - max))?;
+    }
+    let mut bytes = Vec::new();
+    f.take(max).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The text of the last assistant message in a Claude Code transcript (JSON lines; an assistant entry is
+/// `{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": …}, …]}}`;
+/// `content` may also be a plain string). Entries with no text (tool calls only) are passed over; lines that
+/// are not JSON (a tail cut in the middle of one) too.
+pub fn last_assistant_text(jsonl: &str) -> Option<String> {
+    for line in jsonl.lines().rev() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let msg = &v["message"];
+        if v["type"] != "assistant" && msg["role"] != "assistant" {
+            continue;
+        }
+        let text = match &msg["content"] {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Array(parts) => parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+            _ => String::new(),
+        };
+        if !text.trim().is_empty() {
+            return Some(text);
+        }
+    }
+    None
+}
+
+/// The largest hand-off we write (the runner stores at most 64 KiB of it).
+const MAX_HANDOFF: usize = 64 * 1024;
+
+/// What happened to the hand-off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    Written,
+    /// The agent wrote one itself: left alone.
+    AgentWrote,
+    /// Nothing to write.
+    Empty,
+}
+
+/// Write `text` as the hand-off at `file`, unless the agent wrote one itself. What we wrote is remembered next to
+/// it (`<file>.auto`) so that a later message replaces our own hand-off, never the agent's.
+pub fn record_handoff(file: &Path, text: &str) -> std::io::Result<Handoff> {
+    if text.trim().is_empty() {
+        return Ok(Handoff::Empty);
+    }
+    let marker = auto_marker(file);
+    if let Ok(current) = std::fs::read_to_string(file)
+        && !current.trim().is_empty()
+        && std::fs::read_to_string(&marker).ok().as_deref() != Some(current.as_str())
+    {
+        return Ok(Handoff::AgentWrote);
+    }
+    let mut t: String = text.to_string();
+    if t.len() > MAX_HANDOFF {
+        t.truncate(t.floor_char_boundary(MAX_HANDOFF));
+    }
+    if !t.ends_with('\n') {
+        t.push('\n');
+    }
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&marker, &t)?;
+    std::fs::write(file, &t)?;
+    Ok(Handoff::Written)
+}
+
+/// Where [`record_handoff`] remembers what it wrote.
+pub fn auto_marker(file: &Path) -> PathBuf {
+    let mut name = file.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".auto");
+    file.with_file_name(name)
+}
+
+/// A local rate limit: `true` when `stamp` was touched less than `every` ago; otherwise touch it and say `false`.
+pub fn rate_limited(stamp: &Path, every: Duration) -> bool {
+    let recent = std::fs::metadata(stamp)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|age| age < every);
+    if recent {
+        return true;
+    }
+    if let Some(dir) = stamp.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(stamp, b"");
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_are_valid_json_and_name_the_handler() {
+        for f in FILES {
+            let v: serde_json::Value = serde_json::from_str(f.content).expect(f.path);
+            assert!(v["hooks"].is_object(), "{}", f.path);
+            assert!(f.content.contains(&format!("hooks agent {}", f.agent)), "{}", f.path);
+        }
+    }
+
+    #[test]
+    fn last_assistant_text_skips_tool_calls_and_broken_lines() {
+        let t = concat!(
+            r#"{"type":"user","message":{"role":"user","content":"do it"}}"#,
+            "\n",
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"first"}]}}"#,
+            "\n",
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Done: x"},{"type":"text","text":"y"}]}}"#,
+            "\n",
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"1"}]}}"#,
+            "\n",
+            r#"{"type":"assistant","mess"#,
+        );
+        assert_eq!(last_assistant_text(t).as_deref(), Some("Done: x\n\ny"));
+        assert_eq!(last_assistant_text(""), None);
+    }
+
+    #[test]
+    fn handoff_never_overwrites_the_agents_own() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = dir.path().join("handoff.md");
+        assert_eq!(record_handoff(&f, "one").expect("w"), Handoff::Written);
+        assert_eq!(record_handoff(&f, "two").expect("w"), Handoff::Written);
+        assert_eq!(std::fs::read_to_string(&f).expect("r"), "two\n");
+        std::fs::write(&f, "mine\n").expect("w");
+        assert_eq!(record_handoff(&f, "three").expect("w"), Handoff::AgentWrote);
+        assert_eq!(std::fs::read_to_string(&f).expect("r"), "mine\n");
+        assert_eq!(record_handoff(&f, "  ").expect("w"), Handoff::Empty);
+    }
+}
