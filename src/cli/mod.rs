@@ -2,6 +2,7 @@
 //! One file per subcommand; each has an `XArgs` struct and `run(ctx, args)`.
 
 mod add;
+mod board;
 mod claim;
 mod compact;
 mod demo;
@@ -9,6 +10,7 @@ mod doctor;
 mod done;
 mod error;
 mod fail;
+mod frame;
 mod init;
 mod list;
 mod log;
@@ -20,6 +22,7 @@ mod run;
 mod show;
 mod status;
 mod up;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -104,6 +107,10 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Start a local fleet (workers, planners, a judge) with a live board; Ctrl-C stops it.
     Up(up::UpArgs),
+    /// A live board in the terminal, redrawn when the state ref moves (--once: one frame).
+    Watch(watch::WatchArgs),
+    /// The board as one self-contained HTML page (--html <file>) or JSON (--json).
+    Board(board::BoardArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -429,6 +436,8 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Doctor(a) => doctor::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
+        Command::Watch(a) => watch::run(&mut ctx, a),
+        Command::Board(a) => board::run(&mut ctx, a),
         Command::Demo(_) => Ok(()),
     }
 }
