@@ -21,7 +21,7 @@ use super::{CliError, CliResult, Ctx};
 pub struct WatchArgs {
     /// How often to look at a remote that cannot be watched for file events (a URL), and the fallback poll of one
     /// that can.
-    #[arg(long, default_value = "2s", value_parser = super::parse_lease, value_name = "DURATION")]
+    #[arg(long, default_value = "2s", value_parser = parse_interval, value_name = "DURATION")]
     interval: Duration,
     /// Print one frame and exit.
     #[arg(long)]
@@ -29,6 +29,16 @@ pub struct WatchArgs {
     /// Read at most this many ops of the log (landings per minute and the latest ops come from it).
     #[arg(long, default_value_t = 2_000, value_name = "N")]
     log_limit: usize,
+}
+
+/// `--interval`: `2s`, `500ms`, `1m`; from 100 ms to an hour.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d =
+        humantime::parse_duration(s).map_err(|e| format!("'{}' is not a duration like 2s or 500ms ({e})", line(s)))?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+        return Err(format!("'{}' is not between 100ms and 1h", line(s)));
+    }
+    Ok(d)
 }
 
 /// Hides the cursor while the board is drawn on a terminal; shows it again however the command ends.
@@ -54,9 +64,6 @@ impl Drop for Cursor {
 }
 
 pub fn run(ctx: &mut Ctx, args: WatchArgs) -> CliResult<()> {
-    if args.interval < Duration::from_millis(100) {
-        return Err(CliError::usage("--interval: at least 100ms"));
-    }
     if args.log_limit == 0 {
         return Err(CliError::usage("--log-limit: at least 1"));
     }
