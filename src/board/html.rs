@@ -604,15 +604,12 @@ fn throughput(h: &mut String, v: &BoardView) {
         h.push_str("</svg></section>\n");
         return;
     };
-    let _ = write!(
-        h,
-        "<text x=\"{LEFT}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text></svg>",
-        PH + 30,
-        first.start.clock(),
-        width - 10,
-        PH + 30,
-        last.start.clock()
-    );
+    let _ = write!(h, "<text x=\"{LEFT}\" y=\"{}\">{}</text>", PH + 30, first.start.clock());
+    if tp.buckets.len() > 1 {
+        let _ =
+            write!(h, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", width - 10, PH + 30, last.start.clock());
+    }
+    h.push_str("</svg>");
     if v.log_truncated {
         let _ = write!(h, "<p class=\"note\" id=\"log-capped\">the log was read back {} ops only</p>", v.log_ops);
     }

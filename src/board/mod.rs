@@ -590,6 +590,79 @@ mod tests {
         assert_eq!(m[20 - 1 - 16], 1, "{m:?}");
     }
 
+    fn snapshot(tasks: &[(&str, Status, Option<(&str, u64, u64)>)]) -> Snapshot {
+        let mut board = crate::ops::Board::default();
+        for (id, status, claim) in tasks {
+            let mut t: crate::model::Task =
+                toml::from_str(&format!("id = \"{id}\"\ntitle = \"{id}\"\n")).expect("task");
+            t.status = *status;
+            t.claim = claim.map(|(agent, epoch, until)| crate::model::Claim {
+                agent: agent.into(),
+                epoch,
+                lease_until: Timestamp::from_secs(until),
+            });
+            board.tasks.insert(id.to_string(), crate::ops::Stored { path: format!("tasks/{id}.toml"), task: t });
+        }
+        Snapshot { commit: gix::ObjectId::null(gix::hash::Kind::Sha1), board, problems: vec![] }
+    }
+
+    #[test]
+    fn timeline_segments_end_with_the_op_that_ended_the_claim() {
+        let mut land = entry(60, "done", "t-a", "w1", Some(1));
+        land.also.push(("claim".into(), Some("t-c".into()), Some(1)));
+        // newest first
+        let log = vec![
+            entry(90, "claim", "t-b", "w2", Some(2)),
+            land,
+            entry(40, "claim", "t-b", "w1", Some(1)),
+            entry(20, "claim", "t-a", "w1", Some(1)),
+            entry(15, "claim", "t-a", "w1", Some(1)),
+            entry(10, "claim", "t-a", "w1", Some(1)),
+            entry(5, "claim", "t-d", "w3", Some(4)),
+        ];
+        let snap = snapshot(&[
+            ("t-a", Status::Done, None),
+            ("t-b", Status::Claimed, Some(("w2", 2, 1_000))),
+            ("t-c", Status::Claimed, Some(("w1", 1, 100))),
+            ("t-d", Status::Open, None),
+        ]);
+        let tl = timeline(&log, &snap, Timestamp::from_secs(120));
+        let got: Vec<(&str, &str, u64, Option<u64>, Outcome)> = tl
+            .iter()
+            .map(|s| (s.agent.as_str(), s.task.as_str(), s.start.secs(), s.end.map(|e| e.secs()), s.outcome))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                // The log does not say how w3's claim ended.
+                ("w3", "t-d", 5, Some(5), Outcome::Unknown),
+                // Claiming again is a renewal, not a new segment.
+                ("w1", "t-a", 10, Some(60), Outcome::Done),
+                // w2 took t-b over: w1's lease had run out.
+                ("w1", "t-b", 40, Some(90), Outcome::Expired),
+                // Claimed in the same commit as the landing; its lease ran out at 100, before now (120).
+                ("w1", "t-c", 60, Some(100), Outcome::Expired),
+                ("w2", "t-b", 90, None, Outcome::Held),
+            ]
+        );
+        let view = BoardView::build(
+            &Input {
+                swarm: "s",
+                remote: "r",
+                snapshot: &snap,
+                log: &log,
+                log_truncated: false,
+                cycle: None,
+                now: Timestamp::from_secs(120),
+            },
+            &Options::default(),
+        );
+        let held: Vec<_> =
+            view.holders.iter().map(|h| (h.task.as_str(), h.since.map(|t| t.secs()), h.expired)).collect();
+        assert_eq!(held, vec![("t-c", Some(60), true), ("t-b", Some(90), false)]);
+        assert_eq!(view.throughput.buckets.iter().map(|b| b.done).sum::<u64>(), 1);
+    }
+
     #[test]
     fn bucket_widths_are_round_and_cover_the_span() {
         assert_eq!(bucket_width(10, 30), 1);

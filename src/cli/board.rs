@@ -6,7 +6,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use git_swarm::board::{Loaded, Options, html};
-use git_swarm::escape::line;
 
 use super::frame;
 use super::{CliError, CliResult, Ctx};
@@ -50,13 +49,7 @@ pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
             }
         }
         None => {
-            let head = format!(
-                "git swarm board — swarm {} on {} — state {} — {}",
-                line(&swarm.name),
-                line(&swarm.remote_label),
-                view.commit.get(..12).unwrap_or(&view.commit),
-                view.now.clock()
-            );
+            let head = frame::head("board", &swarm, &view);
             ctx.out.line(frame::render(&view, &head, None).trim_end());
             ctx.out.doc(&serde_json::to_value(&view).map_err(|e| CliError::io(format!("board: {e}")))?);
         }

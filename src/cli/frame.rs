@@ -11,6 +11,17 @@ pub struct MemberLine<'a> {
     pub exit: Option<i32>,
 }
 
+/// The first line of a frame of `git swarm <command>`: the swarm, the remote, the state commit, the clock.
+pub fn head(command: &str, swarm: &git_swarm::txn::Swarm, v: &BoardView) -> String {
+    format!(
+        "git swarm {command} — swarm {} on {} — state {} — {}",
+        line(&swarm.name),
+        line(&swarm.remote_label),
+        v.commit.get(..12).unwrap_or(&v.commit),
+        v.now.clock()
+    )
+}
+
 /// Longest text of a task on one line of the frame.
 const WIDTH: usize = 100;
 

@@ -89,13 +89,7 @@ pub fn run(ctx: &mut Ctx, args: WatchArgs) -> CliResult<()> {
             let res = if json {
                 serde_json::to_string(&view).map_err(std::io::Error::other).and_then(|s| writeln!(out, "{s}"))
             } else {
-                let head = format!(
-                    "git swarm watch — swarm {} on {} — state {} — {}",
-                    line(&swarm.name),
-                    line(&swarm.remote_label),
-                    view.commit.get(..12).unwrap_or(&view.commit),
-                    view.now.clock()
-                );
+                let head = frame::head("watch", &swarm, &view);
                 let mut text = frame::render(&view, &head, None);
                 if let Some(e) = &error {
                     text.push_str(&format!("\ncannot read the board now (showing the last state): {}\n", line(e)));
