@@ -335,6 +335,54 @@ fn watch_polls_a_url_remote() {
     watch_redraws(file_url, "300ms");
 }
 
+/// On a terminal (a pty from util-linux `script`): the cursor is hidden, each frame clears the screen, Ctrl-C
+/// (SIGINT from `timeout`) ends it with exit 0 and the cursor shown again; the only escape codes are ours.
+#[test]
+fn watch_on_a_terminal_redraws_in_place_and_restores_the_cursor() {
+    let have = |p: &str| Path::new(p).is_file();
+    if !(have("/usr/bin/script") && have("/usr/bin/timeout")) {
+        assert!(
+            !std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1"),
+            "script (util-linux) or timeout (coreutils) missing and GIT_SWARM_REQUIRE_ALL=1"
+        );
+        println!("skipped: util-linux script or coreutils timeout not installed");
+        return;
+    }
+    let fx = fixture(path_url);
+    let line = format!(
+        "/usr/bin/timeout --preserve-status --foreground -s INT 3 '{}' watch --interval 1s; echo \"exit=$?\"",
+        common::BIN
+    );
+    let mut cmd = Command::new("/usr/bin/script");
+    cmd.args(["-q", "-e", "-c", &line, "/dev/null"]).current_dir(&fx.clone);
+    // The same hermetic environment as every other command of the test.
+    let probe = fx.env.cmd(&fx.clone);
+    for (k, v) in probe.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = common::finish(
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("script"),
+        30,
+        "script",
+    );
+    let s = out.stdout;
+    assert!(s.contains("exit=0"), "Ctrl-C ends watch with exit 0:\n{s}");
+    let hide = s.find("\x1b[?25l").unwrap_or_else(|| panic!("the cursor is hidden:\n{s:?}"));
+    let show = s.rfind("\x1b[?25h").unwrap_or_else(|| panic!("the cursor is shown again:\n{s:?}"));
+    assert!(hide < show);
+    // The clock ticks: more than one frame in 3 s, each drawn from the top of a cleared screen.
+    let frames = s.matches("\x1b[H\x1b[2J").count();
+    assert!(frames >= 2, "{frames} frame(s):\n{s:?}");
+    assert_eq!(s.matches("git swarm watch — ").count(), frames);
+    // Every escape code is one of ours: the hostile title's is shown escaped.
+    let ours = s.matches("\x1b[?25l").count() + s.matches("\x1b[?25h").count() + 2 * frames;
+    assert_eq!(s.matches('\x1b').count(), ours, "{s:?}");
+    assert!(s.contains("\\u{1b}[2J (until "));
+}
+
 #[test]
 fn watch_and_board_refuse_bad_arguments() {
     let env = Env::new();

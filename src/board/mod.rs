@@ -590,7 +590,10 @@ mod tests {
         assert_eq!(m[20 - 1 - 16], 1, "{m:?}");
     }
 
-    fn snapshot(tasks: &[(&str, Status, Option<(&str, u64, u64)>)]) -> Snapshot {
+    /// A claim in a test: agent, epoch, lease end (seconds).
+    type TestClaim<'a> = Option<(&'a str, u64, u64)>;
+
+    fn snapshot(tasks: &[(&str, Status, TestClaim<'_>)]) -> Snapshot {
         let mut board = crate::ops::Board::default();
         for (id, status, claim) in tasks {
             let mut t: crate::model::Task =
