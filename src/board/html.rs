@@ -506,7 +506,8 @@ fn timeline(h: &mut String, v: &BoardView) {
         let Some(&i) = lane.get(s.agent.as_str()) else { continue };
         let x = x_of(s.start);
         let end = s.end.unwrap_or(v.now);
-        let w = (x_of(end) - x).max(3.0);
+        // A pixel of gap, so that a claim taken again at once reads as two bars.
+        let w = ((x_of(end) - x) - 1.0).max(3.0);
         let _ = write!(
             h,
             "<rect class=\"seg\" data-agent=\"{}\" data-task=\"{}\" data-outcome=\"{}\" x=\"{x:.1}\" y=\"{}\" width=\"{w:.1}\" height=\"14\" fill=\"{}\"><title>{} {} → {} ({})</title></rect>",

@@ -22,6 +22,9 @@ pub fn head(command: &str, swarm: &git_swarm::txn::Swarm, v: &BoardView) -> Stri
     )
 }
 
+/// Most holder lines in a frame, so that a frame fits a terminal and redraws in place.
+const MAX_AGENT_LINES: usize = 20;
+
 /// Longest text of a task on one line of the frame.
 const WIDTH: usize = 100;
 
@@ -126,8 +129,11 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
             } else {
                 s.push_str("holders:\n");
             }
-            for a in agents {
+            for a in agents.iter().take(MAX_AGENT_LINES) {
                 s.push_str(&format!("  {:<16} {}\n", line(a), clip(&held(a).join("; "), WIDTH)));
+            }
+            if agents.len() > MAX_AGENT_LINES {
+                s.push_str(&format!("  … and {} more agents (git swarm status)\n", agents.len() - MAX_AGENT_LINES));
             }
         }
     }

@@ -95,8 +95,11 @@ pub fn run(ctx: &mut Ctx, args: WatchArgs) -> CliResult<()> {
                     text.push_str(&format!("\ncannot read the board now (showing the last state): {}\n", line(e)));
                 }
                 if tty {
-                    // Home, draw, clear what the last frame left below.
-                    write!(out, "\x1b[H\x1b[2J{text}")
+                    // Clear the screen once; then go home and overwrite, clearing the rest of each line and what
+                    // the last frame left below (no flicker).
+                    let clear = if first { "\x1b[2J" } else { "" };
+                    let body = text.replace('\n', "\x1b[K\n");
+                    write!(out, "\x1b[H{clear}{body}\x1b[J")
                 } else if first {
                     write!(out, "{text}")
                 } else {
