@@ -312,7 +312,9 @@ cannot read the board: {e}
             );
         }
     };
-    let view = loaded.view(swarm, Timestamp::now_with_offset(0), &git_swarm::board::Options::default());
+    // The clock the members use: they inherit `GIT_SWARM_CLOCK_OFFSET` (checked by `Ctx::new` before we got here).
+    let offset = std::env::var("GIT_SWARM_CLOCK_OFFSET").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let view = loaded.view(swarm, Timestamp::now_with_offset(offset), &git_swarm::board::Options::default());
     let lines: Vec<MemberLine<'_>> = members.iter().map(|m| MemberLine { agent: &m.agent, exit: m.exit }).collect();
     super::frame::render(&view, &head, Some(&lines))
 }
