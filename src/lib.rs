@@ -15,6 +15,7 @@
 //! The engine does no terminal I/O and reads no user configuration on its own: the caller passes every choice.
 
 pub mod agent;
+pub mod board;
 pub mod config;
 pub mod doctor;
 pub mod escape;

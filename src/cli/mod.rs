@@ -2,6 +2,7 @@
 //! One file per subcommand; each has an `XArgs` struct and `run(ctx, args)`.
 
 mod add;
+mod board;
 mod claim;
 mod compact;
 mod completions;
@@ -10,6 +11,7 @@ mod doctor;
 mod done;
 mod error;
 mod fail;
+mod frame;
 mod hooks;
 mod init;
 mod list;
@@ -24,6 +26,7 @@ mod setup;
 mod show;
 mod status;
 mod up;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -139,6 +142,10 @@ pub enum Command {
     Man(man::ManArgs),
     /// Git hooks (the Swarm-Task trailer, a claim check before push): install, uninstall, status.
     Hooks(hooks::HooksArgs),
+    /// A live board in the terminal, redrawn when the state ref moves (--once: one frame).
+    Watch(watch::WatchArgs),
+    /// The board as one self-contained HTML page (--html <file>) or JSON (--json).
+    Board(board::BoardArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -483,6 +490,8 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Doctor(a) => doctor::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
+        Command::Watch(a) => watch::run(&mut ctx, a),
+        Command::Board(a) => board::run(&mut ctx, a),
         Command::Demo(_) | Command::Setup(_) | Command::Completions(_) | Command::Man(_) | Command::Hooks(_) => Ok(()),
     }
 }

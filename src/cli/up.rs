@@ -8,8 +8,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use git_swarm::model::Status;
+use git_swarm::time::Timestamp;
 use git_swarm::txn::Swarm;
 
+use super::frame::MemberLine;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
@@ -288,63 +290,31 @@ fn signal(child: &Child, sig: nix::sys::signal::Signal) {
     }
 }
 
-/// The live board: counts, who holds what, the latest ops.
+/// The live board: counts, who holds what (per member of the fleet), the latest ops — the frame of `git swarm
+/// watch` with the fleet's members.
 fn render_board(swarm: &Swarm, members: &[Member], started: Instant) -> String {
-    use git_swarm::escape::line;
-    let mut s = String::new();
     let el = started.elapsed().as_secs();
-    s.push_str(&format!(
-        "git swarm up — swarm {} on {} — {:02}:{:02} — Ctrl-C stops the fleet\n",
-        swarm.name,
-        swarm.remote_label,
+    let head = format!(
+        "git swarm up — swarm {} on {} — {:02}:{:02} — Ctrl-C stops the fleet",
+        git_swarm::escape::line(&swarm.name),
+        git_swarm::escape::line(&swarm.remote_label),
         el / 60,
         el % 60
-    ));
-    let snap = match swarm.read(false) {
-        Ok(s) => s,
+    );
+    // Live tasks only: this runs every second while the fleet works, and finished tasks do not move.
+    let loaded = match git_swarm::board::Loaded::read(swarm, false, 1_000) {
+        Ok(l) => l,
         Err(e) => {
-            s.push_str(&format!("cannot read the board: {e}\n"));
-            return s;
+            return format!(
+                "{head}
+cannot read the board: {e}
+"
+            );
         }
     };
-    let c = git_swarm::runner::counts(&snap.board);
-    let done = count(&c, Status::Done);
-    let per_min = if el > 0 { done as f64 * 60.0 / el as f64 } else { 0.0 };
-    s.push_str(&format!(
-        "tasks: {} open · {} claimed · {} done · {} failed — {per_min:.1} done/min\n",
-        count(&c, Status::Open),
-        count(&c, Status::Claimed),
-        done,
-        count(&c, Status::Failed)
-    ));
-    let cycle = git_swarm::runner::last_cycle(swarm.store(), snap.commit);
-    if let Some(cy) = cycle {
-        s.push_str(&format!("cycle {}: {} — {}\n", cy.cycle, cy.verdict, line(&cy.reasons)));
-    }
-    s.push('\n');
-    for m in members {
-        let held: Vec<String> = snap
-            .board
-            .tasks
-            .values()
-            .filter(|t| t.task.claim.as_ref().is_some_and(|c| c.agent == m.agent) && t.task.status == Status::Claimed)
-            .map(|t| format!("{} {}", t.task.id, line(&t.task.title)))
-            .collect();
-        let state = match m.exit {
-            Some(code) => format!("exited ({code})"),
-            None if held.is_empty() => "idle".into(),
-            None => held.join("; "),
-        };
-        let state: String = state.chars().take(100).collect();
-        s.push_str(&format!("  {:<16} {state}\n", m.agent));
-    }
-    s.push_str("\nlatest:\n");
-    if let Ok(log) = swarm.store().log(snap.commit, 8) {
-        for e in log {
-            let summary: String = line(&e.summary).chars().take(100).collect();
-            let agent = line(e.agent.as_deref().unwrap_or("-"));
-            s.push_str(&format!("  {} {:<14} {summary}\n", e.time.clock(), agent));
-        }
-    }
-    s
+    // The clock the members use: they inherit `GIT_SWARM_CLOCK_OFFSET` (checked by `Ctx::new` before we got here).
+    let offset = std::env::var("GIT_SWARM_CLOCK_OFFSET").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let view = loaded.view(swarm, Timestamp::now_with_offset(offset), &git_swarm::board::Options::default());
+    let lines: Vec<MemberLine<'_>> = members.iter().map(|m| MemberLine { agent: &m.agent, exit: m.exit }).collect();
+    super::frame::render(&view, &head, Some(&lines))
 }

@@ -423,7 +423,9 @@ fn sleep_unless(stop: &AtomicBool, d: Duration) {
 }
 
 /// Watch a repository's refs (loose refs under `refs/swarm/` and `packed-refs`) for changes.
-fn watch_refs(common_dir: &Path) -> (Option<notify::RecommendedWatcher>, Option<std::sync::mpsc::Receiver<()>>) {
+pub(crate) fn watch_refs(
+    common_dir: &Path,
+) -> (Option<notify::RecommendedWatcher>, Option<std::sync::mpsc::Receiver<()>>) {
     use notify::Watcher;
     let (tx, rx) = std::sync::mpsc::channel();
     let Ok(mut w) = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {

@@ -1,0 +1,679 @@
+//! The board as something to look at: a pure [`BoardView`] computed from a snapshot of the state ref and its audit
+//! log — counts, who holds what, landings per minute, failures, the last cycle, the plan tree, per-agent timeline
+//! segments and throughput over time. `git swarm watch` and `git swarm up` render it as text, `git swarm board
+//! --html` as one self-contained page ([`html::render`]), `git swarm board --json` as JSON (`docs/json.md`).
+//!
+//! Nothing here does I/O: the CLI reads the snapshot, the log and the cycle record and passes them in.
+
+pub mod html;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::model::{Kind, Status};
+use crate::remote::Location;
+use crate::runner::CycleRecord;
+use crate::store::{LogEntry, Snapshot};
+use crate::time::Timestamp;
+use crate::txn::{Swarm, TxnError};
+
+/// The version of the JSON document of `git swarm board --json`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How much to compute.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Landings per minute over this many minutes (the newest last).
+    pub minutes: usize,
+    /// How many recent failures to keep.
+    pub recent_failures: usize,
+    /// How many of the newest ops to keep as `latest`.
+    pub latest: usize,
+    /// Throughput buckets over the span of the log read (at most).
+    pub buckets: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { minutes: 10, recent_failures: 5, latest: 8, buckets: 30 }
+    }
+}
+
+/// Everything a board shows, computed once.
+#[derive(Debug, Clone, Serialize)]
+pub struct BoardView {
+    pub version: u32,
+    pub swarm: String,
+    pub remote: String,
+    pub commit: String,
+    pub target: String,
+    pub now: Timestamp,
+    /// Tasks by status (every status, zeros included), in the order of [`Status::ALL`].
+    pub counts: BTreeMap<String, usize>,
+    pub total: usize,
+    /// Claimed tasks and their holders (expired leases included, marked).
+    pub holders: Vec<Holder>,
+    /// Landings (`done` ops) in each of the last [`Options::minutes`] minutes, oldest first.
+    pub landings_per_minute: Vec<u64>,
+    /// Their mean per minute.
+    pub landing_rate: f64,
+    pub failures: Failures,
+    /// The judge's last verdict.
+    pub cycle: Option<CycleView>,
+    /// Every task read (finished ones too when the snapshot was a full read), in id order.
+    pub tasks: Vec<TaskNode>,
+    /// Who held what, when: one segment per claim seen in the log.
+    pub timeline: Vec<Segment>,
+    /// Landings and failed attempts over the span of the log read.
+    pub throughput: Throughput,
+    /// The newest ops, newest first.
+    pub latest: Vec<LatestOp>,
+    /// Ops read from the log, and whether older ones were left out (the timeline and throughput start there).
+    pub log_ops: usize,
+    pub log_truncated: bool,
+    /// Files of the state ref that could not be read.
+    pub problems: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Holder {
+    pub agent: String,
+    pub task: String,
+    pub title: String,
+    pub epoch: u64,
+    /// When the claim was taken (from the log; `None` when it is older than the log read).
+    pub since: Option<Timestamp>,
+    pub until: Timestamp,
+    pub expired: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Failures {
+    /// Tasks whose status is `failed`.
+    pub tasks_failed: usize,
+    /// Failed attempts recorded on the tasks read (`fail` ops and expired leases taken over).
+    pub attempts_failed: usize,
+    /// The newest failed attempts, newest first.
+    pub recent: Vec<FailureView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureView {
+    pub task: String,
+    pub title: String,
+    pub agent: String,
+    pub epoch: u64,
+    pub at: Timestamp,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CycleView {
+    pub cycle: u64,
+    pub verdict: String,
+    pub reasons: String,
+    pub by: String,
+    pub at: Timestamp,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskNode {
+    pub id: String,
+    /// Empty for a finished task known only by its path.
+    pub title: String,
+    pub kind: Kind,
+    pub status: Status,
+    pub parent: Option<String>,
+    pub deps: Vec<String>,
+    pub priority: i64,
+    /// The holder of a claimed task.
+    pub holder: Option<String>,
+    pub attempts: u32,
+}
+
+/// How a held claim ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Still held (the task is claimed under this epoch now).
+    Held,
+    Done,
+    /// A `fail` (the task may be open again for another attempt).
+    Failed,
+    Released,
+    /// The lease ran out: another claim took the task over, or a sweep recorded it as failed.
+    Expired,
+    Cancelled,
+    /// The log does not say (the task is no longer held under this epoch, but no op that ended it was read).
+    Unknown,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Held => "held",
+            Outcome::Done => "done",
+            Outcome::Failed => "failed",
+            Outcome::Released => "released",
+            Outcome::Expired => "expired",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Unknown => "unknown",
+        }
+    }
+}
+
+/// One claim, from its `claim` op to the op that ended it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Segment {
+    pub agent: String,
+    pub task: String,
+    pub epoch: Option<u64>,
+    pub start: Timestamp,
+    /// `None` while held.
+    pub end: Option<Timestamp>,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Throughput {
+    /// Bucket width in seconds.
+    pub bucket_secs: u64,
+    pub buckets: Vec<Bucket>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Bucket {
+    pub start: Timestamp,
+    pub done: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatestOp {
+    pub time: Timestamp,
+    pub agent: Option<String>,
+    pub op: Option<String>,
+    pub summary: String,
+}
+
+/// What the view is built from (all read by the caller).
+pub struct Input<'a> {
+    pub swarm: &'a str,
+    pub remote: &'a str,
+    pub snapshot: &'a Snapshot,
+    /// The audit log, newest first (as [`crate::store::Store::log`] returns it).
+    pub log: &'a [LogEntry],
+    /// Was the log cut at a limit (older ops exist)?
+    pub log_truncated: bool,
+    pub cycle: Option<CycleRecord>,
+    pub now: Timestamp,
+}
+
+/// The ops of one log entry: the commit's own, then those folded into it (a landing that also claimed).
+fn ops_of(e: &LogEntry) -> impl Iterator<Item = (&str, Option<&str>, Option<u64>)> {
+    let first = e.op.as_deref().map(|op| (op, e.task.as_deref(), e.epoch));
+    first.into_iter().chain(e.also.iter().map(|(op, task, epoch)| (op.as_str(), task.as_deref(), *epoch)))
+}
+
+impl BoardView {
+    pub fn build(input: &Input<'_>, opts: &Options) -> BoardView {
+        let board = &input.snapshot.board;
+        let now = input.now;
+        let mut counts: BTreeMap<String, usize> = Status::ALL.iter().map(|s| (s.as_str().to_string(), 0)).collect();
+        for st in board.tasks.values().map(|s| s.task.status).chain(board.closed.values().map(|c| c.status)) {
+            *counts.entry(st.as_str().to_string()).or_default() += 1;
+        }
+        let total = counts.values().sum();
+
+        let timeline = timeline(input.log, input.snapshot, now);
+        let since: HashMap<(&str, u64), Timestamp> =
+            timeline.iter().filter_map(|s| Some(((s.task.as_str(), s.epoch?), s.start))).collect();
+
+        let mut holders = Vec::new();
+        let mut tasks = Vec::new();
+        let mut failures = Failures::default();
+        let mut recent = Vec::new();
+        for s in board.tasks.values() {
+            let t = &s.task;
+            let claim = t.claim.as_ref().filter(|_| t.status == Status::Claimed);
+            if let Some(c) = claim {
+                holders.push(Holder {
+                    agent: c.agent.clone(),
+                    task: t.id.clone(),
+                    title: t.title.clone(),
+                    epoch: c.epoch,
+                    since: since.get(&(t.id.as_str(), c.epoch)).copied(),
+                    until: c.lease_until,
+                    expired: c.lease_until <= now,
+                });
+            }
+            if t.status == Status::Failed {
+                failures.tasks_failed += 1;
+            }
+            failures.attempts_failed += t.failures.len();
+            for f in &t.failures {
+                recent.push(FailureView {
+                    task: t.id.clone(),
+                    title: t.title.clone(),
+                    agent: f.agent.clone(),
+                    epoch: f.epoch,
+                    at: f.at,
+                    reason: f.reason.clone(),
+                });
+            }
+            tasks.push(TaskNode {
+                id: t.id.clone(),
+                title: t.title.clone(),
+                kind: t.kind,
+                status: t.status,
+                parent: t.parent.clone(),
+                deps: t.deps.clone(),
+                priority: t.priority,
+                holder: claim.map(|c| c.agent.clone()),
+                attempts: t.attempts,
+            });
+        }
+        for (id, c) in &board.closed {
+            failures.tasks_failed += usize::from(c.status == Status::Failed);
+            tasks.push(TaskNode {
+                id: id.clone(),
+                title: String::new(),
+                kind: Kind::Work,
+                status: c.status,
+                parent: None,
+                deps: vec![],
+                priority: 0,
+                holder: None,
+                attempts: 0,
+            });
+        }
+        tasks.sort_by(|a, b| a.id.cmp(&b.id));
+        holders.sort_by(|a, b| (&a.agent, &a.task).cmp(&(&b.agent, &b.task)));
+        recent.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.task.cmp(&b.task)));
+        recent.truncate(opts.recent_failures);
+        failures.recent = recent;
+
+        let landings_per_minute = per_minute(input.log, now, opts.minutes);
+        let landing_rate =
+            if opts.minutes == 0 { 0.0 } else { landings_per_minute.iter().sum::<u64>() as f64 / opts.minutes as f64 };
+        let cycle = input.cycle.as_ref().map(|c| CycleView {
+            cycle: c.cycle,
+            verdict: c.verdict.to_string(),
+            reasons: c.reasons.clone(),
+            by: c.by.clone(),
+            at: c.at,
+        });
+        let latest = input
+            .log
+            .iter()
+            .take(opts.latest)
+            .map(|e| LatestOp { time: e.time, agent: e.agent.clone(), op: e.op.clone(), summary: e.summary.clone() })
+            .collect();
+        BoardView {
+            version: SCHEMA_VERSION,
+            swarm: input.swarm.to_string(),
+            remote: input.remote.to_string(),
+            commit: input.snapshot.commit.to_string(),
+            target: board.config.target.clone(),
+            now,
+            counts,
+            total,
+            holders,
+            landings_per_minute,
+            landing_rate,
+            failures,
+            cycle,
+            tasks,
+            timeline,
+            throughput: throughput(input.log, now, opts.buckets),
+            latest,
+            log_ops: input.log.len(),
+            log_truncated: input.log_truncated,
+            problems: input.snapshot.problems.len(),
+        }
+    }
+
+    /// The count of one status.
+    pub fn count(&self, status: Status) -> usize {
+        self.counts.get(status.as_str()).copied().unwrap_or(0)
+    }
+}
+
+/// Is this op a landing / a failed attempt?
+fn is_landing(op: &str) -> bool {
+    op == "done"
+}
+
+fn is_failure(op: &str) -> bool {
+    op == "fail"
+}
+
+/// Landings in each of the last `minutes` minutes before `now`, oldest first.
+fn per_minute(log: &[LogEntry], now: Timestamp, minutes: usize) -> Vec<u64> {
+    let mut out = vec![0u64; minutes];
+    for e in log {
+        let n = ops_of(e).filter(|(op, _, _)| is_landing(op)).count() as u64;
+        if n == 0 || e.time > now {
+            // A commit from a clock ahead of ours counts in the newest minute.
+            if n > 0
+                && let Some(last) = out.last_mut()
+            {
+                *last += n;
+            }
+            continue;
+        }
+        let ago = (now.0 - e.time.0) / 60_000;
+        if let Ok(ago) = usize::try_from(ago)
+            && ago < minutes
+        {
+            out[minutes - 1 - ago] += n;
+        }
+    }
+    out
+}
+
+/// A bucket width of a round number of seconds, so that `buckets` of them cover `span` seconds.
+fn bucket_width(span: u64, buckets: usize) -> u64 {
+    const STEPS: [u64; 14] = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200];
+    let want = span.div_ceil(buckets.max(1) as u64).max(1);
+    STEPS.iter().copied().find(|s| *s >= want).unwrap_or_else(|| want.div_ceil(3600) * 3600)
+}
+
+/// Landings and failed attempts per bucket, from the oldest op read to `now`.
+fn throughput(log: &[LogEntry], now: Timestamp, buckets: usize) -> Throughput {
+    let Some(first) = log.iter().map(|e| e.time).min() else {
+        return Throughput::default();
+    };
+    let last = log.iter().map(|e| e.time).max().unwrap_or(first).max(now);
+    let width = bucket_width(last.secs().saturating_sub(first.secs()) + 1, buckets);
+    let start = first.secs() / width * width;
+    let n = usize::try_from((last.secs() - start) / width + 1).unwrap_or(1);
+    let mut out: Vec<Bucket> =
+        (0..n as u64).map(|i| Bucket { start: Timestamp::from_secs(start + i * width), done: 0, failed: 0 }).collect();
+    for e in log {
+        let Some(b) = usize::try_from((e.time.secs().saturating_sub(start)) / width).ok().and_then(|i| out.get_mut(i))
+        else {
+            continue;
+        };
+        for (op, _, _) in ops_of(e) {
+            b.done += u64::from(is_landing(op));
+            b.failed += u64::from(is_failure(op));
+        }
+    }
+    Throughput { bucket_secs: width, buckets: out }
+}
+
+/// Claim segments from the log (oldest op first): a `claim` opens one for its task; the holder's `done`, `fail`,
+/// `release`, a `cancel`, a `sweep`, or the next claim of the task (a takeover) ends it. A segment the log leaves
+/// open is `held` when the snapshot still has the task claimed under that epoch.
+fn timeline(log: &[LogEntry], snap: &Snapshot, now: Timestamp) -> Vec<Segment> {
+    let mut done: Vec<Segment> = Vec::new();
+    let mut open: BTreeMap<String, Segment> = BTreeMap::new();
+    for e in log.iter().rev() {
+        let agent = e.agent.clone().unwrap_or_default();
+        for (op, task, epoch) in ops_of(e) {
+            let Some(task) = task else { continue };
+            let end = |outcome: Outcome, open: &mut BTreeMap<String, Segment>, done: &mut Vec<Segment>| {
+                if let Some(mut s) = open.remove(task) {
+                    s.end = Some(e.time);
+                    s.outcome = outcome;
+                    done.push(s);
+                }
+            };
+            match op {
+                "claim" => {
+                    if let Some(s) = open.get(task)
+                        && s.epoch == epoch
+                        && s.agent == agent
+                    {
+                        continue; // claiming again is a renewal
+                    }
+                    end(Outcome::Expired, &mut open, &mut done);
+                    open.insert(
+                        task.to_string(),
+                        Segment {
+                            agent: agent.clone(),
+                            task: task.to_string(),
+                            epoch,
+                            start: e.time,
+                            end: None,
+                            outcome: Outcome::Held,
+                        },
+                    );
+                }
+                "done" => end(Outcome::Done, &mut open, &mut done),
+                "fail" => end(Outcome::Failed, &mut open, &mut done),
+                "release" => end(Outcome::Released, &mut open, &mut done),
+                "cancel" => end(Outcome::Cancelled, &mut open, &mut done),
+                "sweep" => end(Outcome::Expired, &mut open, &mut done),
+                _ => {}
+            }
+        }
+    }
+    for (id, mut s) in open {
+        let claim =
+            snap.board.tasks.get(&id).and_then(|t| t.task.claim.as_ref().filter(|_| t.task.status == Status::Claimed));
+        match claim {
+            Some(c) if Some(c.epoch) == s.epoch || s.epoch.is_none() => {
+                if c.lease_until <= now {
+                    s.outcome = Outcome::Expired;
+                    s.end = Some(c.lease_until.max(s.start));
+                }
+            }
+            _ => {
+                s.outcome = Outcome::Unknown;
+                s.end = Some(s.start);
+            }
+        }
+        done.push(s);
+    }
+    done.sort_by(|a, b| (a.start, &a.agent, &a.task).cmp(&(b.start, &b.agent, &b.task)));
+    done
+}
+
+/// A board read from a swarm: the snapshot, the log and the last cycle, ready to be turned into a [`BoardView`]
+/// at any `now` (a live board redraws its clocks without reading again).
+pub struct Loaded {
+    pub snapshot: Snapshot,
+    pub log: Vec<LogEntry>,
+    pub log_truncated: bool,
+    pub cycle: Option<CycleRecord>,
+}
+
+impl Loaded {
+    /// Read the newest state of `swarm` (fetching it from a URL remote), every task (`full`) or the live ones, and
+    /// at most `log_limit` ops of the log.
+    pub fn read(swarm: &Swarm, full: bool, log_limit: usize) -> Result<Loaded, TxnError> {
+        let snapshot = swarm.read(full)?;
+        Loaded::at(swarm, snapshot, log_limit)
+    }
+
+    /// As [`Loaded::read`], from a snapshot already read.
+    pub fn at(swarm: &Swarm, snapshot: Snapshot, log_limit: usize) -> Result<Loaded, TxnError> {
+        // One more than asked tells whether the log goes further back.
+        let mut log = swarm.store().log(snapshot.commit, log_limit.saturating_add(1))?;
+        let log_truncated = log.len() > log_limit;
+        log.truncate(log_limit);
+        let cycle = crate::runner::last_cycle(swarm.store(), snapshot.commit);
+        Ok(Loaded { snapshot, log, log_truncated, cycle })
+    }
+
+    pub fn view(&self, swarm: &Swarm, now: Timestamp, opts: &Options) -> BoardView {
+        let input = Input {
+            swarm: &swarm.name,
+            remote: &swarm.remote_label,
+            snapshot: &self.snapshot,
+            log: &self.log,
+            log_truncated: self.log_truncated,
+            cycle: self.cycle.clone(),
+            now,
+        };
+        BoardView::build(&input, opts)
+    }
+}
+
+/// Waits for the state ref of a swarm to move: file events on the remote's refs (loose ref files and
+/// `packed-refs`) when the remote is a local path reached in-process, else nothing to listen to (the caller
+/// polls: a fetch per interval).
+pub struct RefWatch {
+    _watcher: Option<notify::RecommendedWatcher>,
+    rx: Option<std::sync::mpsc::Receiver<()>>,
+}
+
+impl RefWatch {
+    pub fn new(swarm: &Swarm) -> RefWatch {
+        let (w, rx) = match &swarm.location {
+            Location::InProcess { store, .. } => crate::runner::watch_refs(store.repo.common_dir()),
+            Location::Url { .. } => (None, None),
+        };
+        RefWatch { _watcher: w, rx }
+    }
+
+    /// Are file events coming (a local remote), or must the caller poll?
+    pub fn is_live(&self) -> bool {
+        self.rx.is_some()
+    }
+
+    /// Sleep until a file event or `max`; `true` when an event came. Without events this only sleeps.
+    pub fn wait(&self, max: Duration) -> bool {
+        match &self.rx {
+            Some(rx) => {
+                let got = rx.recv_timeout(max).is_ok();
+                // One change writes several files: take them all as one event.
+                while rx.try_recv().is_ok() {}
+                got
+            }
+            None => {
+                std::thread::sleep(max);
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(secs: u64, op: &str, task: &str, agent: &str, epoch: Option<u64>) -> LogEntry {
+        LogEntry {
+            commit: format!("c{secs}"),
+            time: Timestamp::from_secs(secs),
+            op: Some(op.into()),
+            task: Some(task.into()),
+            agent: Some(agent.into()),
+            epoch,
+            summary: format!("{op} {task}"),
+            also: vec![],
+        }
+    }
+
+    #[test]
+    fn landings_per_minute_count_the_minute_they_fell_in() {
+        let now = Timestamp::from_secs(10_000);
+        // newest first, as the log is
+        let log = vec![
+            entry(9_990, "done", "t-1", "a", Some(1)),
+            entry(9_950, "done", "t-2", "a", Some(1)),
+            entry(9_930, "claim", "t-2", "a", Some(1)),
+            entry(9_000, "done", "t-3", "b", Some(1)),
+            entry(1_000, "done", "t-4", "b", Some(1)),
+        ];
+        let m = per_minute(&log, now, 10);
+        assert_eq!(m.len(), 10);
+        assert_eq!(m[9], 2, "{m:?}");
+        // 1000 s ago is minute 16: outside the window
+        assert_eq!(m.iter().sum::<u64>(), 2);
+        let m = per_minute(&log, now, 20);
+        assert_eq!(m[20 - 1 - 16], 1, "{m:?}");
+    }
+
+    /// A claim in a test: agent, epoch, lease end (seconds).
+    type TestClaim<'a> = Option<(&'a str, u64, u64)>;
+
+    fn snapshot(tasks: &[(&str, Status, TestClaim<'_>)]) -> Snapshot {
+        let mut board = crate::ops::Board::default();
+        for (id, status, claim) in tasks {
+            let mut t: crate::model::Task =
+                toml::from_str(&format!("id = \"{id}\"\ntitle = \"{id}\"\n")).expect("task");
+            t.status = *status;
+            t.claim = claim.map(|(agent, epoch, until)| crate::model::Claim {
+                agent: agent.into(),
+                epoch,
+                lease_until: Timestamp::from_secs(until),
+            });
+            board.tasks.insert(id.to_string(), crate::ops::Stored { path: format!("tasks/{id}.toml"), task: t });
+        }
+        Snapshot { commit: gix::ObjectId::null(gix::hash::Kind::Sha1), board, problems: vec![] }
+    }
+
+    #[test]
+    fn timeline_segments_end_with_the_op_that_ended_the_claim() {
+        let mut land = entry(60, "done", "t-a", "w1", Some(1));
+        land.also.push(("claim".into(), Some("t-c".into()), Some(1)));
+        // newest first
+        let log = vec![
+            entry(90, "claim", "t-b", "w2", Some(2)),
+            land,
+            entry(40, "claim", "t-b", "w1", Some(1)),
+            entry(20, "claim", "t-a", "w1", Some(1)),
+            entry(15, "claim", "t-a", "w1", Some(1)),
+            entry(10, "claim", "t-a", "w1", Some(1)),
+            entry(5, "claim", "t-d", "w3", Some(4)),
+        ];
+        let snap = snapshot(&[
+            ("t-a", Status::Done, None),
+            ("t-b", Status::Claimed, Some(("w2", 2, 1_000))),
+            ("t-c", Status::Claimed, Some(("w1", 1, 100))),
+            ("t-d", Status::Open, None),
+        ]);
+        let tl = timeline(&log, &snap, Timestamp::from_secs(120));
+        let got: Vec<(&str, &str, u64, Option<u64>, Outcome)> = tl
+            .iter()
+            .map(|s| (s.agent.as_str(), s.task.as_str(), s.start.secs(), s.end.map(|e| e.secs()), s.outcome))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                // The log does not say how w3's claim ended.
+                ("w3", "t-d", 5, Some(5), Outcome::Unknown),
+                // Claiming again is a renewal, not a new segment.
+                ("w1", "t-a", 10, Some(60), Outcome::Done),
+                // w2 took t-b over: w1's lease had run out.
+                ("w1", "t-b", 40, Some(90), Outcome::Expired),
+                // Claimed in the same commit as the landing; its lease ran out at 100, before now (120).
+                ("w1", "t-c", 60, Some(100), Outcome::Expired),
+                ("w2", "t-b", 90, None, Outcome::Held),
+            ]
+        );
+        let view = BoardView::build(
+            &Input {
+                swarm: "s",
+                remote: "r",
+                snapshot: &snap,
+                log: &log,
+                log_truncated: false,
+                cycle: None,
+                now: Timestamp::from_secs(120),
+            },
+            &Options::default(),
+        );
+        let held: Vec<_> =
+            view.holders.iter().map(|h| (h.task.as_str(), h.since.map(|t| t.secs()), h.expired)).collect();
+        assert_eq!(held, vec![("t-c", Some(60), true), ("t-b", Some(90), false)]);
+        assert_eq!(view.throughput.buckets.iter().map(|b| b.done).sum::<u64>(), 1);
+    }
+
+    #[test]
+    fn bucket_widths_are_round_and_cover_the_span() {
+        assert_eq!(bucket_width(10, 30), 1);
+        assert_eq!(bucket_width(100, 30), 5);
+        assert_eq!(bucket_width(3_600, 30), 120);
+        assert_eq!(bucket_width(1_000_000, 30), 36_000);
+        for span in [1u64, 7, 59, 61, 999, 86_400, 10_000_000] {
+            assert!(bucket_width(span, 30) * 30 >= span, "{span}");
+        }
+    }
+}

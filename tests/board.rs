@@ -1,0 +1,596 @@
+//! The board to look at: `git swarm watch` (a live text board) and `git swarm board` (`--html`, `--json`), on a
+//! real swarm with a plan tree, dependencies, several agents, done / failed / claimed / released tasks, a judge's
+//! verdict and a hostile title; the page is rendered by a real headless browser (Debian's `chromium`), its DOM
+//! checked and its screenshot decoded and checked for structure.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Env, file_url, path_url};
+
+/// A title that is markup, quotes, an ampersand and a terminal escape at once.
+const HOSTILE: &str = "A <script>alert(1)</script> \"q\" & 'co' \x1b[2J";
+
+/// The statuses' colours of the page (`git_swarm::board::html::status_colour`).
+fn colour(status: &str) -> [u8; 3] {
+    let hex = git_swarm::board::html::status_colour(status.parse().expect("status"));
+    let v = u32::from_str_radix(hex.trim_start_matches('#'), 16).expect("hex colour");
+    [(v >> 16) as u8, (v >> 8) as u8, v as u8]
+}
+
+/// A swarm on a bare remote with, under a root plan: A (done), B (after A, failed twice: failed for good), C (after
+/// A, held by w3, hostile title), a sub-plan Q with F (claimed and released by w1: open); D (after B and C, no
+/// parent: open); and the judge's verdict of cycle 1.
+struct Fixture {
+    env: Env,
+    bare: PathBuf,
+    clone: PathBuf,
+    ids: std::collections::BTreeMap<&'static str, String>,
+}
+
+fn fixture(url_of: fn(&Path) -> String) -> Fixture {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let clone = env.clone(&url_of(&bare), "c0");
+    env.sw(&clone, &["init", "--max-attempts", "2"]).ok();
+    let sw = |agent: &str, args: &[&str]| env.sw(&clone, &[&["--agent", agent], args].concat()).ok().line();
+    let mut ids = std::collections::BTreeMap::new();
+    let p = sw("planner", &["add", "Root plan", "--kind", "plan"]);
+    let a = sw("planner", &["add", "A comes first", "--parent", &p]);
+    let b = sw("planner", &["add", "B builds on A", "--parent", &p, "--after", &a]);
+    let c = sw("planner", &["add", HOSTILE, "--parent", &p, "--after", &a]);
+    let q = sw("planner", &["add", "Sub-plan Q", "--kind", "plan", "--parent", &p]);
+    let f = sw("planner", &["add", "F under Q", "--parent", &q]);
+    let d = sw("planner", &["add", "D after B and C", "--after", &b, "--after", &c]);
+    sw("w1", &["claim", &a]);
+    sw("w1", &["done", &a]);
+    sw("w2", &["claim", &b]);
+    sw("w2", &["fail", &b, "--reason", "tests broke <b>"]);
+    sw("w2", &["claim", &b]);
+    sw("w2", &["fail", &b, "--reason", "still broken"]);
+    sw("w3", &["claim", &c]);
+    sw("w1", &["claim", &f]);
+    sw("w1", &["release", &f]);
+    for (k, v) in [("P", p), ("A", a), ("B", b), ("C", c), ("Q", q), ("F", f), ("D", d)] {
+        ids.insert(k, v);
+    }
+    write_cycle(
+        &env,
+        &bare,
+        "cycle = 1\nverdict = \"continue\"\nreasons = \"keep <going> & on\"\nby = \"judge-1\"\nat = \"2026-01-01T00:00:00Z\"\n",
+    );
+    Fixture { env, bare, clone, ids }
+}
+
+/// Write `cycles/1.toml` into the state ref of the bare remote with git plumbing, as a judge's commit would.
+fn write_cycle(env: &Env, bare: &Path, text: &str) {
+    let git = |args: &[&str], stdin: Option<&str>, index: Option<&Path>| -> String {
+        let mut cmd = Command::new("git");
+        cmd.env("HOME", &env.home)
+            .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .arg("--git-dir")
+            .arg(bare)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        if let Some(i) = index {
+            cmd.env("GIT_INDEX_FILE", i);
+        }
+        let mut child = cmd.spawn().expect("git");
+        let mut input = child.stdin.take().expect("stdin");
+        std::io::Write::write_all(&mut input, stdin.unwrap_or("").as_bytes()).expect("write stdin");
+        drop(input);
+        let out = child.wait_with_output().expect("git");
+        assert!(out.status.success(), "git {args:?} failed");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let index = env.path("cycle.index");
+    let old = git(&["rev-parse", "refs/swarm/default"], None, None);
+    git(&["read-tree", &old], None, Some(&index));
+    let blob = git(&["hash-object", "-w", "--stdin"], Some(text), None);
+    git(&["update-index", "--add", "--cacheinfo", &format!("100644,{blob},cycles/1.toml")], None, Some(&index));
+    let tree = git(&["write-tree"], None, Some(&index));
+    let msg = "judge cycle 1: continue\n\nSwarm-Op: judge\nSwarm-Agent: judge-1\n";
+    let new = git(&["commit-tree", &tree, "-p", &old], Some(msg), None);
+    git(&["update-ref", "refs/swarm/default", &new, &old], None, None);
+}
+
+#[test]
+fn watch_once_shows_counts_holders_failures_and_the_verdict() {
+    let fx = fixture(path_url);
+    let out = fx.env.sw(&fx.clone, &["watch", "--once"]).ok();
+    let s = &out.stdout;
+    assert!(!s.contains('\x1b'), "no escape codes off a terminal, and titles escaped:\n{s}");
+    assert!(s.contains("tasks: 4 open · 1 claimed · 1 done · 1 failed · 0 cancelled"), "{s}");
+    assert!(s.contains("landings per minute: "), "{s}");
+    assert!(s.contains("cycle 1: continue (judge-1 at 00:00:00) — keep <going> & on"), "{s}");
+    assert!(s.contains("failures: 1 task(s) failed, 2 failed attempt(s)"), "{s}");
+    assert!(s.contains(&format!("{} w2: still broken", fx.ids["B"])), "{s}");
+    assert!(s.contains(&format!("{} w2: tests broke <b>", fx.ids["B"])), "{s}");
+    let holder = s.lines().find(|l| l.trim_start().starts_with("w3 ")).unwrap_or_else(|| panic!("w3 holds C:\n{s}"));
+    // The hostile title is shown escaped, never as a raw escape.
+    assert!(holder.contains(&fx.ids["C"]) && holder.contains("\\u{1b}[2J (until "), "{holder}");
+    // One landing in the newest minute (the test ran within it).
+    assert!(s.contains("landed/min (last 10 min)"), "{s}");
+
+    let j = fx.env.sw(&fx.clone, &["--json", "watch", "--once"]).ok();
+    let v: serde_json::Value = serde_json::from_str(j.stdout.trim()).expect("one JSON document");
+    assert_eq!(v["counts"]["failed"], 1);
+    assert_eq!(v["landings_per_minute"].as_array().map(|a| a.iter().filter_map(|n| n.as_u64()).sum::<u64>()), Some(1));
+}
+
+#[test]
+fn board_json_has_the_timeline_and_throughput_of_the_log() {
+    let fx = fixture(path_url);
+    let v = fx.env.sw(&fx.clone, &["--json", "board"]).ok().json();
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["total"], 7);
+    assert_eq!(v["cycle"]["verdict"], "continue");
+    let seg = |task: &str| -> Vec<(String, String)> {
+        v["timeline"]
+            .as_array()
+            .expect("timeline")
+            .iter()
+            .filter(|s| s["task"] == fx.ids[task].as_str())
+            .map(|s| (s["agent"].as_str().unwrap_or("").to_string(), s["outcome"].as_str().unwrap_or("").to_string()))
+            .collect()
+    };
+    let pair = |a: &str, o: &str| (a.to_string(), o.to_string());
+    assert_eq!(seg("A"), vec![pair("w1", "done")]);
+    assert_eq!(seg("B"), vec![pair("w2", "failed"), pair("w2", "failed")]);
+    assert_eq!(seg("C"), vec![pair("w3", "held")]);
+    assert_eq!(seg("F"), vec![pair("w1", "released")]);
+    assert_eq!(seg("D"), vec![]);
+    let held =
+        &v["timeline"].as_array().expect("timeline").iter().find(|s| s["outcome"] == "held").expect("held")["end"];
+    assert!(held.is_null(), "a held claim has no end yet");
+    let sum = |k: &str| {
+        v["throughput"]["buckets"].as_array().expect("buckets").iter().filter_map(|b| b[k].as_u64()).sum::<u64>()
+    };
+    assert_eq!((sum("done"), sum("failed")), (1, 2));
+    let holders = v["holders"].as_array().expect("holders");
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0]["agent"], "w3");
+    assert!(holders[0]["since"].is_string(), "the claim's time comes from the log");
+    assert_eq!(v["failures"]["recent"][0]["reason"], "still broken");
+    let tasks = v["tasks"].as_array().expect("tasks");
+    let t = |id: &str| tasks.iter().find(|t| t["id"] == id).expect("task");
+    assert_eq!(t(&fx.ids["F"])["parent"], fx.ids["Q"].as_str());
+    assert_eq!(t(&fx.ids["C"])["title"], HOSTILE);
+    // The log cut short says so.
+    let v = fx.env.sw(&fx.clone, &["--json", "board", "--log-limit", "3"]).ok().json();
+    assert_eq!((v["log_ops"].as_u64(), v["log_truncated"].as_bool()), (Some(3), Some(true)));
+}
+
+/// Everything of the page that could reach out: it must have none.
+fn assert_self_contained(page: &str) {
+    let lower = page.to_ascii_lowercase();
+    for bad in ["http://", "https://", "src=", "href=", "url(", "@import", "<script", "<link", "<iframe", "<img"] {
+        assert!(!lower.contains(bad), "the page holds {bad:?}");
+    }
+}
+
+#[test]
+fn board_html_is_one_escaped_self_contained_page_with_every_section() {
+    let fx = fixture(path_url);
+    let file = fx.env.path("board.html");
+    let out = fx.env.sw(&fx.clone, &["board", "--html", file.to_str().expect("utf-8")]).ok();
+    assert!(out.stderr.contains("wrote "), "{}", out.stderr);
+    let page = std::fs::read_to_string(&file).expect("page");
+    let stdout = fx.env.sw(&fx.clone, &["board", "--html", "-"]).ok().stdout;
+    assert!(stdout.starts_with("<!DOCTYPE html>") && stdout.contains("id=\"depgraph\""), "{stdout}");
+    assert_self_contained(&page);
+    // The hostile title: escaped everywhere, never markup.
+    assert!(page.contains("A &lt;script&gt;alert(1)&lt;/script&gt; &quot;q&quot; &amp; &#39;co&#39; \\u{1b}[2J"));
+    assert!(!page.contains('\x1b'));
+    assert!(page.contains("tests broke &lt;b&gt;") && page.contains("keep &lt;going&gt; &amp; on"));
+    for section in ["summary", "holders", "failures", "plan", "graph", "timeline", "throughput"] {
+        assert!(page.contains(&format!("<section id=\"{section}\">")), "section {section}");
+    }
+    let status = |id: &str| -> String {
+        let at = page
+            .find(&format!("<g class=\"node\" id=\"node-{id}\" data-status=\""))
+            .unwrap_or_else(|| panic!("node {id}"));
+        let rest = &page[at..];
+        let s = rest.split("data-status=\"").nth(1).and_then(|r| r.split('"').next()).expect("status");
+        s.to_string()
+    };
+    let want =
+        [("P", "open"), ("A", "done"), ("B", "failed"), ("C", "claimed"), ("Q", "open"), ("F", "open"), ("D", "open")];
+    for (k, st) in want {
+        assert_eq!(status(&fx.ids[k]), st, "node of {k}");
+    }
+    // One edge per dependency.
+    assert_eq!(page.matches("<path class=\"edge\"").count(), 4);
+    assert!(page.contains(&format!("data-from=\"{}\" data-to=\"{}\"", fx.ids["B"], fx.ids["D"])));
+    // The plan tree nests: F inside Q inside P; D at the top.
+    let li = |k: &str| page.find(&format!("<li id=\"task-{}\"", fx.ids[k])).unwrap_or_else(|| panic!("li {k}"));
+    let tree_end = page.find("</section>\n<section id=\"graph\">").expect("tree end");
+    assert!(li("P") < li("Q") && li("Q") < li("F") && li("F") < tree_end);
+    let p_block = &page[li("P")..tree_end];
+    assert!(p_block.contains(&format!("task-{}", fx.ids["F"])));
+    // The legend: exactly the statuses on the board.
+    let legend = page.split("<div id=\"legend\">").nth(1).and_then(|r| r.split("</div>").next()).expect("legend");
+    for st in ["open", "claimed", "done", "failed"] {
+        assert!(legend.contains(&format!("data-status=\"{st}\"")), "legend {st}");
+    }
+    assert!(!legend.contains("cancelled"));
+    // Timeline lanes per agent, bars per claim.
+    for a in ["w1", "w2", "w3"] {
+        assert!(page.contains(&format!("<g class=\"lane\" data-agent=\"{a}\">")), "lane {a}");
+    }
+    assert_eq!(page.matches("<rect class=\"seg\"").count(), 5);
+    assert!(page.contains(&format!("data-task=\"{}\" data-outcome=\"held\"", fx.ids["C"])));
+    assert!(page.contains("<p id=\"cycle\" data-verdict=\"continue\">"));
+    // A bad target is a clear error naming it.
+    let bad = fx.env.sw(&fx.clone, &["board", "--html", "/nonexistent/dir/x.html"]).code(1);
+    assert!(bad.stderr.contains("/nonexistent/dir/x.html"), "{}", bad.stderr);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The live board
+
+/// A child's stdout, collected as it comes.
+struct Collected {
+    child: Child,
+    text: Arc<Mutex<String>>,
+}
+
+impl Collected {
+    fn start(mut cmd: Command) -> Collected {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start");
+        let mut out = child.stdout.take().expect("stdout");
+        let text = Arc::new(Mutex::new(String::new()));
+        let t = Arc::clone(&text);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                t.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Collected { child, text }
+    }
+
+    fn text(&self) -> String {
+        self.text.lock().expect("lock").clone()
+    }
+
+    /// Wait until the output holds `what`; how long it took.
+    fn wait_for(&mut self, what: &str, within: Duration) -> Duration {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if self.text().contains(what) {
+                return start.elapsed();
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("watch exited ({st}) before showing {what:?}:\n{}", self.text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        panic!("watch did not show {what:?} within {within:?}:\n{}", self.text());
+    }
+}
+
+impl Drop for Collected {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `watch` redraws when another clone changes the state ref; Ctrl-C ends it cleanly. `interval` is the poll; a
+/// path remote is watched for file events, so there the poll is long and the new frame must come anyway.
+fn watch_redraws(url_of: fn(&Path) -> String, interval: &str) {
+    let fx = fixture(url_of);
+    let other = fx.env.clone(&url_of(&fx.bare), "c1");
+    let mut cmd = fx.env.cmd(&fx.clone);
+    cmd.args(["watch", "--interval", interval]);
+    let mut w = Collected::start(cmd);
+    w.wait_for("latest:", Duration::from_secs(10));
+    let frames_before = w.text().matches("git swarm watch — ").count();
+    fx.env.sw(&other, &["--agent", "w9", "add", "a fresh task from another clone"]).ok();
+    let took = w.wait_for("a fresh task from another clone", Duration::from_secs(5));
+    println!("watch ({interval} poll) showed another clone's op after {took:?}");
+    let t = fx.env.sw(&other, &["--agent", "w9", "claim"]).ok().line();
+    w.wait_for(&format!("  {:<16} {t} ", "w9"), Duration::from_secs(5));
+    let text = w.text();
+    assert!(!text.contains('\x1b'), "no escape codes on a pipe");
+    assert!(text.matches("git swarm watch — ").count() >= frames_before + 2, "a frame per change:\n{text}");
+    // No frame without a change: wait a poll or two, the count stays.
+    let n = text.matches("git swarm watch — ").count();
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(w.text().matches("git swarm watch — ").count(), n, "redrawn without a change");
+    // Ctrl-C: a clean exit.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(w.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = w.child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "watch did not stop on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "Ctrl-C ends watch cleanly");
+}
+
+#[test]
+fn watch_redraws_on_file_events_of_a_path_remote() {
+    // A 60 s poll: only the file events can bring the new frame within the 5 s the check waits.
+    watch_redraws(path_url, "60s");
+}
+
+#[test]
+fn watch_polls_a_url_remote() {
+    watch_redraws(file_url, "300ms");
+}
+
+/// On a terminal (a pty from util-linux `script`): the cursor is hidden, each frame clears the screen, Ctrl-C
+/// (SIGINT from `timeout`) ends it with exit 0 and the cursor shown again; the only escape codes are ours.
+#[test]
+fn watch_on_a_terminal_redraws_in_place_and_restores_the_cursor() {
+    let have = |p: &str| Path::new(p).is_file();
+    if !(have("/usr/bin/script") && have("/usr/bin/timeout")) {
+        assert!(
+            !std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1"),
+            "script (util-linux) or timeout (coreutils) missing and GIT_SWARM_REQUIRE_ALL=1"
+        );
+        println!("skipped: util-linux script or coreutils timeout not installed");
+        return;
+    }
+    let fx = fixture(path_url);
+    let line = format!(
+        "/usr/bin/timeout --preserve-status --foreground -s INT 3 '{}' watch --interval 1s; echo \"exit=$?\"",
+        common::BIN
+    );
+    let mut cmd = Command::new("/usr/bin/script");
+    cmd.args(["-q", "-e", "-c", &line, "/dev/null"]).current_dir(&fx.clone);
+    // The same hermetic environment as every other command of the test.
+    let probe = fx.env.cmd(&fx.clone);
+    for (k, v) in probe.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = common::finish(
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("script"),
+        30,
+        "script",
+    );
+    let s = out.stdout;
+    assert!(s.contains("exit=0"), "Ctrl-C ends watch with exit 0:\n{s}");
+    let hide = s.find("\x1b[?25l").unwrap_or_else(|| panic!("the cursor is hidden:\n{s:?}"));
+    let show = s.rfind("\x1b[?25h").unwrap_or_else(|| panic!("the cursor is shown again:\n{s:?}"));
+    assert!(hide < show);
+    // The clock ticks: more than one frame in 3 s, each drawn from the top (the screen cleared once), each line
+    // cleared to its end and what is below the frame cleared.
+    let frames = s.matches("\x1b[H").count();
+    assert!(frames >= 2, "{frames} frame(s):\n{s:?}");
+    assert_eq!(s.matches("git swarm watch — ").count(), frames);
+    assert_eq!(s.matches("\x1b[2J").count(), 1, "the screen is cleared once");
+    assert_eq!(s.matches("\x1b[J").count(), frames);
+    // Every escape code is one of ours: the hostile title's is shown escaped.
+    let mut rest = s.clone();
+    for ours in ["\x1b[?25l", "\x1b[?25h", "\x1b[H", "\x1b[2J", "\x1b[K", "\x1b[J"] {
+        rest = rest.replace(ours, "");
+    }
+    assert!(!rest.contains('\x1b'), "an escape code that is not ours: {rest:?}");
+    assert!(s.contains("\\u{1b}[2J (until "));
+}
+
+#[test]
+fn watch_and_board_refuse_bad_arguments() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let clone = env.clone(&path_url(&bare), "c0");
+    let out = env.sw(&clone, &["watch", "--once"]).code(1);
+    assert!(out.stderr.contains("init"), "no swarm yet: {}", out.stderr);
+    env.sw(&clone, &["init"]).ok();
+    env.sw(&clone, &["watch", "--interval", "5ms"]).code(2);
+    env.sw(&clone, &["watch", "--interval", "soon"]).code(2);
+    env.sw(&clone, &["board", "--log-limit", "0"]).code(2);
+    env.sw(&clone, &["--json", "board", "--html", "-"]).code(2);
+    // An empty swarm is a page too.
+    let page = env.sw(&clone, &["board", "--html", "-"]).ok().stdout;
+    assert!(page.contains("no tasks") && page.contains("no judge has spoken yet"));
+    assert_self_contained(&page);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The page in a real browser
+
+/// A headless Chromium, if installed; skipped (or failed under `GIT_SWARM_REQUIRE_ALL=1`) when not.
+fn browser_or_skip(test: &str) -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"].iter().find_map(|name| {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    match found {
+        Some(p) => Some(p),
+        None if std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1") => {
+            panic!("{test}: no chromium on the PATH and GIT_SWARM_REQUIRE_ALL=1 (apt-get install chromium)")
+        }
+        None => {
+            println!(
+                "{test}: skipped: chromium not installed (apt-get install chromium; GIT_SWARM_REQUIRE_ALL=1 fails instead)"
+            );
+            None
+        }
+    }
+}
+
+/// Run the browser headless on `page` with `args`, in a process group of its own that is killed after 90 s.
+fn headless(env: &Env, browser: &Path, page: &Path, args: &[&str]) -> String {
+    let profile = tempfile::tempdir_in(env.root.path()).expect("profile");
+    let mut cmd = Command::new(browser);
+    cmd.args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--force-device-scale-factor=1"])
+        .args(["--no-first-run", "--disable-extensions", "--disable-background-networking"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .env("HOME", &env.home)
+        .stdin(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the browser");
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| common::finish(child, 90, "chromium")));
+    // Whatever happened, no browser process outlives the test.
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    let out = out.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    assert_eq!(out.code, 0, "chromium failed: {}", out.stderr);
+    out.stdout
+}
+
+/// Pixels of each colour in an RGB(A) PNG, and how many are not white.
+fn pixels(png_path: &Path) -> (std::collections::HashMap<[u8; 3], usize>, usize, usize) {
+    let file = std::io::BufReader::new(std::fs::File::open(png_path).expect("png"));
+    let mut dec = png::Decoder::new(file);
+    dec.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = dec.read_info().expect("png header");
+    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut buf).expect("png frame");
+    let channels = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        other => panic!("unexpected PNG colour type {other:?}"),
+    };
+    let mut counts = std::collections::HashMap::new();
+    let mut non_white = 0;
+    for y in 0..info.height as usize {
+        let row = &buf[y * info.line_size..][..info.width as usize * channels];
+        for px in row.chunks(channels) {
+            let rgb = [px[0], px[1], px[2]];
+            non_white += usize::from(rgb != [255, 255, 255]);
+            *counts.entry(rgb).or_insert(0) += 1;
+        }
+    }
+    (counts, non_white, (info.width * info.height) as usize)
+}
+
+#[test]
+fn the_page_renders_in_headless_chromium() {
+    let Some(browser) = browser_or_skip("the_page_renders_in_headless_chromium") else { return };
+    let fx = fixture(path_url);
+    let page = fx.env.path("board.html");
+    fx.env.sw(&fx.clone, &["board", "--html", page.to_str().expect("utf-8")]).ok();
+
+    // The DOM the browser built: every section, a node per task coloured by its status, the escaped title as text.
+    let dom = headless(&fx.env, &browser, &page, &["--dump-dom"]);
+    for section in ["summary", "holders", "failures", "plan", "graph", "timeline", "throughput"] {
+        assert!(dom.contains(&format!("<section id=\"{section}\">")), "section {section} in the DOM");
+    }
+    assert_eq!(dom.matches("<g class=\"node\"").count(), 7, "a node per task");
+    assert!(!dom.contains("<script>alert"), "the hostile title stayed text");
+    assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+
+    // The picture: not blank, and the colour of each status on the board is there; the absent one is not.
+    let shot = fx.env.path("board.png");
+    let started = Instant::now();
+    headless(&fx.env, &browser, &page, &[&format!("--screenshot={}", shot.display()), "--window-size=1200,2000"]);
+    println!("chromium screenshot took {:?}", started.elapsed());
+    let (counts, non_white, total) = pixels(&shot);
+    assert!(total >= 1200 * 1900, "screenshot size");
+    assert!(non_white * 50 > total, "the page is not blank ({non_white} of {total} pixels drawn)");
+    let near = |c: [u8; 3]| -> usize {
+        counts.iter().filter(|(k, _)| k.iter().zip(c).all(|(a, b)| a.abs_diff(b) <= 2)).map(|(_, n)| *n).sum()
+    };
+    for st in ["open", "claimed", "done", "failed"] {
+        let n = near(colour(st));
+        println!("{st}: {n} pixels");
+        assert!(n > 200, "the colour of {st} is on the picture ({n} pixels)");
+    }
+    assert_eq!(near(colour("cancelled")), 0, "no task is cancelled: its colour must not appear");
+}
+
+#[test]
+fn a_large_board_stays_usable() {
+    // Thousands of tasks through the library (the same build and render the CLI runs): the graph is capped and
+    // says so, done subtrees are collapsed, and it is quick.
+    use git_swarm::board::{BoardView, Input, Options, html};
+    use git_swarm::model::{Status, Task};
+    use git_swarm::ops::{Board, Stored};
+    use git_swarm::store::Snapshot;
+    let mut board = Board::default();
+    let n = 5_000;
+    for i in 0..n {
+        let id = format!("t-{i:06x}");
+        let toml = format!(
+            "id = \"{id}\"\ntitle = \"task {i}\"\nstatus = \"{}\"\n{}{}",
+            if i % 3 == 0 && i < n / 2 { "open" } else { "done" },
+            if i > 0 { format!("deps = [\"t-{:06x}\"]\n", i - 1) } else { String::new() },
+            if i % 10 != 0 { format!("parent = \"t-{:06x}\"\n", i / 10 * 10) } else { String::new() },
+        );
+        let task: Task = toml::from_str(&toml).expect("task");
+        board.tasks.insert(id.clone(), Stored { path: format!("tasks/{id}.toml"), task });
+    }
+    let snapshot = Snapshot { commit: gix::ObjectId::null(gix::hash::Kind::Sha1), board, problems: vec![] };
+    let started = Instant::now();
+    let view = BoardView::build(
+        &Input {
+            swarm: "big",
+            remote: "origin",
+            snapshot: &snapshot,
+            log: &[],
+            log_truncated: false,
+            cycle: None,
+            now: git_swarm::time::Timestamp::from_secs(1_800_000_000),
+        },
+        &Options::default(),
+    );
+    let page = html::render(&view);
+    let took = started.elapsed();
+    println!("{n} tasks: built and rendered in {took:?}, {} bytes", page.len());
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(page.matches("<g class=\"node\"").count(), html::MAX_GRAPH_NODES);
+    assert!(page.contains("id=\"graph-capped\""));
+    assert_eq!(page.matches("<li id=\"task-").count(), n);
+    assert_eq!(view.count(Status::Open), (n / 2).div_ceil(3));
+    // Subtrees with work left are open, those all done are collapsed.
+    assert!(page.contains("<details open>") && page.contains("<details>"));
+    assert_self_contained(&page);
+}
+
+#[test]
+fn cycles_in_a_hand_made_board_neither_hang_nor_hide_tasks() {
+    // The ops never make a cycle of parents or dependencies, but a hand-edited state ref can.
+    use git_swarm::board::{BoardView, Input, Options, html};
+    use git_swarm::model::Task;
+    use git_swarm::ops::{Board, Stored};
+    use git_swarm::store::Snapshot;
+    let mut board = Board::default();
+    for (id, other) in [("t-aaaa", "t-bbbb"), ("t-bbbb", "t-aaaa"), ("t-cccc", "t-cccc")] {
+        let toml = format!("id = \"{id}\"\ntitle = \"{id}\"\nparent = \"{other}\"\ndeps = [\"{other}\"]\n");
+        let task: Task = toml::from_str(&toml).expect("task");
+        board.tasks.insert(id.into(), Stored { path: format!("tasks/{id}.toml"), task });
+    }
+    let snapshot = Snapshot { commit: gix::ObjectId::null(gix::hash::Kind::Sha1), board, problems: vec![] };
+    let input = Input {
+        swarm: "s",
+        remote: "r",
+        snapshot: &snapshot,
+        log: &[],
+        log_truncated: false,
+        cycle: None,
+        now: git_swarm::time::Timestamp::from_secs(1),
+    };
+    let page = html::render(&BoardView::build(&input, &Options::default()));
+    for id in ["t-aaaa", "t-bbbb", "t-cccc"] {
+        assert_eq!(page.matches(&format!("<li id=\"task-{id}\"")).count(), 1, "{id} listed once");
+        assert_eq!(page.matches(&format!("id=\"node-{id}\"")).count(), 1, "{id} drawn once");
+    }
+    assert!(!page.contains("tree-capped"));
+}
