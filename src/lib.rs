@@ -17,6 +17,7 @@
 pub mod agent;
 pub mod doctor;
 pub mod escape;
+pub mod github;
 pub mod model;
 pub mod ops;
 pub mod remote;

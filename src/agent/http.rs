@@ -102,7 +102,7 @@ pub fn complete_with_key(
     let request_error = |message: String| HttpError::Request { url: shown_url.clone(), message };
 
     // The key goes only where nobody on the way can read it: https, or a server on this machine.
-    if key.is_some() && !url.starts_with("https://") && !is_loopback(&url) {
+    if key.is_some() && !may_carry_secret(&url) {
         return Err(request_error(
             "refusing to send the API key over plain http to another machine (use https, or a server on loopback)"
                 .into(),
@@ -369,8 +369,14 @@ fn retry_base() -> u64 {
     std::env::var(RETRY_BASE_ENV).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_RETRY_BASE_MS)
 }
 
+/// May a secret (an API key, a token) be sent to this URL? Only over https, or to a server on this machine: on
+/// plain http to another machine anybody on the way could read it. (Shared with the GitHub client, `crate::github`.)
+pub fn may_carry_secret(url: &str) -> bool {
+    url.starts_with("https://") || is_loopback(url)
+}
+
 /// Whether the URL's host is this machine.
-fn is_loopback(url: &str) -> bool {
+pub fn is_loopback(url: &str) -> bool {
     let Ok(url) = reqwest::Url::parse(url) else { return false };
     let Some(host) = url.host_str() else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']');

@@ -2,9 +2,11 @@
 //! One file per subcommand; each has an `XArgs` struct and `run(ctx, args)`.
 
 mod add;
+mod ci;
 mod claim;
 mod compact;
 mod demo;
+mod dispatch;
 mod doctor;
 mod done;
 mod error;
@@ -17,6 +19,7 @@ mod ready;
 mod release;
 mod renew;
 mod run;
+mod runs;
 mod show;
 mod status;
 mod up;
@@ -104,6 +107,12 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Start a local fleet (workers, planners, a judge) with a live board; Ctrl-C stops it.
     Up(up::UpArgs),
+    /// Write a CI workflow that runs a fleet of runners: `ci github` for GitHub Actions.
+    Ci(ci::CiArgs),
+    /// Start the fleet's GitHub Actions workflow (workflow_dispatch; token from GITHUB_TOKEN or GH_TOKEN).
+    Dispatch(dispatch::DispatchArgs),
+    /// The runs of the fleet's GitHub Actions workflow and their state, newest first.
+    Runs(runs::RunsArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -429,6 +438,9 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Doctor(a) => doctor::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
+        Command::Ci(a) => ci::run(&mut ctx, a),
+        Command::Dispatch(a) => dispatch::run(&mut ctx, a),
+        Command::Runs(a) => runs::run(&mut ctx, a),
         Command::Demo(_) => Ok(()),
     }
 }
