@@ -494,3 +494,145 @@ fn the_composite_action_is_well_formed() {
         }
     }
 }
+
+/// The value of a `${{ … }}` expression of the generated workflow in a simulated run: run 7, attempt 1, matrix
+/// entry `worker`, no dispatch inputs (their defaults apply), secrets unset. An expression not listed fails the test,
+/// so a new one in the workflow must be looked at here.
+fn expr(e: &str, worker: &str) -> String {
+    match e.trim() {
+        "github.run_id" => "7".into(),
+        "github.run_attempt" => "1".into(),
+        "matrix.worker" => worker.into(),
+        "inputs.swarm || 'default'" => "default".into(),
+        "inputs.workers || 2" => "2".into(),
+        "inputs.goal" => String::new(),
+        s if s.starts_with("secrets.") => String::new(),
+        other => panic!("the simulation does not know the expression ${{{{ {other} }}}}"),
+    }
+}
+
+fn substitute(text: &str, worker: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${{") {
+        out.push_str(&rest[..i]);
+        let end = rest[i..].find("}}").expect("closed expression") + i;
+        out.push_str(&expr(&rest[i + 3..end], worker));
+        rest = &rest[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Run the `run:` steps of `job` in `dir` with bash, as a runner would (its env: the workflow's, the job's, the
+/// step's), skipping the steps that install git-swarm: the binary under test is on the PATH instead.
+fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, worker: &str, output: &Path) -> Vec<(String, Out)> {
+    let bin_dir = Path::new(common::BIN).parent().expect("bin dir");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let mut results = Vec::new();
+    let steps = y["jobs"][job]["steps"].as_array().expect("steps");
+    for step in steps {
+        let Some(script) = step["run"].as_str() else { continue };
+        let name = step["name"].as_str().unwrap_or_default().to_string();
+        if name.contains("Install git-swarm") || name.contains("on the PATH") {
+            continue;
+        }
+        let mut cmd = Command::new("bash");
+        cmd.current_dir(dir).args(["-e", "-c", script]);
+        cmd.env("HOME", &env.home)
+            .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("PATH", &path)
+            .env("GITHUB_OUTPUT", output)
+            .env_remove("GIT_SWARM_AGENT")
+            .env_remove("GIT_DIR");
+        for scope in [&y["env"], &y["jobs"][job]["env"], &step["env"]] {
+            for (k, v) in scope.as_object().into_iter().flatten() {
+                let v = match v {
+                    Value::String(s) => substitute(s, worker),
+                    other => other.to_string(),
+                };
+                cmd.env(k, v);
+            }
+        }
+        let o = cmd.output().expect("bash");
+        let out = Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        };
+        assert_eq!(out.code, 0, "{job} {worker}: step '{name}' failed:\n{}\n{}", out.stdout, out.stderr);
+        results.push((name, out));
+    }
+    results
+}
+
+/// The generated workflow's own scripts, run as two runner jobs would run them (in fresh clones, at once), drain a
+/// real board: the refs fetch, the matrix, `init`, the wait for tasks and `run worker --until-idle` all work.
+#[test]
+fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let url = format!("file://{}", bare.display());
+    let seed = env.clone(&url, "seed");
+    let cfg = env.path("swarm.toml");
+    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(&cfg, format!("[roles.worker]\nexec = \"{exec}\"\n")).expect("config");
+    env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let ids: Vec<String> = (1..=4)
+        .map(|i| {
+            env.sw(&seed, &["add", &format!("task {i}"), "--body", &format!("@write log/{i}.txt done {i}")]).ok().line()
+        })
+        .collect();
+    let y: Value =
+        serde_yaml_ng::from_str(&workflow_text(&env, &seed, &["--workers", "2", "--planner"])).expect("YAML");
+
+    // prepare: the matrix output, then `git swarm init` (nothing changes: the swarm exists).
+    let prep = env.clone(&url, "prepare");
+    let output = env.path("prepare-output");
+    std::fs::write(&output, "").expect("output file");
+    let before = env.rev(&bare, "refs/swarm/default");
+    let steps = run_job(&env, &y, "prepare", &prep, "", &output);
+    assert_eq!(std::fs::read_to_string(&output).expect("output").trim(), "workers=[1,2]");
+    assert!(steps.iter().any(|(n, o)| n.starts_with("Create the swarm") && o.stdout.contains("already exists")));
+    assert_eq!(env.rev(&bare, "refs/swarm/default"), before, "init changed nothing");
+
+    // Two worker jobs at once, each in its own checkout.
+    let jobs: Vec<_> = ["1", "2"]
+        .iter()
+        .map(|w| {
+            let dir = env.clone(&url, &format!("job{w}"));
+            let out = env.path(&format!("job{w}-output"));
+            std::fs::write(&out, "").expect("output file");
+            (w.to_string(), dir, out)
+        })
+        .collect();
+    let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
+        let handles: Vec<_> =
+            jobs.iter().map(|(w, dir, out)| s.spawn(|| run_job(&env, &y, "worker", dir, w, out))).collect();
+        handles.into_iter().map(|h| h.join().expect("job thread")).collect()
+    });
+    assert!(
+        results.iter().all(|steps| steps.iter().any(|(n, _)| n.starts_with("Wait until the board has a task"))),
+        "the wait step ran"
+    );
+    for ((w, dir, _), steps) in jobs.iter().zip(&results) {
+        // The fetch step brought the state ref into the checkout.
+        assert!(env.rev(dir, "refs/swarm/default").is_some(), "job {w}: refs/swarm/* not fetched");
+        let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
+        assert!(work.stderr.contains(&format!("gha-7-1-w{w}")), "job {w} ran as its agent id:\n{}", work.stderr);
+    }
+    // Every task done exactly once, its code on main.
+    let check = env.clone(&url, "check");
+    let list = env.sw(&check, &["list", "--json"]).ok().json();
+    let tasks = list.as_array().expect("tasks");
+    assert_eq!(tasks.len(), 4);
+    assert!(tasks.iter().all(|t| t["status"] == "done"), "{list}");
+    let agents: std::collections::BTreeSet<String> =
+        tasks.iter().filter_map(|t| t["result"]["agent"].as_str().map(str::to_string)).collect();
+    assert!(agents.iter().all(|a| a == "gha-7-1-w1" || a == "gha-7-1-w2"), "{agents:?}");
+    for (i, id) in ids.iter().enumerate() {
+        let text = std::fs::read_to_string(check.join(format!("log/{}.txt", i + 1))).expect("landed file");
+        assert_eq!(text, format!("done {}\n", i + 1), "{id}");
+    }
+}
