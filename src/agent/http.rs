@@ -316,8 +316,8 @@ fn error_message(body: &str, reason: Option<&str>, scrub: &Scrub<'_>) -> String 
 }
 
 /// At most [`MAX_QUOTED_CHARS`] characters of `s` on one line: the key removed first (so that no cut leaves part
-/// of it), control characters escaped.
-fn quote(s: &str, scrub: &Scrub<'_>) -> String {
+/// of it), control characters escaped. (Shared with the GitHub client.)
+pub(crate) fn quote(s: &str, scrub: &Scrub<'_>) -> String {
     let s = scrub.clean(s);
     let mut cut: String = s.chars().take(MAX_QUOTED_CHARS).collect();
     if cut.len() < s.len() {
@@ -327,7 +327,7 @@ fn quote(s: &str, scrub: &Scrub<'_>) -> String {
 }
 
 /// A `reqwest` error with its causes, without its URL (which could carry userinfo; the caller names the URL).
-fn chain(error: reqwest::Error, scrub: &Scrub<'_>) -> String {
+pub(crate) fn chain(error: reqwest::Error, scrub: &Scrub<'_>) -> String {
     use std::error::Error as _;
     let error = error.without_url();
     let mut message = error.to_string();
@@ -344,8 +344,8 @@ fn chain(error: reqwest::Error, scrub: &Scrub<'_>) -> String {
 }
 
 /// Removes the key from text headed for an error message (a server may echo it back).
-struct Scrub<'a> {
-    key: Option<&'a str>,
+pub(crate) struct Scrub<'a> {
+    pub(crate) key: Option<&'a str>,
 }
 
 impl Scrub<'_> {

@@ -20,8 +20,6 @@ use crate::time::Timestamp;
 pub const API_VERSION: &str = "2022-11-28";
 /// Where the API is when `GITHUB_API_URL` is not set.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
-/// How much of an error body a message quotes, in characters.
-const MAX_QUOTED_CHARS: usize = 400;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a call failed. Every message is safe to print: no token, no control characters.
@@ -73,33 +71,22 @@ fn wait_text(reset: Option<Timestamp>, retry_after: Option<u64>) -> String {
     if parts.is_empty() { "wait a minute before trying again".into() } else { parts.join("; ") }
 }
 
-/// One run of a workflow, as `GET …/runs` lists it (the fields we show).
+/// One run of a workflow, as `GET …/runs` lists it (the fields we show; a missing one is `None`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 pub struct Run {
     pub id: u64,
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub display_title: Option<String>,
-    #[serde(default)]
     pub run_number: Option<u64>,
-    #[serde(default)]
     pub run_attempt: Option<u64>,
     /// queued, in_progress, completed, waiting, requested, pending.
-    #[serde(default)]
     pub status: Option<String>,
     /// success, failure, cancelled, skipped, timed_out, … (null until completed).
-    #[serde(default)]
     pub conclusion: Option<String>,
-    #[serde(default)]
     pub event: Option<String>,
-    #[serde(default)]
     pub head_branch: Option<String>,
-    #[serde(default)]
     pub created_at: Option<String>,
-    #[serde(default)]
     pub updated_at: Option<String>,
-    #[serde(default)]
     pub html_url: Option<String>,
 }
 
@@ -175,8 +162,9 @@ impl Client {
         Ok(h)
     }
 
-    fn scrub(&self, text: &str) -> String {
-        text.replace(&self.token, "[redacted]")
+    /// What removes the token from text headed for a message (a server may echo it back).
+    fn scrub(&self) -> crate::agent::http::Scrub<'_> {
+        crate::agent::http::Scrub { key: Some(&self.token) }
     }
 
     /// One request; the body of a 2xx answer (empty for 204).
@@ -261,27 +249,11 @@ impl Client {
     }
 
     fn quote(&self, s: &str) -> String {
-        let s = self.scrub(s);
-        let mut cut: String = s.chars().take(MAX_QUOTED_CHARS).collect();
-        if cut.len() < s.len() {
-            cut.push('…');
-        }
-        crate::escape::line(&cut)
+        crate::agent::http::quote(s, &self.scrub())
     }
 
     fn chain(&self, e: reqwest::Error) -> String {
-        use std::error::Error as _;
-        let e = e.without_url();
-        let mut message = e.to_string();
-        let mut source = e.source();
-        while let Some(cause) = source {
-            let text = cause.to_string();
-            if !message.contains(&text) {
-                message = format!("{message}: {text}");
-            }
-            source = cause.source();
-        }
-        self.quote(&message)
+        crate::agent::http::chain(e, &self.scrub())
     }
 
     /// The repository's default branch (`GET /repos/{owner}/{repo}`).
