@@ -495,29 +495,30 @@ fn the_composite_action_is_well_formed() {
     }
 }
 
-/// The value of a `${{ … }}` expression of the generated workflow in a simulated run: run 7, attempt 1, matrix
-/// entry `worker`, no dispatch inputs (their defaults apply), secrets unset. An expression not listed fails the test,
-/// so a new one in the workflow must be looked at here.
-fn expr(e: &str, worker: &str) -> String {
+/// The value of a `${{ … }}` expression of the generated workflow in a simulated run: run 7, attempt 1, `vars` for
+/// `matrix.worker` and `inputs.goal`, the other inputs' defaults, secrets unset. An expression not listed fails the
+/// test, so a new one in the workflow must be looked at here.
+fn expr(e: &str, vars: &[(&str, &str)]) -> String {
+    let var = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()).unwrap_or_default();
     match e.trim() {
         "github.run_id" => "7".into(),
         "github.run_attempt" => "1".into(),
-        "matrix.worker" => worker.into(),
+        "matrix.worker" => var("matrix.worker"),
+        "inputs.goal" => var("inputs.goal"),
         "inputs.swarm || 'default'" => "default".into(),
         "inputs.workers || 2" => "2".into(),
-        "inputs.goal" => String::new(),
         s if s.starts_with("secrets.") => String::new(),
         other => panic!("the simulation does not know the expression ${{{{ {other} }}}}"),
     }
 }
 
-fn substitute(text: &str, worker: &str) -> String {
+fn substitute(text: &str, vars: &[(&str, &str)]) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(i) = rest.find("${{") {
         out.push_str(&rest[..i]);
         let end = rest[i..].find("}}").expect("closed expression") + i;
-        out.push_str(&expr(&rest[i + 3..end], worker));
+        out.push_str(&expr(&rest[i + 3..end], vars));
         rest = &rest[end + 2..];
     }
     out.push_str(rest);
@@ -526,7 +527,7 @@ fn substitute(text: &str, worker: &str) -> String {
 
 /// Run the `run:` steps of `job` in `dir` with bash, as a runner would (its env: the workflow's, the job's, the
 /// step's), skipping the steps that install git-swarm: the binary under test is on the PATH instead.
-fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, worker: &str, output: &Path) -> Vec<(String, Out)> {
+fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], output: &Path) -> Vec<(String, Out)> {
     let bin_dir = Path::new(common::BIN).parent().expect("bin dir");
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
     let mut results = Vec::new();
@@ -538,7 +539,8 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, worker: &str, output: &P
             continue;
         }
         let mut cmd = Command::new("bash");
-        cmd.current_dir(dir).args(["-e", "-c", script]);
+        // GitHub runs `run:` steps as `bash --noprofile --norc -eo pipefail {0}`.
+        cmd.current_dir(dir).args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
         cmd.env("HOME", &env.home)
             .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
             .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -549,7 +551,7 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, worker: &str, output: &P
         for scope in [&y["env"], &y["jobs"][job]["env"], &step["env"]] {
             for (k, v) in scope.as_object().into_iter().flatten() {
                 let v = match v {
-                    Value::String(s) => substitute(s, worker),
+                    Value::String(s) => substitute(s, vars),
                     other => other.to_string(),
                 };
                 cmd.env(k, v);
@@ -561,7 +563,7 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, worker: &str, output: &P
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         };
-        assert_eq!(out.code, 0, "{job} {worker}: step '{name}' failed:\n{}\n{}", out.stdout, out.stderr);
+        assert_eq!(out.code, 0, "{job} {vars:?}: step '{name}' failed:\n{}\n{}", out.stdout, out.stderr);
         results.push((name, out));
     }
     results
@@ -592,7 +594,7 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
     let output = env.path("prepare-output");
     std::fs::write(&output, "").expect("output file");
     let before = env.rev(&bare, "refs/swarm/default");
-    let steps = run_job(&env, &y, "prepare", &prep, "", &output);
+    let steps = run_job(&env, &y, "prepare", &prep, &[], &output);
     assert_eq!(std::fs::read_to_string(&output).expect("output").trim(), "workers=[1,2]");
     assert!(steps.iter().any(|(n, o)| n.starts_with("Create the swarm") && o.stdout.contains("already exists")));
     assert_eq!(env.rev(&bare, "refs/swarm/default"), before, "init changed nothing");
@@ -608,8 +610,10 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
         })
         .collect();
     let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            jobs.iter().map(|(w, dir, out)| s.spawn(|| run_job(&env, &y, "worker", dir, w, out))).collect();
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(w, dir, out)| s.spawn(|| run_job(&env, &y, "worker", dir, &[("matrix.worker", w)], out)))
+            .collect();
         handles.into_iter().map(|h| h.join().expect("job thread")).collect()
     });
     assert!(
@@ -635,4 +639,53 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
         let text = std::fs::read_to_string(check.join(format!("log/{}.txt", i + 1))).expect("landed file");
         assert_eq!(text, format!("done {}\n", i + 1), "{id}");
     }
+}
+
+/// With `--planner`, a goal given to `dispatch` reaches the planner job's script as `$GOAL`: the planner files the
+/// goal and plans it, the worker jobs (waiting for the board to fill) work the tasks, and every job ends idle.
+#[test]
+fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let url = format!("file://{}", bare.display());
+    let seed = env.clone(&url, "seed");
+    let cfg = env.path("swarm.toml");
+    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(&cfg, format!("[roles.default]\nexec = \"{exec}\"\n")).expect("config");
+    env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let y: Value =
+        serde_yaml_ng::from_str(&workflow_text(&env, &seed, &["--workers", "2", "--planner"])).expect("YAML");
+    let goal = "Write wc-lite; a goal with 'quotes', $(dollars) and `ticks`";
+    let jobs: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("planner", vec![("inputs.goal", goal)]),
+        ("worker", vec![("matrix.worker", "1")]),
+        ("worker", vec![("matrix.worker", "2")]),
+    ];
+    let dirs: Vec<(PathBuf, PathBuf)> = (0..jobs.len())
+        .map(|i| {
+            let out = env.path(&format!("job{i}-output"));
+            std::fs::write(&out, "").expect("output file");
+            (env.clone(&url, &format!("job{i}")), out)
+        })
+        .collect();
+    let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .zip(&dirs)
+            .map(|((job, vars), (dir, out))| s.spawn(|| run_job(&env, &y, job, dir, vars, out)))
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("job thread")).collect()
+    });
+    let plan = results[0].iter().find(|(n, _)| n == "Plan").map(|(_, o)| o).expect("plan step");
+    assert!(plan.stderr.contains("filed"), "the planner filed tasks:\n{}", plan.stderr);
+    let check = env.clone(&url, "check");
+    let list = env.sw(&check, &["list", "--json"]).ok().json();
+    let tasks = list.as_array().expect("tasks");
+    assert!(tasks.len() > 2, "the goal and its plan: {list}");
+    assert!(tasks.iter().all(|t| t["status"] == "done"), "{list}");
+    let goal_task = tasks.iter().find(|t| t["labels"] == json!(["goal"])).expect("the goal's plan task");
+    assert_eq!(goal_task["body"], goal, "the goal arrived as it was typed");
+    let workers: std::collections::BTreeSet<&str> =
+        tasks.iter().filter(|t| t["kind"] == "work").filter_map(|t| t["result"]["agent"].as_str()).collect();
+    assert!(!workers.is_empty() && workers.iter().all(|a| a.starts_with("gha-7-1-w")), "{workers:?}");
 }

@@ -387,7 +387,7 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
             "Wait until the board has a task (the planner files the goal)",
             &[],
             "for _ in $(seq 1 30); do\n\
-             \x20 total=$(git swarm status --json | jq -r .total)\n\
+             \x20 total=$(git swarm status --json | jq -r .total) || total=0\n\
              \x20 if [ \"$total\" != \"0\" ]; then exit 0; fi\n\
              \x20 sleep 10\n\
              done\n\
