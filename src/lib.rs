@@ -19,6 +19,7 @@ pub mod board;
 pub mod config;
 pub mod doctor;
 pub mod escape;
+pub mod github;
 pub mod hooks;
 pub mod model;
 pub mod ops;

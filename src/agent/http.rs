@@ -102,7 +102,7 @@ pub fn complete_with_key(
     let request_error = |message: String| HttpError::Request { url: shown_url.clone(), message };
 
     // The key goes only where nobody on the way can read it: https, or a server on this machine.
-    if key.is_some() && !url.starts_with("https://") && !is_loopback(&url) {
+    if key.is_some() && !may_carry_secret(&url) {
         return Err(request_error(
             "refusing to send the API key over plain http to another machine (use https, or a server on loopback)"
                 .into(),
@@ -316,8 +316,8 @@ fn error_message(body: &str, reason: Option<&str>, scrub: &Scrub<'_>) -> String 
 }
 
 /// At most [`MAX_QUOTED_CHARS`] characters of `s` on one line: the key removed first (so that no cut leaves part
-/// of it), control characters escaped.
-fn quote(s: &str, scrub: &Scrub<'_>) -> String {
+/// of it), control characters escaped. (Shared with the GitHub client.)
+pub(crate) fn quote(s: &str, scrub: &Scrub<'_>) -> String {
     let s = scrub.clean(s);
     let mut cut: String = s.chars().take(MAX_QUOTED_CHARS).collect();
     if cut.len() < s.len() {
@@ -327,7 +327,7 @@ fn quote(s: &str, scrub: &Scrub<'_>) -> String {
 }
 
 /// A `reqwest` error with its causes, without its URL (which could carry userinfo; the caller names the URL).
-fn chain(error: reqwest::Error, scrub: &Scrub<'_>) -> String {
+pub(crate) fn chain(error: reqwest::Error, scrub: &Scrub<'_>) -> String {
     use std::error::Error as _;
     let error = error.without_url();
     let mut message = error.to_string();
@@ -344,8 +344,8 @@ fn chain(error: reqwest::Error, scrub: &Scrub<'_>) -> String {
 }
 
 /// Removes the key from text headed for an error message (a server may echo it back).
-struct Scrub<'a> {
-    key: Option<&'a str>,
+pub(crate) struct Scrub<'a> {
+    pub(crate) key: Option<&'a str>,
 }
 
 impl Scrub<'_> {
@@ -369,8 +369,14 @@ fn retry_base() -> u64 {
     std::env::var(RETRY_BASE_ENV).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_RETRY_BASE_MS)
 }
 
+/// May a secret (an API key, a token) be sent to this URL? Only over https, or to a server on this machine: on
+/// plain http to another machine anybody on the way could read it. (Shared with the GitHub client, `crate::github`.)
+pub fn may_carry_secret(url: &str) -> bool {
+    url.starts_with("https://") || is_loopback(url)
+}
+
 /// Whether the URL's host is this machine.
-fn is_loopback(url: &str) -> bool {
+pub fn is_loopback(url: &str) -> bool {
     let Ok(url) = reqwest::Url::parse(url) else { return false };
     let Some(host) = url.host_str() else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']');

@@ -3,10 +3,12 @@
 
 mod add;
 mod board;
+mod ci;
 mod claim;
 mod compact;
 mod completions;
 mod demo;
+mod dispatch;
 mod doctor;
 mod done;
 mod error;
@@ -22,6 +24,7 @@ mod ready;
 mod release;
 mod renew;
 mod run;
+mod runs;
 mod setup;
 mod show;
 mod status;
@@ -146,6 +149,12 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// The board as one self-contained HTML page (--html <file>) or JSON (--json).
     Board(board::BoardArgs),
+    /// Write a CI workflow that runs a fleet of runners: `ci github` for GitHub Actions.
+    Ci(ci::CiArgs),
+    /// Start the fleet's GitHub Actions workflow (workflow_dispatch; token from GITHUB_TOKEN or GH_TOKEN).
+    Dispatch(dispatch::DispatchArgs),
+    /// The runs of the fleet's GitHub Actions workflow and their state, newest first.
+    Runs(runs::RunsArgs),
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
@@ -492,6 +501,9 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Up(a) => up::run(&mut ctx, a),
         Command::Watch(a) => watch::run(&mut ctx, a),
         Command::Board(a) => board::run(&mut ctx, a),
+        Command::Ci(a) => ci::run(&mut ctx, a),
+        Command::Dispatch(a) => dispatch::run(&mut ctx, a),
+        Command::Runs(a) => runs::run(&mut ctx, a),
         Command::Demo(_) | Command::Setup(_) | Command::Completions(_) | Command::Man(_) | Command::Hooks(_) => Ok(()),
     }
 }

@@ -1,0 +1,82 @@
+//! The push budget of a fleet on one GitHub repository.
+//!
+//! GitHub asks for at most [`PUSHES_PER_MINUTE`] pushes a minute to one repository. A worker pushes once per
+//! completed task (its code, the task's `done` and its next claim ride in one atomic push), plus one push per
+//! lease renewal while a task runs, plus one per lost race (a push refused because another agent moved the state
+//! ref first; it is retried on the new state). `docs/github-actions.md` turns this into a table.
+
+use std::time::Duration;
+
+/// GitHub's recommended ceiling of pushes a minute to one repository.
+pub const PUSHES_PER_MINUTE: f64 = 6.0;
+
+/// Push attempts per completed task, lost races included, measured by `bench/runner.py` (`docs/performance.md`):
+/// 1.25 for one worker (its first claim is a push of its own; later claims ride in landings) — the figure for
+/// workers whose tasks end at different moments, as tasks of minutes do.
+pub const ATTEMPTS_SPREAD: f64 = 1.25;
+
+/// The same with every worker finishing in the same instant (the benchmark's worst case): 1.7–2.1 at 8 workers,
+/// 2.2–2.8 at 16–32.
+pub const ATTEMPTS_CONTENDED: f64 = 2.5;
+
+/// Lease renewals while one task of length `task` runs under a lease of `lease`: the runner renews when a third
+/// of the lease is left (`Runner::try_renew`), so every two thirds of the lease.
+pub fn renewals_per_task(task: Duration, lease: Duration) -> u64 {
+    let period = (lease.as_millis() * 2 / 3).max(1);
+    let task = task.as_millis();
+    if task == 0 { 0 } else { u64::try_from((task - 1) / period).unwrap_or(u64::MAX) }
+}
+
+/// Pushes a minute of one worker that runs tasks of length `task` back to back.
+pub fn pushes_per_worker_minute(task: Duration, lease: Duration, attempts_per_task: f64) -> f64 {
+    let minutes = task.as_secs_f64() / 60.0;
+    if minutes <= 0.0 {
+        return f64::INFINITY;
+    }
+    (attempts_per_task + renewals_per_task(task, lease) as f64) / minutes
+}
+
+/// The most workers that stay within [`PUSHES_PER_MINUTE`] (at least 1: one worker is always allowed).
+pub fn max_workers(task: Duration, lease: Duration, attempts_per_task: f64) -> u64 {
+    let per_worker = pushes_per_worker_minute(task, lease, attempts_per_task);
+    let n = (PUSHES_PER_MINUTE / per_worker).floor();
+    if n.is_finite() && n >= 1.0 { n as u64 } else { 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn renewals_follow_the_runners_rule() {
+        // Renewed at 2/3 of a 10-minute lease: at 6m40s, 13m20s, 20m, 26m40s.
+        assert_eq!(renewals_per_task(2 * MIN, 10 * MIN), 0);
+        assert_eq!(renewals_per_task(6 * MIN, 10 * MIN), 0);
+        assert_eq!(renewals_per_task(7 * MIN, 10 * MIN), 1);
+        assert_eq!(renewals_per_task(30 * MIN, 10 * MIN), 4);
+        assert_eq!(renewals_per_task(30 * MIN, 30 * MIN), 1);
+        assert_eq!(renewals_per_task(Duration::ZERO, 10 * MIN), 0);
+    }
+
+    /// The table of docs/github-actions.md, "The push budget": change both together.
+    #[test]
+    fn the_documented_table() {
+        let rows: Vec<(u32, u64, u64, u64, u64)> = [2u32, 5, 10, 30]
+            .iter()
+            .map(|&t| {
+                let t_d = t * MIN;
+                (
+                    t,
+                    max_workers(t_d, 10 * MIN, ATTEMPTS_SPREAD),
+                    max_workers(t_d, 10 * MIN, ATTEMPTS_CONTENDED),
+                    max_workers(t_d, 30 * MIN, ATTEMPTS_SPREAD),
+                    max_workers(t_d, 30 * MIN, ATTEMPTS_CONTENDED),
+                )
+            })
+            .collect();
+        assert_eq!(rows, vec![(2, 9, 4, 9, 4), (5, 24, 12, 24, 12), (10, 26, 17, 48, 24), (30, 34, 27, 80, 51)]);
+        assert_eq!(max_workers(Duration::from_secs(1), 10 * MIN, 5.0), 1);
+    }
+}

