@@ -636,6 +636,22 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
         let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
         assert!(work.stderr.contains(&format!("gha-7-1-w{w}")), "job {w} ran as its agent id:\n{}", work.stderr);
     }
+    // The pushes that took: one per task (landing + done + next claim), plus each job's first claim.
+    let figure = |o: &Out, what: &str| -> u64 {
+        let line = o.stderr.lines().find(|l| l.contains("worker exits:")).unwrap_or_default();
+        let before = line.split(what).next().unwrap_or_default();
+        before.split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no {what} in {line}"))
+    };
+    let (mut pushes, mut lost) = (0, 0);
+    for steps in &results {
+        let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
+        pushes += figure(work, " push(es)");
+        lost += figure(work, " lost race(s)");
+    }
+    // The runner counts push attempts; the lost races among them changed nothing on the remote.
+    let landed = pushes - lost;
+    println!("2 worker jobs, 4 tasks: {pushes} push attempts, {lost} lost races, {landed} pushes that took");
+    assert!((4..=6).contains(&landed), "{landed} pushes took for 4 tasks and 2 jobs ({pushes} attempts)");
     // Every task done exactly once, its code on main.
     let check = env.clone(&url, "check");
     let list = env.sw(&check, &["list", "--json"]).ok().json();
