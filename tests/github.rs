@@ -575,29 +575,38 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
     results
 }
 
-/// The generated workflow's own scripts, run as two runner jobs would run them (in fresh clones, at once), drain a
-/// real board: the refs fetch, the matrix, `init`, the wait for tasks and `run worker --until-idle` all work.
-#[test]
-fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
-    // The wait step of the worker jobs reads `git swarm status --json` with jq (on GitHub's runners already).
-    if tool_or_skip("the_workflows_scripts_drain_a_board_as_runner_jobs", "jq", "apt-get install jq").is_none() {
-        return;
-    }
-    let env = Env::new();
+/// A bare remote `origin.git` (its `file://` URL returned) with a swarm whose `[roles.<role>]` runs the scripted
+/// agent, a clone `seed` of it, and the workflow of `ci github --workers 2 --planner`, parsed. None (the test is
+/// skipped) without jq, which the worker jobs' wait step uses (GitHub's runners have it).
+fn scripted_fleet(test: &str, env: &Env, role: &str) -> Option<(String, PathBuf, Value)> {
+    tool_or_skip(test, "jq", "apt-get install jq")?;
     let bare = env.bare_remote("origin");
     let url = format!("file://{}", bare.display());
     let seed = env.clone(&url, "seed");
     let cfg = env.path("swarm.toml");
     let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
-    std::fs::write(&cfg, format!("[roles.worker]\nexec = \"{exec}\"\n")).expect("config");
+    std::fs::write(&cfg, format!("[roles.{role}]\nexec = \"{exec}\"\n")).expect("config");
     env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let text = workflow_text(env, &seed, &["--workers", "2", "--planner"]);
+    let y = serde_yaml_ng::from_str(&text).expect("YAML");
+    Some((url, seed, y))
+}
+
+/// The generated workflow's own scripts, run as two runner jobs would run them (in fresh clones, at once), drain a
+/// real board: the refs fetch, the matrix, `init`, the wait for tasks and `run worker --until-idle` all work.
+#[test]
+fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
+    let env = Env::new();
+    let Some((url, seed, y)) = scripted_fleet("the_workflows_scripts_drain_a_board_as_runner_jobs", &env, "worker")
+    else {
+        return;
+    };
+    let bare = env.path("origin.git");
     let ids: Vec<String> = (1..=4)
         .map(|i| {
             env.sw(&seed, &["add", &format!("task {i}"), "--body", &format!("@write log/{i}.txt done {i}")]).ok().line()
         })
         .collect();
-    let y: Value =
-        serde_yaml_ng::from_str(&workflow_text(&env, &seed, &["--workers", "2", "--planner"])).expect("YAML");
 
     // prepare: the matrix output, then `git swarm init` (nothing changes: the swarm exists).
     let prep = env.clone(&url, "prepare");
@@ -671,19 +680,11 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
 /// goal and plans it, the worker jobs (waiting for the board to fill) work the tasks, and every job ends idle.
 #[test]
 fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
-    if tool_or_skip("a_dispatched_goal_is_planned_and_worked_by_the_jobs", "jq", "apt-get install jq").is_none() {
-        return;
-    }
     let env = Env::new();
-    let bare = env.bare_remote("origin");
-    let url = format!("file://{}", bare.display());
-    let seed = env.clone(&url, "seed");
-    let cfg = env.path("swarm.toml");
-    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
-    std::fs::write(&cfg, format!("[roles.default]\nexec = \"{exec}\"\n")).expect("config");
-    env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
-    let y: Value =
-        serde_yaml_ng::from_str(&workflow_text(&env, &seed, &["--workers", "2", "--planner"])).expect("YAML");
+    let Some((url, _seed, y)) = scripted_fleet("a_dispatched_goal_is_planned_and_worked_by_the_jobs", &env, "default")
+    else {
+        return;
+    };
     let goal = "Write wc-lite; a goal with 'quotes', $(dollars) and `ticks`";
     let jobs: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("planner", vec![("inputs.goal", goal)]),
