@@ -575,29 +575,38 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
     results
 }
 
-/// The generated workflow's own scripts, run as two runner jobs would run them (in fresh clones, at once), drain a
-/// real board: the refs fetch, the matrix, `init`, the wait for tasks and `run worker --until-idle` all work.
-#[test]
-fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
-    // The wait step of the worker jobs reads `git swarm status --json` with jq (on GitHub's runners already).
-    if tool_or_skip("the_workflows_scripts_drain_a_board_as_runner_jobs", "jq", "apt-get install jq").is_none() {
-        return;
-    }
-    let env = Env::new();
+/// A bare remote `origin.git` (its `file://` URL returned) with a swarm whose `[roles.<role>]` runs the scripted
+/// agent, a clone `seed` of it, and the workflow of `ci github --workers 2 --planner`, parsed. None (the test is
+/// skipped) without jq, which the worker jobs' wait step uses (GitHub's runners have it).
+fn scripted_fleet(test: &str, env: &Env, role: &str) -> Option<(String, PathBuf, Value)> {
+    tool_or_skip(test, "jq", "apt-get install jq")?;
     let bare = env.bare_remote("origin");
     let url = format!("file://{}", bare.display());
     let seed = env.clone(&url, "seed");
     let cfg = env.path("swarm.toml");
     let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
-    std::fs::write(&cfg, format!("[roles.worker]\nexec = \"{exec}\"\n")).expect("config");
+    std::fs::write(&cfg, format!("[roles.{role}]\nexec = \"{exec}\"\n")).expect("config");
     env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let text = workflow_text(env, &seed, &["--workers", "2", "--planner"]);
+    let y = serde_yaml_ng::from_str(&text).expect("YAML");
+    Some((url, seed, y))
+}
+
+/// The generated workflow's own scripts, run as two runner jobs would run them (in fresh clones, at once), drain a
+/// real board: the refs fetch, the matrix, `init`, the wait for tasks and `run worker --until-idle` all work.
+#[test]
+fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
+    let env = Env::new();
+    let Some((url, seed, y)) = scripted_fleet("the_workflows_scripts_drain_a_board_as_runner_jobs", &env, "worker")
+    else {
+        return;
+    };
+    let bare = env.path("origin.git");
     let ids: Vec<String> = (1..=4)
         .map(|i| {
             env.sw(&seed, &["add", &format!("task {i}"), "--body", &format!("@write log/{i}.txt done {i}")]).ok().line()
         })
         .collect();
-    let y: Value =
-        serde_yaml_ng::from_str(&workflow_text(&env, &seed, &["--workers", "2", "--planner"])).expect("YAML");
 
     // prepare: the matrix output, then `git swarm init` (nothing changes: the swarm exists).
     let prep = env.clone(&url, "prepare");
@@ -636,6 +645,22 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
         let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
         assert!(work.stderr.contains(&format!("gha-7-1-w{w}")), "job {w} ran as its agent id:\n{}", work.stderr);
     }
+    // The pushes that took: one per task (landing + done + next claim), plus each job's first claim.
+    let figure = |o: &Out, what: &str| -> u64 {
+        let line = o.stderr.lines().find(|l| l.contains("worker exits:")).unwrap_or_default();
+        let before = line.split(what).next().unwrap_or_default();
+        before.split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no {what} in {line}"))
+    };
+    let (mut pushes, mut lost) = (0, 0);
+    for steps in &results {
+        let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
+        pushes += figure(work, " push(es)");
+        lost += figure(work, " lost race(s)");
+    }
+    // The runner counts push attempts; the lost races among them changed nothing on the remote.
+    let landed = pushes - lost;
+    println!("2 worker jobs, 4 tasks: {pushes} push attempts, {lost} lost races, {landed} pushes that took");
+    assert!((4..=6).contains(&landed), "{landed} pushes took for 4 tasks and 2 jobs ({pushes} attempts)");
     // Every task done exactly once, its code on main.
     let check = env.clone(&url, "check");
     let list = env.sw(&check, &["list", "--json"]).ok().json();
@@ -655,19 +680,11 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
 /// goal and plans it, the worker jobs (waiting for the board to fill) work the tasks, and every job ends idle.
 #[test]
 fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
-    if tool_or_skip("a_dispatched_goal_is_planned_and_worked_by_the_jobs", "jq", "apt-get install jq").is_none() {
-        return;
-    }
     let env = Env::new();
-    let bare = env.bare_remote("origin");
-    let url = format!("file://{}", bare.display());
-    let seed = env.clone(&url, "seed");
-    let cfg = env.path("swarm.toml");
-    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
-    std::fs::write(&cfg, format!("[roles.default]\nexec = \"{exec}\"\n")).expect("config");
-    env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
-    let y: Value =
-        serde_yaml_ng::from_str(&workflow_text(&env, &seed, &["--workers", "2", "--planner"])).expect("YAML");
+    let Some((url, _seed, y)) = scripted_fleet("a_dispatched_goal_is_planned_and_worked_by_the_jobs", &env, "default")
+    else {
+        return;
+    };
     let goal = "Write wc-lite; a goal with 'quotes', $(dollars) and `ticks`";
     let jobs: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("planner", vec![("inputs.goal", goal)]),
