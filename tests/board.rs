@@ -330,6 +330,37 @@ fn watch_redraws_on_file_events_of_a_path_remote() {
     watch_redraws(path_url, "60s");
 }
 
+/// CPU time (user + system, in clock ticks) a process has used so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the command: state is field 3 of stat, utime 14 and stime 15.
+    f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime")
+}
+
+#[test]
+fn an_idle_watch_sleeps_while_others_read_the_ref() {
+    // File events of reads (inotify reports every open) must not wake the watch: it would read the ref, which is
+    // an open too, and spin.
+    let fx = fixture(path_url);
+    let other = fx.env.clone(&path_url(&fx.bare), "c1");
+    let mut cmd = fx.env.cmd(&fx.clone);
+    cmd.args(["watch", "--interval", "60s"]);
+    let mut w = Collected::start(cmd);
+    w.wait_for("latest:", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(w.child.id());
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        fx.env.sw(&other, &["status"]).ok();
+    }
+    let used = cpu_ticks(w.child.id()) - before;
+    println!("an idle watch used {used} tick(s) of CPU in 3 s while another clone read the ref");
+    assert!(used <= 20, "an idle watch used {used} ticks of CPU in 3 s");
+    assert_eq!(w.text().matches("git swarm watch — ").count(), 1, "no frame without a change");
+}
+
 #[test]
 fn watch_polls_a_url_remote() {
     watch_redraws(file_url, "300ms");

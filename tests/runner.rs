@@ -752,3 +752,32 @@ fn a_repository_that_is_its_own_remote_lands_in_process_unless_the_target_is_che
     assert_eq!(env.git(&repo, &["status", "--porcelain"]), "", "the user's work tree changed");
     assert!(!repo.join("solo.txt").exists(), "the landing reached the user's work tree");
 }
+
+#[test]
+fn runners_of_one_clone_add_and_prune_work_trees_at_once() {
+    // `git worktree add` makes `worktrees/<id>/` and only then writes its `locked` file; a `git worktree prune`
+    // by another runner of the clone in between removed the folder ("could not open 'worktrees/<id>/locked'"),
+    // and the runner died (a CI run of `up`). Work tree commands of one clone are serialised.
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let clone = env.clone(&path_url(&bare), "c0");
+    let common = clone.join(".git");
+    let head = gix::ObjectId::from_hex(env.git(&clone, &["rev-parse", "HEAD"]).as_bytes()).expect("head");
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let common = common.clone();
+            let root = env.path(&format!("wt{i}"));
+            std::thread::spawn(move || {
+                for n in 0..15 {
+                    let path = root.join(format!("t{n}"));
+                    git_swarm::runner::git::add_worktree(&common, &path, head)
+                        .unwrap_or_else(|e| panic!("runner {i}, work tree {n}: {e}"));
+                    git_swarm::runner::git::remove_worktree(&common, &path);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a runner failed");
+    }
+}

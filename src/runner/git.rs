@@ -56,11 +56,29 @@ pub fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
 }
 
 pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+    let _lock = worktree_lock(dir, args);
     git_in(dir).args(args).output().map_err(|e| GitError {
         args: describe(args),
         dir: Some(dir.to_path_buf()),
         message: format!("cannot run git: {e}"),
     })
+}
+
+/// `git worktree` commands of one clone run one at a time (`dir` is its common dir). `git worktree add` makes
+/// `worktrees/<id>/` and writes its `locked` file only afterwards: a `git worktree prune` of another runner in
+/// between removed the folder under it ("could not open 'worktrees/<id>/locked'", "failed to read
+/// worktrees/<id>/commondir") and that runner died. An advisory `flock` on `<common dir>/swarm/worktree.flock`
+/// (not `*.lock`: the file being there means nothing, the `flock` is the lock), released by the kernel when its
+/// holder dies, so never stale. Best effort: without it the command runs anyway.
+fn worktree_lock(dir: &Path, args: &[&str]) -> Option<std::fs::File> {
+    if args.first() != Some(&"worktree") {
+        return None;
+    }
+    let path = dir.join("swarm").join("worktree.flock");
+    let _ = std::fs::create_dir_all(path.parent()?);
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ok()?;
+    file.lock().ok()?;
+    Some(file)
 }
 
 /// A new detached work tree of the repository at `common_dir`, at `commit`. Whatever was at `path` goes first.

@@ -428,7 +428,15 @@ pub(crate) fn watch_refs(
 ) -> (Option<notify::RecommendedWatcher>, Option<std::sync::mpsc::Receiver<()>>) {
     use notify::Watcher;
     let (tx, rx) = std::sync::mpsc::channel();
-    let Ok(mut w) = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+    let Ok(mut w) = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        // inotify reports reads too (a file opened, closed unwritten): only a change can move a ref. Without this
+        // filter every reader of the ref woke every waiter, which read the ref and woke the others (and itself):
+        // idle runners and `watch` spun on the CPU.
+        if let Ok(e) = &res
+            && matches!(e.kind, notify::EventKind::Access(_))
+        {
+            return;
+        }
         let _ = tx.send(());
     }) else {
         return (None, None);
