@@ -283,6 +283,95 @@ mod tests {
     }
 }
 
+/// The top-level keys of `swarm.toml` that `git swarm config set` may change (`version` is the layout's, not a
+/// setting), and the tables under them.
+const TOP: &[&str] = &["target", "lease", "max_attempts", "run", "roles"];
+
+/// Everything a reader needs of a `swarm.toml`: the layout, the `[run]` settings and every role's agent. `init`
+/// and `config set` refuse settings that fail here, so that no runner meets them on the ref. Keys this version
+/// does not know are refused too (a typo in a shared file is a setting silently lost for the whole fleet).
+pub fn check(config: &Config) -> Result<(), String> {
+    config.validate()?;
+    crate::runner::RunSettings::from_config(config)?;
+    for role in [crate::runner::Role::Worker, crate::runner::Role::Planner, crate::runner::Role::Judge] {
+        crate::runner::settings::backend_for(config, role)?;
+    }
+    if let Some(toml::Value::Table(roles)) = config.extra.get("roles")
+        && let Some(bad) = roles.keys().find(|r| !ROLES.contains(&r.as_str()))
+    {
+        return Err(format!("[roles.{bad}]: not a role (one of {})", ROLES.join(", ")));
+    }
+    Ok(())
+}
+
+/// A `swarm.toml` value from the command line: a TOML literal when it is one (`6`, `true`, `"text"`, `[1, 2]`),
+/// else the text itself (`30m`, `cargo test --quiet`).
+fn literal(text: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(text.to_string()))
+}
+
+/// `config` with the dotted `key` (`lease`, `run.pushes_per_minute`, `roles.worker.preset`) set to `value`, or
+/// removed when `value` is `None`, checked as [`check`] does. The error names the key.
+pub fn edit(config: &Config, key: &str, value: Option<&str>) -> Result<Config, String> {
+    let path: Vec<&str> = key.split('.').collect();
+    if path.iter().any(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+        return Err(format!("'{}': not a key (words joined by '.', like run.check)", crate::escape::line(key)));
+    }
+    if !TOP.contains(&path[0]) {
+        return Err(format!("'{key}': unknown setting (one of {})", TOP.join(", ")));
+    }
+    if TOP[..3].contains(&path[0]) && path.len() > 1 {
+        return Err(format!("'{key}': {} is a value, not a table", path[0]));
+    }
+    let mut root = toml::Value::try_from(config).map_err(|e| format!("cannot edit the settings: {e}"))?;
+    let (last, parents) = path.split_last().ok_or_else(|| "an empty key".to_string())?;
+    let mut table = root.as_table_mut().ok_or_else(|| "the settings are not a table".to_string())?;
+    for p in parents {
+        let entry = table.entry(p.to_string()).or_insert_with(|| toml::Value::Table(Default::default()));
+        table = entry.as_table_mut().ok_or_else(|| format!("'{key}': {p} is a value, not a table"))?;
+    }
+    match value {
+        Some(v) => {
+            table.insert(last.to_string(), literal(v));
+        }
+        None => {
+            if table.remove(*last).is_none() {
+                return Err(format!("'{key}' is not set"));
+            }
+            // A table left empty goes too (`[run]` with nothing in it says nothing).
+            if let Some(top) = root.as_table_mut() {
+                prune(top, parents);
+            }
+        }
+    }
+    let edited: Config = root.try_into().map_err(|e: toml::de::Error| format!("{key}: {}", e.message().trim()))?;
+    check(&edited).map_err(|e| format!("{key}: {e}"))?;
+    Ok(edited)
+}
+
+/// Remove the tables along `path` that are left empty, innermost first.
+fn prune(table: &mut toml::Table, path: &[&str]) {
+    let Some((first, rest)) = path.split_first() else { return };
+    if let Some(toml::Value::Table(inner)) = table.get_mut(*first) {
+        prune(inner, rest);
+        if inner.is_empty() {
+            table.remove(*first);
+        }
+    }
+}
+
+/// The value at the dotted `key` of `config`, if set.
+pub fn get(config: &Config, key: &str) -> Option<toml::Value> {
+    let mut v = toml::Value::try_from(config).ok()?;
+    for p in key.split('.') {
+        v = v.as_table_mut()?.remove(p)?;
+    }
+    Some(v)
+}
+
 /// The `git -c key=value` settings git hands to a subcommand, from `$GIT_CONFIG_PARAMETERS`, as `key=value`
 /// strings (gix reads `GIT_CONFIG_COUNT` but not this variable). A key given without a value is `key=true`, as in
 /// git. A malformed variable yields what could be read before the fault.
@@ -331,6 +420,54 @@ fn parse_config_parameters(v: &str) -> Vec<String> {
         rest = rest.trim_start();
     }
     out
+}
+
+#[cfg(test)]
+mod editing {
+    use super::*;
+
+    fn base() -> Config {
+        toml::from_str("lease = \"10m\"\n[run]\ncheck = \"make\"\n[roles.worker]\npreset = \"claude\"\n").expect("toml")
+    }
+
+    #[test]
+    fn set_and_unset_keep_everything_else() {
+        let c = edit(&base(), "run.pushes_per_minute", Some("6")).expect("set");
+        assert_eq!(get(&c, "run.pushes_per_minute"), Some(toml::Value::Integer(6)));
+        assert_eq!(get(&c, "run.check").and_then(|v| v.as_str().map(String::from)).as_deref(), Some("make"));
+        let c = edit(&c, "lease", Some("30m")).expect("lease");
+        assert_eq!(c.lease, std::time::Duration::from_secs(1800));
+        let c = edit(&c, "roles.planner.exec", Some("my planner --flag")).expect("a new table");
+        assert_eq!(
+            get(&c, "roles.planner.exec").and_then(|v| v.as_str().map(String::from)).as_deref(),
+            Some("my planner --flag")
+        );
+        let c = edit(&c, "run.check", None).expect("unset");
+        assert_eq!(get(&c, "run.check"), None);
+        let c = edit(&c, "run.pushes_per_minute", None).expect("unset");
+        assert_eq!(get(&c, "run"), None, "an empty [run] goes too");
+        assert_eq!(edit(&base(), "run.check", Some("make")).expect("same"), base());
+    }
+
+    #[test]
+    fn bad_settings_name_the_key_and_change_nothing() {
+        for (key, value, want) in [
+            ("leese", Some("5m"), "unknown setting"),
+            ("lease", Some("soon"), "lease"),
+            ("lease", Some("0s"), "shorter than one second"),
+            ("run.chek", Some("x"), "run.chek"),
+            ("run.pushes_per_minute", Some("-1"), "pushes_per_minute"),
+            ("roles.reviewer.preset", Some("claude"), "not a role"),
+            ("roles.worker.preset", Some("nobody"), "unknown"),
+            ("roles.worker.backend", Some("http"), "cannot be a worker"),
+            ("max_attempts.x", Some("1"), "not a table"),
+            ("run..check", Some("x"), "not a key"),
+            ("run.plan_depth", None, "is not set"),
+        ] {
+            let e = edit(&base(), key, value).expect_err(key);
+            assert!(e.contains(want), "{key}: {e}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -147,6 +147,9 @@ pub enum DomainError {
     /// A new task that no reader could read back (a NUL in its title, a file past the size limit, …).
     #[error("cannot add '{title}': {why}")]
     Invalid { title: String, why: String },
+    /// A change of `swarm.toml` that no reader could use.
+    #[error("swarm.toml: {0}")]
+    BadSetting(String),
 }
 
 /// A task to add.
@@ -667,6 +670,23 @@ pub fn cancel_blocked(board: &Board, actor: &Actor, ids: &[String]) -> Change {
         removes,
         ..Default::default()
     }
+}
+
+/// Replace the swarm's settings (`swarm.toml`) by `config` — computed from this board's, so that a lost race
+/// re-applies the edit to the newest settings. The same settings are no change (and no push). `what` names the
+/// edit in the log (`config lease`).
+pub fn configure(board: &Board, actor: &Actor, config: &Config, what: &str) -> Result<Change, DomainError> {
+    if *config == board.config {
+        return Ok(Change::default());
+    }
+    let text = toml::to_string(config).map_err(|e| DomainError::BadSetting(format!("cannot write it: {e}")))?;
+    Ok(Change {
+        op: "config",
+        agent: actor.agent.clone(),
+        summary: crate::escape::line(&format!("config {what}")),
+        files: BTreeMap::from([(crate::store::CONFIG_PATH.to_string(), text)]),
+        ..Default::default()
+    })
 }
 
 /// Apply a change to a board in memory (what committing it would give), for tests and for chaining ops.

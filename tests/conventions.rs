@@ -290,3 +290,46 @@ fn dash_c_git_dir_and_linked_work_trees_behave_as_in_git() {
     env.git(&other, &["config", "swarm.remote", &url]);
     assert_eq!(list(&other, &[]), [id]);
 }
+
+#[test]
+fn config_changes_the_shared_settings_by_compare_and_swap() {
+    let env = Env::new();
+    let (bare, c0) = repo(&env);
+    let c1 = env.clone(&file_url(&bare), "c1");
+    let state = |env: &Env| env.rev(&bare, "refs/swarm/default").expect("state ref");
+    let o = env.sw(&c0, &["config", "set", "lease", "30m", "--json"]).ok().json();
+    assert_eq!((o["previous"].as_str(), o["value"].as_str()), (Some("10m"), Some("30m")), "{o}");
+    // Every clone reads it from the ref.
+    assert_eq!(env.sw(&c1, &["config", "get", "lease"]).ok().line(), "30m");
+    assert_eq!(env.sw(&c1, &["status", "--json"]).ok().json()["lease"], "30m");
+    // The same value again, and refused values: no push, the culprit named.
+    let before = state(&env);
+    env.sw(&c1, &["config", "set", "lease", "30m"]).ok();
+    for (key, value, culprit) in [
+        ("lease", "soon", "lease"),
+        ("leese", "5m", "leese"),
+        ("run.chek", "make", "chek"),
+        ("roles.worker.preset", "nobody", "nobody"),
+        ("run.pushes_per_minute", "0", "pushes_per_minute"),
+    ] {
+        let o = env.sw(&c1, &["config", "set", key, value]).code(2);
+        assert!(o.stderr.contains(culprit), "{key}: {}", o.stderr);
+    }
+    assert_eq!(state(&env), before, "nothing was pushed");
+    // Two clones setting different keys at once: both land (a lost race re-applies the edit to the newest settings).
+    let spawn =
+        |dir: &Path, key: &str, value: &str| env.cmd(dir).args(["config", "set", key, value]).spawn().expect("spawn");
+    let mut a = spawn(&c0, "run.pushes_per_minute", "6");
+    let mut b = spawn(&c1, "run.check", "cargo test --quiet");
+    assert!(a.wait().expect("wait").success() && b.wait().expect("wait").success());
+    let all = env.sw(&c0, &["config", "--json"]).ok().json();
+    assert_eq!(all["run"]["pushes_per_minute"], 6, "{all}");
+    assert_eq!(all["run"]["check"], "cargo test --quiet", "{all}");
+    assert_eq!(all["lease"], "30m", "{all}");
+    // Unset, get of a missing key, and the log.
+    env.sw(&c0, &["config", "unset", "run.check"]).ok();
+    env.sw(&c0, &["config", "get", "run.check"]).code(1);
+    let log = env.sw(&c0, &["log", "--json"]).ok().json();
+    let configs = log.as_array().into_iter().flatten().filter(|e| e["op"] == "config").count();
+    assert_eq!(configs, 4, "lease, two sets at once, one unset: {log}");
+}

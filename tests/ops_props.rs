@@ -394,6 +394,7 @@ fn check_refusal(before: &Board, op: &Concrete, now: Timestamp, e: &DomainError)
         }
         DomainError::IdSpaceExhausted(_) => prop_assert!(false, "mint never repeats: {e}"),
         DomainError::Invalid { .. } => prop_assert!(false, "the generated tasks are valid: {e}"),
+        DomainError::BadSetting(_) => prop_assert!(false, "no generated op changes the settings: {e}"),
     }
     Ok(())
 }

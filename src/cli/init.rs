@@ -44,19 +44,13 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
         }
         None => Config { target, ..Config::default() },
     };
-    if let Err(e) = git_swarm::runner::RunSettings::from_config(&config) {
-        return Err(CliError::usage(format!("init: {e}")));
-    }
-    for role in [git_swarm::runner::Role::Worker, git_swarm::runner::Role::Planner, git_swarm::runner::Role::Judge] {
-        git_swarm::runner::settings::backend_for(&config, role).map_err(|e| CliError::usage(format!("init: {e}")))?;
-    }
     if let Some(l) = args.lease {
         config.lease = l;
     }
     if let Some(n) = args.max_attempts {
         config.max_attempts = n;
     }
-    config.validate().map_err(|e| CliError::usage(format!("init: {e}")))?;
+    git_swarm::config::check(&config).map_err(|e| CliError::usage(format!("init: {e}")))?;
     let who = Ctx::identity(&swarm, &agent);
     let clock = ctx.clock();
     let (commit, created) = swarm.init(&ctx.retry, &who, &clock, &config, &agent)?;

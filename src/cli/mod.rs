@@ -7,6 +7,7 @@ mod ci;
 mod claim;
 mod compact;
 mod completions;
+mod config;
 mod demo;
 mod dispatch;
 mod doctor;
@@ -128,6 +129,8 @@ pub enum Command {
     Log(log::LogArgs),
     /// Replace the state ref's history by one root commit; the old history is kept under refs/swarm-archive/.
     Compact(compact::CompactArgs),
+    /// The swarm's shared settings (swarm.toml on the state ref): show them, get, set or unset one.
+    Config(config::ConfigArgs),
     /// Check the swarm and this clone (a state ref rewound or deleted, stale locks, stray work trees); --fix repairs.
     Doctor(doctor::DoctorArgs),
     /// Run an agent loop: a worker, a planner or a judge.
@@ -497,6 +500,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Log(a) => log::run(&mut ctx, a),
         Command::Compact(a) => compact::run(&mut ctx, a),
         Command::Doctor(a) => doctor::run(&mut ctx, a),
+        Command::Config(a) => config::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
         Command::Watch(a) => watch::run(&mut ctx, a),

@@ -1,0 +1,84 @@
+//! `git swarm config`: the swarm's shared settings, `swarm.toml` on the state ref — show them, read one, change one
+//! by compare-and-swap (an op like any other: in the log, replayed on the newest settings after a lost race).
+//! A clone's own settings are `git config swarm.*` (docs/configuration.md).
+
+use git_swarm::ops;
+use serde_json::json;
+
+use super::{CliError, CliResult, Ctx};
+
+#[derive(Debug, clap::Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    action: Option<Action>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Print one setting (a dotted key: lease, run.check, roles.worker.preset).
+    Get { key: String },
+    /// Change one setting for the whole swarm (checked first: a setting no runner could use is refused).
+    Set {
+        key: String,
+        /// A TOML literal (6, true, "text") or plain text (30m, cargo test --quiet).
+        value: String,
+    },
+    /// Remove one setting (back to its default).
+    Unset { key: String },
+}
+
+pub fn run(ctx: &mut Ctx, args: ConfigArgs) -> CliResult<()> {
+    match args.action {
+        None => {
+            let snap = ctx.read(false)?;
+            let text = toml::to_string(&snap.board.config)
+                .map_err(|e| CliError::io(format!("cannot show swarm.toml: {e}")))?;
+            ctx.out.line(text.trim_end());
+            let value = serde_json::to_value(toml::Value::try_from(&snap.board.config).ok())
+                .map_err(|e| CliError::io(format!("cannot show swarm.toml: {e}")))?;
+            ctx.out.doc(&value);
+            Ok(())
+        }
+        Some(Action::Get { key }) => {
+            let snap = ctx.read(false)?;
+            let Some(v) = git_swarm::config::get(&snap.board.config, &key) else {
+                ctx.out.doc(&json!({"key": key, "value": null}));
+                return Err(CliError::io(format!("{}: not set", git_swarm::escape::line(&key))).documented());
+            };
+            ctx.out.line(plain(&v));
+            ctx.out.doc(&json!({"key": key, "value": v}));
+            Ok(())
+        }
+        Some(Action::Set { key, value }) => edit(ctx, &key, Some(&value)),
+        Some(Action::Unset { key }) => edit(ctx, &key, None),
+    }
+}
+
+/// A value as `git config --get` prints one: text bare, everything else as TOML.
+fn plain(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn edit(ctx: &mut Ctx, key: &str, value: Option<&str>) -> CliResult<()> {
+    let mut before = None;
+    let (_swarm, c) = ctx.transact(|snap, now, agent| {
+        let edited = git_swarm::config::edit(&snap.board.config, key, value).map_err(ops::DomainError::BadSetting)?;
+        before = git_swarm::config::get(&snap.board.config, key);
+        let actor = ops::Actor { agent: agent.to_string(), now };
+        Ok((ops::configure(&snap.board, &actor, &edited, key)?, git_swarm::config::get(&edited, key)))
+    })?;
+    let after = c.value;
+    let shown = |v: &Option<toml::Value>| v.as_ref().map(plain).unwrap_or_else(|| "(unset)".into());
+    let what = if c.commit.is_some() { "" } else { " (nothing changed)" };
+    ctx.out.line(format!("{key}: {} → {}{what}", shown(&before), shown(&after)));
+    ctx.out.doc(&json!({
+        "key": key,
+        "value": after,
+        "previous": before,
+        "commit": c.commit.map(|c| c.to_string()),
+    }));
+    Ok(())
+}
