@@ -19,7 +19,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("swarm.transport", "git or gix: how a local-path remote is reached ($GIT_SWARM_TRANSPORT wins over it)."),
     (
         "swarm.run.<key>",
-        "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute.",
+        "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, agentHooks.",
     ),
     ("swarm.run.cycle.<key>", "a [run.cycle] setting: maxTasks, maxTime."),
     (
@@ -34,6 +34,7 @@ enum Kind {
     Text,
     Int,
     Float,
+    Bool,
 }
 
 const RUN: &[(&str, Kind)] = &[
@@ -45,6 +46,7 @@ const RUN: &[(&str, Kind)] = &[
     ("plan_rounds", Kind::Int),
     ("empty", Kind::Text),
     ("pushes_per_minute", Kind::Float),
+    ("agent_hooks", Kind::Bool),
 ];
 const CYCLE: &[(&str, Kind)] = &[("max_tasks", Kind::Int), ("max_time", Kind::Text)];
 const ROLE: &[(&str, Kind)] = &[
@@ -59,6 +61,8 @@ const ROLE: &[(&str, Kind)] = &[
     ("temperature", Kind::Float),
 ];
 const ROLES: &[&str] = &["default", "worker", "planner", "judge"];
+/// The keys of a role that choose its agent: one of them set locally replaces the shared role table.
+const AGENT_CHOICE: &[&str] = &["exec", "preset", "backend", "api"];
 /// Keys without a subsection that `Ctx` reads itself.
 const PLAIN: &[&str] = &["remote", "name", "agent", "transport"];
 
@@ -101,6 +105,12 @@ fn typed(key: &str, value: &str, kind: Kind) -> Result<toml::Value, ConfigError>
             .filter(|f| f.is_finite())
             .map(toml::Value::Float)
             .ok_or_else(|| bad(key, format!("'{value}' is not a number"))),
+        // As git reads booleans.
+        Kind::Bool => match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" | "" => Ok(toml::Value::Boolean(true)),
+            "false" | "no" | "off" | "0" => Ok(toml::Value::Boolean(false)),
+            _ => Err(bad(key, format!("'{value}' is not true or false"))),
+        },
     }
 }
 
@@ -161,8 +171,9 @@ impl Local {
         self.table.is_empty()
     }
 
-    /// `config` with this clone's settings over it. Within a role, setting `exec` or `preset` drops both from
-    /// `swarm.toml` (a clone that picks its agent picks it whole); every other key overrides key by key.
+    /// `config` with this clone's settings over it. Within a role, setting `exec`, `preset`, `backend` or `api`
+    /// replaces the role's table of `swarm.toml` (a clone that picks its agent picks it whole); every other key
+    /// overrides key by key.
     pub fn apply(&self, config: &Config) -> Config {
         let mut out = config.clone();
         for (section, value) in &self.table {
@@ -183,9 +194,10 @@ fn merge(theirs: &mut toml::Table, mine: &toml::Table, roles: bool) {
     for (k, v) in mine {
         match (theirs.get_mut(k), v) {
             (Some(toml::Value::Table(t)), toml::Value::Table(m)) => {
-                if roles && (m.contains_key("exec") || m.contains_key("preset")) {
-                    t.remove("exec");
-                    t.remove("preset");
+                if roles && AGENT_CHOICE.iter().any(|k| m.contains_key(*k)) {
+                    // A clone that picks its agent picks it whole: nothing of the shared choice (an http
+                    // backend's api and model, a command's exec) may outlive it.
+                    t.clear();
                 }
                 merge(t, m, false);
             }
@@ -269,7 +281,7 @@ mod tests {
     fn apply_overrides_key_by_key_and_an_agent_choice_whole() {
         let config: Config = toml::from_str(
             "[run]\ncheck = \"make test\"\ntask_timeout = \"30m\"\n[roles.worker]\nexec = \"my-agent\"\n\
-             [roles.planner]\npreset = \"claude\"\n",
+             [roles.planner]\npreset = \"claude\"\n[roles.judge]\nbackend = \"http\"\napi = \"openai\"\nmodel = \"m\"\n",
         )
         .expect("toml");
         let l = local("[swarm \"run\"]\n check = cargo test\n[swarm \"roles.worker\"]\n preset = codex\n").expect("ok");
@@ -280,6 +292,14 @@ mod tests {
         assert_eq!(c.extra["roles"]["worker"]["preset"].as_str(), Some("codex"));
         assert_eq!(c.extra["roles"]["planner"]["preset"].as_str(), Some("claude"));
         assert_eq!(Local::default().apply(&config), config);
+        // A shared http judge does not outlive a local command.
+        let l = local("[swarm \"roles.judge\"]\n exec = ./judge.sh\n").expect("ok");
+        let c = l.apply(&config);
+        assert_eq!(c.extra["roles"]["judge"].as_table().map(|t| t.len()), Some(1), "{:?}", c.extra["roles"]["judge"]);
+        assert!(matches!(
+            crate::runner::settings::backend_for(&c, crate::runner::Role::Judge),
+            Ok(Some(crate::agent::Backend::Command { .. }))
+        ));
     }
 }
 
@@ -407,10 +427,15 @@ fn parse_config_parameters(v: &str) -> Vec<String> {
         let Some((first, after)) = sq_word(rest) else { break };
         rest = after;
         if let Some(after_eq) = rest.strip_prefix('=') {
-            // New style: 'key'='value'.
-            let Some((value, after)) = sq_word(after_eq) else { break };
-            out.push(format!("{first}={value}"));
-            rest = after;
+            // New style: 'key'='value', or 'key'= for a key given without a value (git -c core.bare).
+            if after_eq.is_empty() || after_eq.starts_with(char::is_whitespace) {
+                out.push(format!("{first}=true"));
+                rest = after_eq;
+            } else {
+                let Some((value, after)) = sq_word(after_eq) else { break };
+                out.push(format!("{first}={value}"));
+                rest = after;
+            }
         } else if first.contains('=') {
             // Old style: 'key=value'.
             out.push(first);
@@ -480,6 +505,9 @@ mod parameters {
         assert_eq!(parse("'swarm.agent'='it'\\''s' 'x.y'='1'"), ["swarm.agent=it's", "x.y=1"]);
         assert_eq!(parse("'swarm.run.check=make'  'core.bare'"), ["swarm.run.check=make", "core.bare=true"]);
         assert_eq!(parse("'a.b'='wow'\\!''"), ["a.b=wow!"]);
+        // What git 2.47 writes for `git -c core.bare -c swarm.agent=x`.
+        assert_eq!(parse("'core.bare'= 'swarm.agent'='x'"), ["core.bare=true", "swarm.agent=x"]);
+        assert_eq!(parse("'swarm.agent'='x' 'core.bare'="), ["swarm.agent=x", "core.bare=true"]);
         assert_eq!(parse("'a.b'='ok' 'broken"), ["a.b=ok"]);
         assert!(parse("").is_empty());
     }

@@ -62,7 +62,10 @@ fn git_swarm_help_opens_the_manual_page_that_setup_installed() {
     let env = Env::new();
     let (_bare, c) = repo(&env);
     let (prefix, path) = installed(&env);
-    assert!(prefix.join("share/man/man1/git-swarm.1").is_file());
+    let page = prefix.join("share/man/man1/git-swarm.1");
+    assert!(page.is_file());
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&page).expect("stat").permissions());
+    assert_eq!(mode & 0o777, 0o644, "readable by everyone, like any man page");
     for args in [&["swarm", "--help"][..], &["help", "swarm"]] {
         let mut cmd = Command::new("git");
         cmd.current_dir(&c)
@@ -192,6 +195,19 @@ fn zsh_and_fish_load_the_completions() {
     }
 }
 
+/// Real git (so `git swarm` is found on `path`), in the test's hermetic environment.
+fn env_git(env: &Env, dir: &Path, path: &str, args: &[&str]) -> Out {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .args(args)
+        .env("PATH", path)
+        .env("HOME", env.path("home"))
+        .env("GIT_CONFIG_GLOBAL", env.path("home/.gitconfig"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_SWARM_AGENT");
+    Out::from(cmd.output().expect("git"))
+}
+
 fn holder(env: &Env, c: &Path, id: &str) -> String {
     env.sw(c, &["show", id, "--json"]).ok().json()["claim"]["agent"].as_str().unwrap_or_default().to_string()
 }
@@ -211,8 +227,11 @@ fn the_agent_comes_from_the_flag_then_the_environment_then_git_config_then_git_c
     assert_eq!(holder(&env, &c, &b), "from-env");
     env.sw_env(&c, &[("GIT_SWARM_AGENT", "from-env")], &["--agent", "from-flag", "claim", &d]).ok();
     assert_eq!(holder(&env, &c, &d), "from-flag");
-    // `git -c swarm.agent=… swarm` (git hands it over in $GIT_CONFIG_PARAMETERS) wins over the repository's config.
-    let o = env.sw_env(&c, &[("GIT_CONFIG_PARAMETERS", "'swarm.agent'='from-dash-c'")], &["claim", &e]).ok();
+    // `git -c swarm.agent=… swarm` (git hands it over in $GIT_CONFIG_PARAMETERS) wins over the repository's config,
+    // through real git, with a valueless `-c` before it (git writes that one as `'key'=`).
+    let (_prefix, path) = installed(&env);
+    let o = env_git(&env, &c, &path, &["-c", "core.quotePath", "-c", "swarm.agent=from-dash-c", "swarm", "claim", &e]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(o.line(), e);
     assert_eq!(holder(&env, &c, &e), "from-dash-c");
     // A bad id from git config is a usage error naming it.
@@ -271,8 +290,10 @@ fn dash_c_git_dir_and_linked_work_trees_behave_as_in_git() {
     assert_eq!(list(&root, &["-C", "c0", "-C", "sub", "-C", "", "-C", "deeper"]), std::slice::from_ref(&id));
     let o = env.sw(&root, &["-C", "c0", "-C", "nope", "list"]).code(2);
     assert!(o.stderr.contains("nope"), "{}", o.stderr);
-    // GIT_DIR from anywhere, as git.
+    // GIT_DIR from anywhere, as git; a relative one after -C means the one there.
     let o = env.sw_env(&root, &[("GIT_DIR", c.join(".git").to_str().expect("utf-8"))], &["list", "--json"]).ok();
+    assert!(o.stdout.contains(&id), "{}", o.stdout);
+    let o = env.sw_env(&root, &[("GIT_DIR", ".git")], &["-C", "c0", "list", "--json"]).ok();
     assert!(o.stdout.contains(&id), "{}", o.stdout);
     // A linked work tree is the same clone: what a claim records there (the epoch) serves `done` in the main one.
     let wt = env.path("wt");
@@ -289,6 +310,11 @@ fn dash_c_git_dir_and_linked_work_trees_behave_as_in_git() {
     assert_eq!(list(&other, &["--remote", bare.to_str().expect("utf-8")]), std::slice::from_ref(&id));
     env.git(&other, &["config", "swarm.remote", &url]);
     assert_eq!(list(&other, &[]), [id]);
+    // -C runs there: a relative file argument is read there.
+    std::fs::write(c.join("body.txt"), "from the file in c0\n").expect("write");
+    let other_id = env.sw(&root, &["-C", "c0", "add", "with a body", "--body-file", "body.txt"]).ok().line();
+    let t = env.sw(&c, &["show", &other_id, "--json"]).ok().json();
+    assert!(t["body"].as_str().is_some_and(|b| b.contains("from the file in c0")), "{t}");
 }
 
 #[test]

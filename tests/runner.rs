@@ -374,19 +374,23 @@ fn a_killed_workers_task_is_taken_over_after_its_lease_and_its_work_tree_does_no
 
 #[test]
 fn a_lease_is_renewed_while_a_slow_agent_works() {
-    let env = Env::new();
-    let config = format!("lease = \"3s\"\n[roles.worker]\nexec = {:?}\n", agent_exec());
-    let (_bare, clones) = swarm(&env, path_url, 1, &config);
-    let c = &clones[0];
-    let id = add(&env, c, "slow but alive", "@sleep 5\n@write alive.txt yes");
-    let o = env.sw(c, &["--agent", "w1", "run", "worker", "--once"]).ok();
-    assert!(o.stderr.contains("renewed"), "{}", o.stderr);
-    let t = env.sw(c, &["show", &id, "--json"]).ok().json();
-    assert_eq!(
-        (t["status"].as_str(), t["epoch"].as_u64(), t["attempts"].as_u64()),
-        (Some("done"), Some(1), Some(0)),
-        "{t}"
-    );
+    // Also under the harshest push budget (every paced attempt waits its longest, a sixth of the lease): pacing
+    // must never let a claim run out.
+    for budget in ["", "[run]\npushes_per_minute = 0.01\n"] {
+        let env = Env::new();
+        let config = format!("lease = \"3s\"\n{budget}[roles.worker]\nexec = {:?}\n", agent_exec());
+        let (_bare, clones) = swarm(&env, path_url, 1, &config);
+        let c = &clones[0];
+        let id = add(&env, c, "slow but alive", "@sleep 5\n@write alive.txt yes");
+        let o = env.sw(c, &["--agent", "w1", "run", "worker", "--once"]).ok();
+        assert!(o.stderr.contains("renewed"), "{budget}: {}", o.stderr);
+        let t = env.sw(c, &["show", &id, "--json"]).ok().json();
+        assert_eq!(
+            (t["status"].as_str(), t["epoch"].as_u64(), t["attempts"].as_u64()),
+            (Some("done"), Some(1), Some(0)),
+            "{budget}: {t}"
+        );
+    }
 }
 
 #[test]

@@ -97,7 +97,7 @@ impl GlobalArgs {
             dir =
                 std::env::current_dir().map_err(|e| CliError::io(format!("cannot read the current directory: {e}")))?;
         }
-        Ok(dir)
+        Ok(std::path::absolute(&dir).unwrap_or(dir))
     }
 }
 
@@ -183,6 +183,12 @@ impl Ctx {
     fn new(global: GlobalArgs) -> CliResult<Ctx> {
         let out = Printer::new(global.json);
         let dir = global.start_dir()?;
+        // As git: run *in* that directory, so that relative paths (`--body-file`, `board --html`, a relative
+        // `GIT_DIR`) mean what they would mean there.
+        if !global.dir.is_empty() {
+            std::env::set_current_dir(&dir)
+                .map_err(|e| CliError::usage(format!("-C {}: cannot change into it: {e}", dir.display())))?;
+        }
         let repo = git_swarm::discover(&dir).map_err(|e| CliError::from(TxnError::from(e)))?;
         let cfg = repo.config_snapshot();
         let get = |key: &str| cfg.string(key).map(|v| v.to_string()).filter(|v| !v.is_empty());

@@ -131,6 +131,8 @@ fn write_if_changed(path: &Path, content: &[u8]) -> CliResult<bool> {
     std::fs::create_dir_all(dir).map_err(fail)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
     std::io::Write::write_all(&mut tmp, content).map_err(fail)?;
+    // Readable by everyone, as man pages and completions are (a temporary file is the owner's only).
+    std::fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644)).map_err(fail)?;
     tmp.persist(path).map_err(|e| fail(e.error))?;
     Ok(true)
 }

@@ -305,11 +305,7 @@ fn render_board(swarm: &Swarm, members: &[Member], started: Instant) -> String {
     let loaded = match git_swarm::board::Loaded::read(swarm, false, 1_000) {
         Ok(l) => l,
         Err(e) => {
-            return format!(
-                "{head}
-cannot read the board: {e}
-"
-            );
+            return format!("{head}\ncannot read the board: {}\n", git_swarm::escape::line(&e.to_string()));
         }
     };
     // The clock the members use: they inherit `GIT_SWARM_CLOCK_OFFSET` (checked by `Ctx::new` before we got here).

@@ -179,10 +179,18 @@ impl Runner<'_> {
     /// One op through the transaction loop, as this runner's agent.
     pub fn transact<T>(
         &self,
+        op: impl FnMut(&Snapshot, &Actor) -> Result<(Change, T), DomainError>,
+    ) -> Result<Committed<T>, TxnError> {
+        self.transact_with(&self.retry, op)
+    }
+
+    fn transact_with<T>(
+        &self,
+        retry: &Retry,
         mut op: impl FnMut(&Snapshot, &Actor) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
         let agent = self.agent.clone();
-        self.swarm.transact(&self.retry, &self.who, self.clock, |snap, now| {
+        self.swarm.transact(retry, &self.who, self.clock, |snap, now| {
             op(snap, &Actor { agent: agent.clone(), now }).map(|(ch, v)| (scrub(ch), v))
         })
     }
@@ -202,7 +210,7 @@ impl Runner<'_> {
         if let Some(c) = &self.check {
             s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
         }
-        self.swarm.pacer.configure(s.pushes_per_minute, Some(Arc::clone(&self.stop)));
+        self.swarm.pacer.configure(s.pushes_per_minute, config.lease, Some(Arc::clone(&self.stop)));
         Ok(s)
     }
 
@@ -346,7 +354,10 @@ impl Runner<'_> {
             return Ok(None);
         }
         let id = task.to_string();
-        match self.transact(|snap, actor| ops::renew(&snap.board, actor, Some(&id), Some(epoch), lease)) {
+        // Not paced: a renewal keeps a claim alive; the budget waits for everything else.
+        let unpaced = Retry { paced: false, ..self.retry.clone() };
+        match self.transact_with(&unpaced, |snap, actor| ops::renew(&snap.board, actor, Some(&id), Some(epoch), lease))
+        {
             Ok(c) => match c.value.first().and_then(|t| t.claim.as_ref()) {
                 Some(cl) => {
                     *until = cl.lease_until;

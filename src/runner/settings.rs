@@ -139,8 +139,10 @@ impl RunSettings {
             cycle_max_tasks: cycle.max_tasks,
             cycle_max_time: cycle.max_time.map(|t| dur("[run.cycle] max_time", Some(t), Duration::ZERO)).transpose()?,
             pushes_per_minute: match raw.pushes_per_minute {
-                Some(p) if !(p.is_finite() && p > 0.0) => {
-                    return Err(format!("[run] pushes_per_minute = {p}: give a number above 0 (or leave it out)"));
+                Some(p) if !(p.is_finite() && p >= 0.01) => {
+                    return Err(format!(
+                        "[run] pushes_per_minute = {p}: give a number of at least 0.01 (or leave it out)"
+                    ));
                 }
                 p => p,
             },

@@ -56,6 +56,9 @@ pub struct Retry {
     pub transient_retries: u32,
     /// How many round trips the ceiling of the backoff spans (at most 2 s; see [`Retry::backoff`]).
     pub spread: u32,
+    /// Wait for this process's share of a push budget before each attempt ([`Pacer`]). Lease renewals do not:
+    /// a claim must never run out because the fleet is busy.
+    pub paced: bool,
 }
 
 impl Default for Retry {
@@ -67,6 +70,7 @@ impl Default for Retry {
             cap: Duration::from_millis(250),
             transient_retries: 3,
             spread: 32,
+            paced: true,
         }
     }
 }
@@ -274,7 +278,9 @@ impl Swarm {
     ) -> Result<Committed<T>, TxnError> {
         let res = self.optimistic::<T, std::convert::Infallible>(retry, |guard| {
             // Waiting for our share of a push budget is not time spent racing.
-            guard.excluded += self.pacer.wait();
+            if retry.paced {
+                guard.excluded += self.pacer.wait();
+            }
             let snap = self.read(false)?;
             self.pacer.observe(&snap.board, clock());
             if let Some(done) = guard.settle(
@@ -330,7 +336,9 @@ impl Swarm {
         let in_process = Retry { spread: 8, ..retry.clone() };
         let retry = if matches!(self.location, Location::InProcess { .. }) { &in_process } else { retry };
         self.optimistic(retry, |guard| {
-            guard.excluded += self.pacer.wait();
+            if retry.paced {
+                guard.excluded += self.pacer.wait();
+            }
             let (state_tip, branch_tip) = self.fetch_pair(branch)?;
             // Where the state's objects are: the remote's repository for a local path, else this clone.
             let store = self.store();

@@ -2,8 +2,8 @@
 //! (GitHub: 6), and no server counts them, so each runner spaces its own pushes by its share of the budget. With
 //! `k` agents holding live claims on the last board it read, a runner waits `k · 60 s / budget` between the starts
 //! of its update attempts; the fleet as a whole then stays near the budget however many runners there are, with no
-//! coordination beyond the board everyone reads anyway. The spacing never exceeds a sixth of the lease: renewals
-//! (due when a third of the lease is left) must keep their claims alive whatever the budget says.
+//! coordination beyond the board everyone reads anyway. No single wait exceeds a sixth of the lease, and lease
+//! renewals are not paced at all (`Retry::paced`): a claim must stay alive whatever the budget says.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,9 +32,10 @@ struct PaceState {
 impl Pacer {
     /// Pace at `per_minute` pushes a minute for the fleet (`None` or a non-positive number: no pacing). `stop` ends
     /// a wait early (a runner told to stop still releases its claims at once).
-    pub fn configure(&self, per_minute: Option<f64>, stop: Option<std::sync::Arc<AtomicBool>>) {
+    pub fn configure(&self, per_minute: Option<f64>, lease: Duration, stop: Option<std::sync::Arc<AtomicBool>>) {
         if let Ok(mut s) = self.state.lock() {
             s.per_minute = per_minute.filter(|p| p.is_finite() && *p > 0.0);
+            s.lease = lease;
             s.stop = stop;
         }
     }
@@ -67,11 +68,14 @@ impl Pacer {
             // together and lose races to each other at every turn; the first attempt waits 0–1 share for the same
             // reason.
             let gap = interval(&s);
+            let ceiling = ceiling(&s);
             let due = match s.last {
                 _ if gap.is_zero() => now,
-                Some(last) => (last + gap.mul_f64(0.5 + fastrand::f64())).max(now),
+                Some(last) => (last + gap.mul_f64(0.5 + fastrand::f64()).min(ceiling)).max(now),
                 None => now + gap.mul_f64(fastrand::f64()),
             };
+            // Whatever the jitter and the queue, no single wait is longer than the ceiling.
+            let due = due.min(now + ceiling);
             // Count the attempt at the moment it is allowed to start: a second caller queues behind it.
             s.last = Some(due);
             (due, s.stop.clone())
@@ -89,9 +93,14 @@ impl Pacer {
 
 fn interval(s: &PaceState) -> Duration {
     let Some(per_minute) = s.per_minute else { return Duration::ZERO };
-    let share = Duration::from_secs_f64(60.0 * s.active.max(1) as f64 / per_minute);
-    let ceiling = if s.lease.is_zero() { share } else { s.lease / 6 };
-    share.min(ceiling)
+    // A budget too small to express (1e-300 a minute) is "as slow as allowed", not a panic.
+    let share = Duration::try_from_secs_f64(60.0 * s.active.max(1) as f64 / per_minute).unwrap_or(Duration::MAX);
+    share.min(ceiling(s))
+}
+
+/// The longest one wait may last: a sixth of the lease (10 s for a lease not known yet).
+fn ceiling(s: &PaceState) -> Duration {
+    if s.lease.is_zero() { Duration::from_secs(10) } else { s.lease / 6 }
 }
 
 #[cfg(test)]
@@ -111,13 +120,13 @@ mod tests {
         assert_eq!(interval(&s(Some(6.0), 8, 600)), Duration::from_secs(80));
         assert_eq!(interval(&s(Some(6.0), 32, 600)), Duration::from_secs(100), "a sixth of a 10 min lease");
         assert_eq!(interval(&s(Some(60.0), 0, 600)), Duration::from_secs(1), "at least one agent");
+        assert_eq!(interval(&s(Some(1e-300), 1, 600)), Duration::from_secs(100), "no overflow");
     }
 
     #[test]
     fn waits_space_attempts_and_stop_cuts_a_wait_short() {
         let p = Pacer::default();
-        p.configure(Some(600.0), None); // 100 ms each with one agent
-        p.state.lock().expect("lock").lease = Duration::from_secs(600);
+        p.configure(Some(600.0), Duration::from_secs(600), None); // 100 ms each with one agent
         let t = Instant::now();
         for _ in 0..8 {
             p.wait();
@@ -125,7 +134,7 @@ mod tests {
         // 7 gaps of 50–150 ms (and a first wait of 0–100 ms).
         assert!(t.elapsed() >= Duration::from_millis(350), "{:?}", t.elapsed());
         let stop = std::sync::Arc::new(AtomicBool::new(true));
-        p.configure(Some(0.01), Some(stop)); // 100 min apart, but stopping
+        p.configure(Some(0.01), Duration::from_secs(600), Some(stop)); // 100 s apart (the ceiling), but stopping
         let t = Instant::now();
         p.wait();
         p.wait();
