@@ -544,7 +544,8 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
             continue;
         }
         let mut cmd = Command::new("bash");
-        // GitHub runs `run:` steps as `bash --noprofile --norc -eo pipefail {0}`.
+        // With `defaults: run: shell: bash` (the workflow sets it) GitHub runs `run:` steps as
+        // `bash --noprofile --norc -eo pipefail {0}`.
         cmd.current_dir(dir).args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
         cmd.env("HOME", &home)
             .env("GIT_CONFIG_GLOBAL", &gitconfig)
@@ -576,7 +577,7 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
 }
 
 /// A bare remote `origin.git` (its `file://` URL returned) with a swarm whose `[roles.<role>]` runs the scripted
-/// agent, a clone `seed` of it, and the workflow of `ci github --workers 2 --planner`, parsed. None (the test is
+/// agent, a clone `seed` of it, and the workflow of `ci github --workers 2 --planner --judge`, parsed. None (the test is
 /// skipped) without jq, which the worker jobs' wait step uses (GitHub's runners have it).
 fn scripted_fleet(test: &str, env: &Env, role: &str) -> Option<(String, PathBuf, Value)> {
     tool_or_skip(test, "jq", "apt-get install jq")?;
@@ -587,7 +588,7 @@ fn scripted_fleet(test: &str, env: &Env, role: &str) -> Option<(String, PathBuf,
     let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
     std::fs::write(&cfg, format!("[roles.{role}]\nexec = \"{exec}\"\n")).expect("config");
     env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
-    let text = workflow_text(env, &seed, &["--workers", "2", "--planner"]);
+    let text = workflow_text(env, &seed, &["--workers", "2", "--planner", "--judge"]);
     let y = serde_yaml_ng::from_str(&text).expect("YAML");
     Some((url, seed, y))
 }
@@ -690,6 +691,8 @@ fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
         ("planner", vec![("inputs.goal", goal)]),
         ("worker", vec![("matrix.worker", "1")]),
         ("worker", vec![("matrix.worker", "2")]),
+        // Started with the others on an empty board: it must wait for the planner, then judge the cycle.
+        ("judge", vec![]),
     ];
     let dirs: Vec<(PathBuf, PathBuf)> = (0..jobs.len())
         .map(|i| {
@@ -718,4 +721,6 @@ fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
     let workers: std::collections::BTreeSet<&str> =
         tasks.iter().filter(|t| t["kind"] == "work").filter_map(|t| t["result"]["agent"].as_str()).collect();
     assert!(!workers.is_empty() && workers.iter().all(|a| a.starts_with("gha-7-1-w")), "{workers:?}");
+    let view = env.sw(&check, &["board", "--json"]).ok().json();
+    assert!(view["cycle"]["verdict"].is_string(), "the judge job judged the cycle: {}", view["cycle"]);
 }

@@ -121,6 +121,16 @@ fn commit_msg_adds_the_trailer_only_for_a_workers_agent_once_and_keeps_git_commi
     assert_ne!(o.code, 0, "{}", o.stderr);
     assert_eq!(env.git(&c, &["rev-parse", "HEAD"]), before);
 
+    // `git commit -v` with nothing written: the diff below the scissors is not a message; still aborted.
+    let verbose = git(
+        &env,
+        &c,
+        &[("GIT_EDITOR", "true"), ("GIT_SWARM_TASK_ID", "t-77aa01")],
+        &["-c", "commit.verbose=true", "commit", "--allow-empty"],
+    );
+    assert_ne!(verbose.code, 0, "an empty message aborts, trailer or not: {}", verbose.stderr);
+    assert_eq!(env.git(&c, &["rev-parse", "HEAD"]), before);
+
     // A merge commit gets it too.
     env.git(&c, &["switch", "-q", "-c", "side"]);
     std::fs::write(c.join("side.txt"), "x\n").expect("write");
@@ -146,8 +156,10 @@ fn hooks_go_where_git_looks_core_hooks_path_and_linked_work_trees() {
     // A relative core.hooksPath is relative to the top of the work tree, wherever install runs.
     env.git(&c, &["config", "core.hooksPath", ".githooks"]);
     std::fs::create_dir_all(c.join("sub")).expect("mkdir");
-    let st = env.sw(&c.join("sub"), &["hooks", "install", "--json"]).ok().json();
+    let o = env.sw(&c.join("sub"), &["hooks", "install", "--json"]).ok();
+    let st = o.json();
     assert!(st["hooks_dir"].as_str().expect("dir").ends_with("/c/.githooks"), "{st}");
+    assert!(o.stderr.contains("inside the work tree"), "a hooks folder in the work tree is said: {}", o.stderr);
     assert!(c.join(".githooks/commit-msg").exists() && !c.join(".git/hooks/commit-msg").exists());
     git(&env, &c, &[("GIT_SWARM_TASK_ID", "t-1")], &["commit", "-q", "--allow-empty", "-m", "via hooksPath"]).ok();
     assert_eq!(trailers(&message(&env, &c, "HEAD")), 1);
@@ -239,6 +251,22 @@ fn pre_push_warns_for_tasks_held_by_others_or_unclaimed_is_silent_for_mine_and_s
     let o = git(&env, &c, &[("GIT_SWARM_AGENT", "alice")], &["push", "-q", "origin", "HEAD:refs/heads/feature"]);
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("no task t-unknown1") && !o.stderr.contains(&open), "{}", o.stderr);
+
+    // A branch the remote has, rebased onto a main that holds landed swarm commits (of tasks not mine): those
+    // commits are on the remote already, so strict mode neither warns about them nor refuses the push.
+    let first = env.git(&c, &["rev-list", "--max-parents=0", "HEAD"]);
+    env.git(&c, &["switch", "-q", "-c", "topic", &first]);
+    git(&env, &c, &[], &["commit", "-q", "--allow-empty", "-m", "topic work"]).ok();
+    git(&env, &c, &[("GIT_SWARM_AGENT", "alice")], &["push", "-q", "origin", "topic"]).ok();
+    env.git(&c, &["fetch", "-q", "origin"]);
+    env.git(&c, &["rebase", "-q", "origin/main"]);
+    let o = git(&env, &c, &[("GIT_SWARM_AGENT", "alice")], &["push", "-q", "--force", "origin", "topic"]).ok();
+    assert!(!o.stderr.contains("git swarm"), "nothing new names a task: {}", o.stderr);
+
+    // A git-swarm that fails for another reason than a strict refusal (missing, crashed, too old) never blocks.
+    git(&env, &c, &[], &["commit", "-q", "--allow-empty", "-m", "more\n\nSwarm-Task: t-unknown2"]).ok();
+    let o = git(&env, &c, &[("GIT_SWARM_BIN", "false")], &["push", "-q", "origin", "topic"]).ok();
+    assert!(o.stderr.contains("the claim check failed; pushing anyway"), "{}", o.stderr);
 }
 
 #[test]

@@ -132,6 +132,13 @@ fn manage(ctx: &mut Ctx, cmd: HooksCmd) -> CliResult<()> {
                     Installed::Unchanged => "already installed:",
                 };
                 ctx.out.line(format!("{verb} {}", path.display()));
+                if let Some(real) = hooks::inside_work_tree(ctx.dir(), &path) {
+                    ctx.out.warn(format!(
+                        "{} is inside the work tree: `git status` shows our block and `commit -a` would commit it; \
+                         with a relative core.hooksPath, other work trees (the worker's) read their own copy",
+                        real.display()
+                    ));
+                }
                 done.push(json!({"hook": hook.name(), "path": path, "result": what.as_str()}));
             }
             ctx.out.doc(&json!({"hooks_dir": dir, "hooks": done}));

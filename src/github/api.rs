@@ -114,7 +114,10 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("base", &self.base).field("token", &"[redacted]").finish()
+        f.debug_struct("Client")
+            .field("base", &crate::remote::redact(&self.base))
+            .field("token", &"[redacted]")
+            .finish()
     }
 }
 
@@ -154,12 +157,17 @@ impl Client {
         h.insert(reqwest::header::ACCEPT, HeaderValue::from_static("application/vnd.github+json"));
         h.insert("x-github-api-version", HeaderValue::from_static(API_VERSION));
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", self.token)).map_err(|_| ApiError::BadBase {
-            url: self.base.clone(),
+            url: self.shown(""),
             message: "the token contains characters that cannot go in an HTTP header".into(),
         })?;
         auth.set_sensitive(true);
         h.insert(reqwest::header::AUTHORIZATION, auth);
         Ok(h)
+    }
+
+    /// A URL of this API as messages show it: credentials in the base removed, control characters escaped.
+    fn shown(&self, path: &str) -> String {
+        crate::escape::line(&crate::remote::redact(&format!("{}{path}", self.base)))
     }
 
     /// What removes the token from text headed for a message (a server may echo it back).
@@ -170,7 +178,7 @@ impl Client {
     /// One request; the body of a 2xx answer (empty for 204).
     fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<String, ApiError> {
         let url = format!("{}{path}", self.base);
-        let shown = crate::escape::line(&crate::remote::redact(&url));
+        let shown = self.shown(path);
         let mut req = self.http.request(method, &url).headers(self.headers()?);
         if let Some(b) = body {
             req = req.json(b);
@@ -262,7 +270,7 @@ impl Client {
         let text = self.call(reqwest::Method::GET, &path, None)?;
         let v: Value = serde_json::from_str(&text).map_err(|e| self.bad_response(&path, e))?;
         v.get("default_branch").and_then(Value::as_str).map(str::to_string).ok_or_else(|| ApiError::BadResponse {
-            url: format!("{}{path}", self.base),
+            url: self.shown(&path),
             message: "no default_branch in the answer".into(),
         })
     }
@@ -298,7 +306,7 @@ impl Client {
     }
 
     fn bad_response(&self, path: &str, e: serde_json::Error) -> ApiError {
-        ApiError::BadResponse { url: format!("{}{path}", self.base), message: self.quote(&e.to_string()) }
+        ApiError::BadResponse { url: self.shown(path), message: self.quote(&e.to_string()) }
     }
 }
 

@@ -199,6 +199,22 @@ fn run_step(out: &mut String, name: &str, env: &[(&str, &str)], script: &str) {
     step(out, None, name, env, script);
 }
 
+/// `--until-idle` ends a runner on an empty board: give the planner a moment to file the goal first. A failed
+/// status (its error document has no `total`) counts as an empty board: `jq -e` fails on a missing field.
+fn wait_for_a_task(out: &mut String) {
+    run_step(
+        out,
+        "Wait until the board has a task (the planner files the goal)",
+        &[],
+        "for _ in $(seq 1 30); do\n\
+         \x20 total=$(git swarm status --json | jq -er .total) || total=0\n\
+         \x20 if [ \"$total\" != \"0\" ]; then exit 0; fi\n\
+         \x20 sleep 10\n\
+         done\n\
+         echo \"::notice::the board is still empty after 5 minutes\"",
+    );
+}
+
 /// A `run:` step, with an `id` when later expressions read its outputs.
 fn step(out: &mut String, id: Option<&str>, name: &str, env: &[(&str, &str)], script: &str) {
     let _ = writeln!(out, "      - name: {name}");
@@ -343,6 +359,11 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
          \x20 GIT_SWARM_SWARM: {swarm_expr}\n\
          \x20 GIT_SWARM_REMOTE: origin\n\
          \n\
+         # `shell: bash` runs steps with `-eo pipefail` (the default shell has no pipefail).\n\
+         defaults:\n\
+         \x20 run:\n\
+         \x20   shell: bash\n\
+         \n\
          jobs:\n"
     );
 
@@ -381,20 +402,11 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     common_steps(&mut out, o, false);
     setup_steps(&mut out, o);
     if o.planner {
-        // `--until-idle` ends a worker on an empty board: give the planner a moment to file the goal first.
-        run_step(
-            &mut out,
-            "Wait until the board has a task (the planner files the goal)",
-            &[],
-            "for _ in $(seq 1 30); do\n\
-             \x20 total=$(git swarm status --json | jq -r .total) || total=0\n\
-             \x20 if [ \"$total\" != \"0\" ]; then exit 0; fi\n\
-             \x20 sleep 10\n\
-             done\n\
-             echo \"::notice::the board is still empty after 5 minutes\"",
-        );
+        wait_for_a_task(&mut out);
     }
-    run_step(&mut out, "Work the board", &[], "git swarm run worker --until-idle");
+    // `exec`: GitHub signals a cancelled or timed-out step's entry process only, then kills the tree; the runner
+    // must be that process to release its claims on the way out.
+    run_step(&mut out, "Work the board", &[], "exec git swarm run worker --until-idle");
 
     if o.planner {
         out.push('\n');
@@ -408,9 +420,9 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
             "Plan",
             &[],
             "if [ -n \"$GOAL\" ]; then\n\
-             \x20 git swarm run planner --until-idle --goal \"$GOAL\"\n\
+             \x20 exec git swarm run planner --until-idle --goal \"$GOAL\"\n\
              else\n\
-             \x20 git swarm run planner --until-idle\n\
+             \x20 exec git swarm run planner --until-idle\n\
              fi",
         );
     }
@@ -421,7 +433,11 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
         out.push_str("    steps:\n");
         common_steps(&mut out, o, false);
         setup_steps(&mut out, o);
-        run_step(&mut out, "Judge the cycles", &[], "git swarm run judge --until-idle");
+        if o.planner {
+            // The judge, too, would find an empty board idle and end before the planner filed anything.
+            wait_for_a_task(&mut out);
+        }
+        run_step(&mut out, "Judge the cycles", &[], "exec git swarm run judge --until-idle");
     }
     Ok(out)
 }
@@ -478,7 +494,8 @@ mod tests {
             w["env"]["GIT_SWARM_AGENT"],
             "gha-${{ github.run_id }}-${{ github.run_attempt }}-w${{ matrix.worker }}"
         );
-        assert_eq!(run_of(w, "Work the board").trim(), "git swarm run worker --until-idle");
+        assert_eq!(run_of(w, "Work the board").trim(), "exec git swarm run worker --until-idle");
+        assert_eq!(y["defaults"]["run"]["shell"], "bash", "pipefail in every step");
         assert!(run_of(w, "Fetch the swarm's refs").contains("'+refs/swarm/*:refs/swarm/*'"));
         let checkout = steps(w).into_iter().find(|s| s["uses"] == "actions/checkout@v4").expect("checkout");
         assert_eq!(checkout["with"]["fetch-depth"], 0);
@@ -550,7 +567,8 @@ mod tests {
         assert!(plan.contains("--goal \"$GOAL\""), "the goal reaches the shell as a variable: {plan}");
         assert_eq!(y["jobs"]["planner"]["env"]["GOAL"], "${{ inputs.goal }}");
         assert!(run_of(&y["jobs"]["worker"], "Wait until").contains("git swarm status --json"));
-        assert_eq!(run_of(&y["jobs"]["judge"], "Judge").trim(), "git swarm run judge --until-idle");
+        assert_eq!(run_of(&y["jobs"]["judge"], "Judge").trim(), "exec git swarm run judge --until-idle");
+        assert!(run_of(&y["jobs"]["judge"], "Wait until").contains("jq -er .total"), "the judge waits for the plan");
         // A different install command is a different cache entry.
         let key = |y: &Value| {
             steps(&y["jobs"]["worker"]).into_iter().find(|s| s["id"] == "cache").map(|s| s["with"]["key"].clone())

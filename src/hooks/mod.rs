@@ -205,6 +205,21 @@ pub fn hooks_dir(dir: &Path) -> Result<PathBuf, HookError> {
     Ok(path)
 }
 
+/// Where a hook file really is, if that is inside the work tree (`core.hooksPath = .githooks`, or a hook that
+/// is a symlink to a tracked script): our block then shows in `git status` and goes into the next `commit -a`,
+/// and a relative `core.hooksPath` means each linked work tree (the worker's included) reads its own copy.
+pub fn inside_work_tree(dir: &Path, hook_file: &Path) -> Option<PathBuf> {
+    let top = user_git(dir, &["rev-parse", "--show-toplevel"]).ok().map(PathBuf::from)?;
+    let top = std::fs::canonicalize(&top).unwrap_or(top);
+    let real = std::fs::canonicalize(hook_file)
+        .or_else(|_| hook_file.parent().map(std::fs::canonicalize).unwrap_or_else(|| Ok(hook_file.into())))
+        .ok()?;
+    let git_dir =
+        user_git(dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"]).ok().map(PathBuf::from)?;
+    let git_dir = std::fs::canonicalize(&git_dir).unwrap_or(git_dir);
+    (real.starts_with(&top) && !real.starts_with(&git_dir)).then_some(real)
+}
+
 /// One hook as it stands.
 #[derive(Debug, Clone)]
 pub struct HookState {
@@ -322,10 +337,31 @@ pub fn uninstall(hooks_dir: &Path, hook: GitHook) -> Result<(PathBuf, Removed), 
     }
 }
 
-/// Is this commit message empty (only blank lines and comments)? Git aborts such a commit; a trailer must not
-/// turn it into a commit.
-fn message_is_empty(text: &str) -> bool {
-    text.lines().all(|l| l.trim().is_empty() || l.starts_with('#'))
+/// The comment character git uses in commit messages (`core.commentChar`; `auto` and unset are `#`, git's
+/// first pick).
+fn comment_char(dir: &Path) -> char {
+    match user_git(dir, &["config", "--get", "core.commentChar"]) {
+        Ok(v) if v != "auto" => v.chars().next().unwrap_or('#'),
+        _ => '#',
+    }
+}
+
+/// The message as git will read it: up to the scissors line of `git commit -v` (`<c> ---…--- >8 ---…---`), and
+/// without comment lines.
+fn message_lines(text: &str, comment: char) -> Vec<&str> {
+    let scissors = |l: &str| {
+        l.strip_prefix(comment).is_some_and(|r| {
+            let r = r.trim();
+            r.contains(">8") && r.chars().all(|c| c == '-' || c == '>' || c == '8' || c == ' ')
+        })
+    };
+    text.lines().take_while(|l| !scissors(l)).filter(|l| !l.starts_with(comment)).collect()
+}
+
+/// Is this commit message empty (only blank lines and comments, before any scissors line)? Git aborts such a
+/// commit; a trailer must not turn it into a commit.
+fn message_is_empty(text: &str, comment: char) -> bool {
+    message_lines(text, comment).iter().all(|l| l.trim().is_empty())
 }
 
 /// The `commit-msg` hook: add `Swarm-Task: <id>` to the message in `msg_file` unless a `Swarm-Task` trailer is
@@ -333,7 +369,9 @@ fn message_is_empty(text: &str) -> bool {
 pub fn add_trailer(dir: &Path, msg_file: &Path, id: &str) -> Result<bool, HookError> {
     validate_id(id).map_err(|e| HookError::Invalid(format!("GIT_SWARM_TASK_ID: {e}")))?;
     let text = std::fs::read_to_string(msg_file).map_err(io(msg_file))?;
-    if message_is_empty(&text) || trailers_of(&text).iter().any(|(k, v)| k == "swarm-task" && v == id) {
+    let comment = comment_char(dir);
+    if message_is_empty(&text, comment) || trailers_of(&text, comment).iter().any(|(k, v)| k == "swarm-task" && v == id)
+    {
         return Ok(false);
     }
     let trailer = format!("Swarm-Task: {id}");
@@ -344,8 +382,8 @@ pub fn add_trailer(dir: &Path, msg_file: &Path, id: &str) -> Result<bool, HookEr
 }
 
 /// `key: value` lines of the last paragraph (lower-case keys): enough to see our own trailer.
-fn trailers_of(text: &str) -> Vec<(String, String)> {
-    let body: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+fn trailers_of(text: &str, comment: char) -> Vec<(String, String)> {
+    let body = message_lines(text, comment);
     let last = body.split(|l| l.trim().is_empty()).rfind(|p| !p.is_empty()).unwrap_or_default();
     last.iter()
         .filter_map(|l| l.split_once(':'))
@@ -395,8 +433,8 @@ pub struct TaskCommit {
     pub task: String,
 }
 
-/// The commits a push sends that the remote does not have yet (`remote..local`, or everything not on any
-/// remote-tracking branch for a new branch), with their `Swarm-Task:` trailers. Trailer values that are not task
+/// The commits a push sends that the remote does not have yet (`remote..local`, and never what a remote-tracking
+/// branch holds), with their `Swarm-Task:` trailers. Trailer values that are not task
 /// ids come back as `Err` lines for a warning.
 pub fn pushed_tasks(dir: &Path, updates: &[RefUpdate]) -> Result<(Vec<TaskCommit>, Vec<String>), HookError> {
     let mut found = Vec::new();
@@ -408,9 +446,10 @@ pub fn pushed_tasks(dir: &Path, updates: &[RefUpdate]) -> Result<(Vec<TaskCommit
         let known = !is_zero(&u.remote_sha) && user_git(dir, &["cat-file", "-e", &u.remote_sha]).is_ok();
         if known {
             args.push(&exclude);
-        } else {
-            args.extend(["--not", "--remotes"]);
         }
+        // Whatever a remote-tracking branch holds is on the remote already: a branch rebased onto a target that
+        // holds landed swarm commits does not push those again (and must not be warned, or refused, for them).
+        args.extend(["--not", "--remotes"]);
         for line in user_git(dir, &args)?.lines() {
             let Some((sha, ids)) = line.split_once(' ') else { continue };
             for id in ids.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -501,8 +540,15 @@ mod tests {
 
     #[test]
     fn empty_messages_and_present_trailers() {
-        assert!(message_is_empty("\n# Please enter the commit message\n\n"));
-        assert!(!message_is_empty("fix\n"));
-        assert_eq!(trailers_of("x\n\nbody\n\nSwarm-Task: t-1\n# c\n"), vec![("swarm-task".into(), "t-1".into())]);
+        assert!(message_is_empty("\n# Please enter the commit message\n\n", '#'));
+        assert!(!message_is_empty("fix\n", '#'));
+        assert_eq!(trailers_of("x\n\nbody\n\nSwarm-Task: t-1\n# c\n", '#'), vec![("swarm-task".into(), "t-1".into())]);
+        // `git commit -v`: the diff below the scissors is not the message.
+        let verbose = "\n# Please enter\n# ------------------------ >8 ------------------------\n# Do not modify\ndiff --git a/x b/x\n+added\n";
+        assert!(message_is_empty(verbose, '#'));
+        assert!(!message_is_empty(&format!("real message\n{verbose}"), '#'));
+        // Another comment character.
+        assert!(message_is_empty("; nothing\n", ';'));
+        assert!(!message_is_empty("# a heading is text when ; comments\n", ';'));
     }
 }
