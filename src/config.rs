@@ -167,10 +167,6 @@ impl Local {
         Ok(())
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
-    }
-
     /// `config` with this clone's settings over it. Within a role, setting `exec`, `preset`, `backend` or `api`
     /// replaces the role's table of `swarm.toml` (a clone that picks its agent picks it whole); every other key
     /// overrides key by key.

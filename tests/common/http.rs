@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Env, free_port};
 
@@ -142,24 +142,16 @@ $HTTP["url"] =~ "^/git/" {{
     /// Kill the server (SIGKILL): connections are refused until [`Lighttpd::restart`]. CGI processes it started
     /// run to their end.
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        super::kill(&mut self.child);
     }
 
     /// Start it again on the same port (tried for up to 30 s: the port may linger for a moment).
     pub fn restart(&mut self, env: &Env) {
         self.stop();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Some(c) = self.spawn(env) {
-                self.child = Some(c);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        match super::respawn(|| self.spawn(env)) {
+            Some(c) => self.child = Some(c),
+            None => panic!("could not restart lighttpd on port {}; its log:\n{}", self.port, self.log()),
         }
-        panic!("could not restart lighttpd on port {}; its log:\n{}", self.port, self.log());
     }
 }
 

@@ -229,24 +229,16 @@ impl Daemon {
 
     /// Kill the daemon (SIGKILL): new connections are refused; the ones it already forked run to their end.
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill(&mut self.child);
     }
 
     /// Start it again on the same port (tried for up to 30 s: the port may linger for a moment).
     pub fn restart(&mut self, env: &Env) {
         self.stop();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Some(child) = Daemon::spawn_on(env, &self.program, &self.base, self.port) {
-                self.child = Some(child);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("could not restart git daemon on port {}", self.port);
+        let (program, base, port) = (&self.program, &self.base, self.port);
+        let child = respawn(|| Daemon::spawn_on(env, program, base, port))
+            .unwrap_or_else(|| panic!("could not restart git daemon on port {port}"));
+        self.child = Some(child);
     }
 }
 
@@ -290,6 +282,26 @@ pub fn finish(mut child: Child, secs: u64, what: &str) -> Out {
 
 /// Wait until a server just started as `child` accepts connections on `port`: the child, or `None` when it died
 /// or did not listen within `within` (then it is killed).
+/// SIGKILL a server and reap it (nothing when it is not running).
+pub fn kill(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Start a server again on the port it had, trying for up to 30 s (a port may linger for a moment after a kill).
+pub fn respawn(mut spawn: impl FnMut() -> Option<Child>) -> Option<Child> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(c) = spawn() {
+            return Some(c);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
 pub fn listening(mut child: Child, port: u16, within: Duration) -> Option<Child> {
     let start = Instant::now();
     while start.elapsed() < within {
