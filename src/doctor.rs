@@ -85,6 +85,33 @@ pub fn examine(swarm: &Swarm, now: Timestamp, repairs: Repairs) -> Result<Vec<Fi
     Ok(out)
 }
 
+/// Each role's agent as this clone's runners would run it (`swarm.toml` under this clone's `git config swarm.*`):
+/// which command or preset, the CLI's version, and whether it can start here ([`crate::agent::prepare`]).
+pub fn agents(config: &crate::model::Config, local: &crate::config::Local, run_dir: &std::path::Path) -> Vec<Finding> {
+    const C: &str = "agents";
+    let config = local.apply(config);
+    let probes = crate::agent::Probes::default();
+    let mut out = Vec::new();
+    for role in [crate::runner::Role::Worker, crate::runner::Role::Planner, crate::runner::Role::Judge] {
+        let f = match crate::runner::settings::backend_for(&config, role) {
+            Err(e) => Finding::new(C, Severity::Error, format!("{role}: {e}")),
+            Ok(None) => Finding::new(C, Severity::Info, format!("{role}: no agent configured"))
+                .hint(format!("set [roles.{role}] (or [roles.default]) in swarm.toml, or pass --exec to the runner")),
+            Ok(Some(b)) => match crate::agent::prepare(&b, run_dir, &probes) {
+                Ok(p) => {
+                    let untested = matches!(b, crate::agent::Backend::Preset(p) if p.untested);
+                    let note = if untested { " — this preset is not tested against its CLI" } else { "" };
+                    Finding::new(C, Severity::Ok, format!("{role}: {} will run here{note}", p.label))
+                }
+                // A warning, not an error: this clone may never run the role (a laptop that only watches).
+                Err(e) => Finding::new(C, Severity::Warn, format!("{role}: {e}")).hint(e.hint),
+            },
+        };
+        out.push(f);
+    }
+    out
+}
+
 /// The state ref against what this clone saw; returns the tip to read the board at, when there is a good one.
 fn state_ref(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) -> Result<Option<ObjectId>, TxnError> {
     const C: &str = "state-ref";
@@ -416,8 +443,8 @@ fn is_stale(p: &Path) -> bool {
 /// Runners' work trees whose runner is gone.
 fn worktrees(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) {
     let common = swarm.local.repo.common_dir().to_path_buf();
-    let home = common.join("swarm");
-    let all = crate::runner::worktrees(&home);
+    let places = crate::runner::Places::of(&common);
+    let all = crate::runner::worktrees(&places);
     let stray: Vec<_> = all.iter().filter(|(_, _, alive)| !alive).collect();
     if stray.is_empty() {
         let live = all.len();
@@ -432,7 +459,7 @@ fn worktrees(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) {
     );
     if repairs.fix {
         for (name, path, _) in &stray {
-            crate::runner::remove_runner_worktree(&home, &common, name, path);
+            crate::runner::remove_runner_worktree(&places, &common, name, path);
         }
         let _ = crate::runner::git::run(&common, &["worktree", "prune"]);
         f = f.fixed(format!("removed {}", stray.len()));

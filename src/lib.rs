@@ -147,8 +147,20 @@ pub fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
 /// more than the packs on disk, at least 32); every fetch adds a pack, and a process that loses a few races in a
 /// busy swarm fetches several times, so the table would overflow ("too few index slots"). Room for 512 indices
 /// costs little and `maybe_gc` keeps the number of packs far below it.
+///
+/// A machine with no git identity (a fresh container, a CI runner) must still work: gix refuses to write a reflog
+/// without a committer, so a fallback is set for that case only (it never replaces an identity that is configured,
+/// in git config or `GIT_COMMITTER_*`). The commits we write name their author themselves (`Ctx::identity`).
 pub(crate) fn open_options(level: gix::sec::Trust) -> gix::open::Options {
     use gix::sec::trust::DefaultForLevel;
     gix::open::Options::default_for_level(level)
         .object_store_slots(gix::odb::store::init::Slots::AsNeededByDiskState { multiplier: 2.0, minimum: 512 })
+        .config_overrides([
+            format!("gitoxide.committer.nameFallback={FALLBACK_NAME}"),
+            format!("gitoxide.committer.emailFallback={FALLBACK_EMAIL}"),
+        ])
 }
+
+/// The identity of reflog lines written where no git identity is configured.
+pub const FALLBACK_NAME: &str = "git-swarm";
+pub const FALLBACK_EMAIL: &str = "git-swarm@git-swarm.invalid";

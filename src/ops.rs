@@ -150,6 +150,8 @@ pub enum DomainError {
     /// A change of `swarm.toml` that no reader could use.
     #[error("swarm.toml: {0}")]
     BadSetting(String),
+    #[error("task {id} is {status}: only a failed or cancelled task can be retried")]
+    NotRetryable { id: String, status: Status },
 }
 
 /// A task to add.
@@ -615,6 +617,32 @@ fn subject(title: &str) -> String {
     } else {
         one.to_string()
     }
+}
+
+/// Open a failed or cancelled task again, its attempts reset (its failures stay on record, for the next agent to
+/// read). `task` is the task as stored at `path` (a finished task may not be read into the board: the caller reads
+/// it). The tasks that were cancelled because they waited on it are not reopened here.
+pub fn retry(board: &Board, actor: &Actor, task: &Task, path: &str) -> Result<(Change, Task), DomainError> {
+    if !matches!(task.status, Status::Failed | Status::Cancelled) {
+        return Err(DomainError::NotRetryable { id: task.id.clone(), status: task.status });
+    }
+    let mut t = task.clone();
+    t.status = Status::Open;
+    t.attempts = 0;
+    t.claim = None;
+    let live = task_path(&t.id);
+    let mut removes = vec![];
+    if path != live {
+        removes.push(path.to_string());
+    }
+    for twin in board.twins.get(&t.id).into_iter().flatten() {
+        if *twin != live && !removes.contains(twin) {
+            removes.push(twin.clone());
+        }
+    }
+    let summary = format!("retry {}: {}", t.id, subject(&t.title));
+    let ch = change("retry", actor, &t, summary, vec![Stored { path: live, task: t.clone() }], removes);
+    Ok((ch, t))
 }
 
 /// Why `task` can never become ready: a dependency (or a dependency's dependency, through open tasks) failed or

@@ -252,8 +252,8 @@ fn git_config_overrides_swarm_toml_for_this_clone_s_runners_only() {
         .expect("config");
     env.sw(&c0, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
     let id = env.sw(&c0, &["add", "write it", "--body", "@write out.txt hello"]).ok().line();
-    // c1 runs with swarm.toml's check, which fails: the task is open again.
-    env.sw(&c1, &["--agent", "w1", "run", "worker", "--once"]).ok();
+    // c1 runs with swarm.toml's check, which fails: the task is open again (and `--once` says it did not land).
+    env.sw(&c1, &["--agent", "w1", "run", "worker", "--once"]).code(1);
     let t = env.sw(&c1, &["show", &id, "--json"]).ok().json();
     assert_eq!(t["status"], "open", "{t}");
     assert_eq!(t["attempts"], 1, "{t}");

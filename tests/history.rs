@@ -320,9 +320,11 @@ fn doctor_finds_and_removes_stale_locks_stray_worktrees_and_records() {
     std::fs::write(&lock, "").expect("lock");
     std::process::Command::new("touch").args(["-d", "2 hours ago"]).arg(&lock).status().expect("touch");
     // A runner's work tree whose runner is gone (its pid file names no process).
-    let wt = c.join(".git/swarm/worktrees/dead-runner");
+    let places = env.places(c);
+    let wt = places.worktree("dead-runner");
+    std::fs::create_dir_all(places.trees()).expect("trees");
     env.git(c, &["worktree", "add", "-q", "--detach", wt.to_str().expect("utf-8")]);
-    std::fs::write(c.join(".git/swarm/worktrees/dead-runner.pid"), "999999999").expect("pid");
+    std::fs::write(places.pid_file("dead-runner"), "999999999").expect("pid");
 
     let out = env.sw(c, &["doctor", "--json"]).ok();
     let doc = out.json();
@@ -340,6 +342,12 @@ fn doctor_finds_and_removes_stale_locks_stray_worktrees_and_records() {
     assert!(!env.git(c, &["worktree", "list"]).contains("dead-runner"));
     env.sw(c, &["add", "works again"]).ok();
     let doc = env.sw(c, &["doctor", "--json"]).ok().json();
-    let worst = doc["findings"].as_array().expect("array").iter().filter(|f| f["severity"] != "ok").count();
+    // Nothing wrong is left (what is only worth knowing stays: no agent configured for a role, say).
+    let worst = doc["findings"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|f| f["severity"] == "warn" || f["severity"] == "error")
+        .count();
     assert_eq!(worst, 0, "{doc}");
 }

@@ -69,6 +69,10 @@ enum Op {
         task: usize,
         epoch: EpochPick,
     },
+    /// Anyone may open a failed or cancelled task again.
+    Retry {
+        task: usize,
+    },
     /// Time runs on by this many milliseconds.
     Wait(u64),
 }
@@ -76,18 +80,51 @@ enum Op {
 /// An op with every choice made: ids, epochs, time.
 #[derive(Debug, Clone)]
 enum Concrete {
-    Add { deps: Vec<String>, kind: Kind, priority: i64 },
-    Claim { agent: String, id: Option<String>, kind: Kind, lease: Duration },
-    Renew { agent: String, id: Option<String>, epoch: Option<u64>, lease: Duration },
-    Release { agent: String, id: String, epoch: Option<u64> },
-    Done { agent: String, id: String, epoch: Option<u64> },
-    Fail { agent: String, id: String, epoch: Option<u64> },
+    Add {
+        deps: Vec<String>,
+        kind: Kind,
+        priority: i64,
+    },
+    Claim {
+        agent: String,
+        id: Option<String>,
+        kind: Kind,
+        lease: Duration,
+    },
+    Renew {
+        agent: String,
+        id: Option<String>,
+        epoch: Option<u64>,
+        lease: Duration,
+    },
+    Release {
+        agent: String,
+        id: String,
+        epoch: Option<u64>,
+    },
+    Done {
+        agent: String,
+        id: String,
+        epoch: Option<u64>,
+    },
+    Fail {
+        agent: String,
+        id: String,
+        epoch: Option<u64>,
+    },
+    /// With the task as stored on the full board: what the caller reads by name when the op view knows a
+    /// finished task by its path alone.
+    Retry {
+        id: String,
+        stored: Option<(Task, String)>,
+    },
 }
 
 impl Concrete {
     fn agent(&self) -> &str {
         match self {
             Concrete::Add { .. } => "planner",
+            Concrete::Retry { .. } => "person",
             Concrete::Claim { agent, .. }
             | Concrete::Renew { agent, .. }
             | Concrete::Release { agent, .. }
@@ -163,6 +200,7 @@ fn op(agents: usize, wide: bool) -> impl Strategy<Value = Op> {
             .prop_map(|(agent, task, epoch)| Op::Done { agent, task, epoch }),
         3 => (holder_agent(agents), held_ix(wide), epoch_pick())
             .prop_map(|(agent, task, epoch)| Op::Fail { agent, task, epoch }),
+        1 => task_ix(wide).prop_map(|task| Op::Retry { task }),
         4 => prop_oneof![3 => 0u64..3_000, 2 => 3_000u64..40_000].prop_map(Op::Wait),
     ]
 }
@@ -283,6 +321,11 @@ fn concretize(board: &Board, op: &Op) -> Option<Concrete> {
             let epoch = resolve_epoch(board, &id, epoch);
             Concrete::Fail { agent: resolve_agent(board, *agent), id, epoch }
         }
+        Op::Retry { task } => {
+            let id = resolve_id(&ids, *task);
+            let stored = board.tasks.get(&id).map(|s| (s.task.clone(), s.path.clone()));
+            Concrete::Retry { id, stored }
+        }
     })
 }
 
@@ -316,6 +359,17 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
         }
         Concrete::Fail { id, epoch, .. } => {
             ops::fail(board, &actor, id, *epoch, format!("broke at step {step}")).map(|(c, t)| (c, vec![t]))
+        }
+        Concrete::Retry { id, stored } => {
+            let found = match board.tasks.get(id) {
+                Some(s) => Some((s.task.clone(), s.path.clone())),
+                None if board.closed.contains_key(id) => stored.clone(),
+                None => None,
+            };
+            match found {
+                Some((t, path)) => ops::retry(board, &actor, &t, &path).map(|(c, t)| (c, vec![t])),
+                None => Err(DomainError::UnknownTask(id.clone())),
+            }
         }
     }
 }
@@ -395,12 +449,22 @@ fn check_refusal(before: &Board, op: &Concrete, now: Timestamp, e: &DomainError)
         DomainError::IdSpaceExhausted(_) => prop_assert!(false, "mint never repeats: {e}"),
         DomainError::Invalid { .. } => prop_assert!(false, "the generated tasks are valid: {e}"),
         DomainError::BadSetting(_) => prop_assert!(false, "no generated op changes the settings: {e}"),
+        DomainError::NotRetryable { id, status } => {
+            prop_assert!(matches!(op, Concrete::Retry { .. }), "NotRetryable for {op:?}");
+            prop_assert_eq!(before.status_of(id), Some(*status));
+            prop_assert!(!matches!(status, Status::Failed | Status::Cancelled), "{e}");
+        }
     }
     Ok(())
 }
 
 /// What the protocol promises whatever the op: checked on the board before and after one step.
-fn check_board(before: &Board, after: &Board) -> Result<(), TestCaseError> {
+fn check_board(before: &Board, after: &Board, op: &Concrete) -> Result<(), TestCaseError> {
+    // `retry` is the one op that opens a finished task again (a failed or cancelled one), its attempts reset.
+    let retried = match op {
+        Concrete::Retry { id, .. } => Some(id.as_str()),
+        _ => None,
+    };
     let max = after.config.max_attempts;
     for (id, s) in &after.tasks {
         let t = &s.task;
@@ -422,6 +486,10 @@ fn check_board(before: &Board, after: &Board) -> Result<(), TestCaseError> {
         }
         if let Some(old) = task(before, id) {
             prop_assert!(t.epoch >= old.epoch, "epoch went back: {:?} -> {:?}", old, t);
+            if retried == Some(id.as_str()) {
+                prop_assert!(matches!(old.status, Status::Failed | Status::Cancelled), "retried a {}", old.status);
+                continue;
+            }
             prop_assert!(t.attempts >= old.attempts, "attempts went back: {:?} -> {:?}", old, t);
             if old.status.is_final() {
                 prop_assert_eq!(old, t, "a {} task changed", old.status);
@@ -463,6 +531,13 @@ fn check_success(
     }
     let holder = op.agent();
     match op {
+        Concrete::Retry { id, .. } => {
+            let old = task(before, id).expect("on the board");
+            let t = &value[0];
+            prop_assert_eq!((t.status, t.attempts, t.claim.is_none()), (Status::Open, 0, true));
+            prop_assert_eq!(t.epoch, old.epoch);
+            prop_assert_eq!(&t.failures, &old.failures, "retry keeps the failures on record");
+        }
         Concrete::Add { deps, .. } => {
             prop_assert_eq!(value.len(), 1);
             prop_assert!(!before.contains(&value[0].id), "add reused id {}", value[0].id);
@@ -584,6 +659,10 @@ fn check_must_succeed(before: &Board, op: &Concrete, ok: bool) -> Result<(), Tes
         Concrete::Add { deps, .. } => {
             prop_assert_eq!(ok, deps.iter().all(|d| before.contains(d)), "add {:?}", op);
         }
+        Concrete::Retry { id, .. } => {
+            let retryable = matches!(before.status_of(id), Some(Status::Failed | Status::Cancelled));
+            prop_assert_eq!(ok, retryable, "retry {:?}", op);
+        }
         Concrete::Renew { id: None, .. } => prop_assert!(ok, "renew of all my claims never fails"),
     }
     Ok(())
@@ -675,7 +754,7 @@ fn keeps_the_invariants(max_attempts: u32, script: &[Op]) -> Result<(), TestCase
             Ok((change, value)) => {
                 prop_assert_eq!(change.agent.as_str(), op.agent());
                 ops::apply(&mut board, change);
-                check_board(&before, &board)?;
+                check_board(&before, &board, &op)?;
                 check_success(&before, &board, &op, now, change, value, &mut done_by)?;
             }
             Err(e) => check_refusal(&before, &op, now, e)?,
@@ -721,7 +800,7 @@ proptest! {
                 | Op::Release { agent, .. }
                 | Op::Done { agent, .. }
                 | Op::Fail { agent, .. } => Some(*agent),
-                Op::Add { .. } | Op::Wait(_) => None,
+                Op::Add { .. } | Op::Retry { .. } | Op::Wait(_) => None,
             })
             .filter(|a| *a < AGENTS.len())
             .collect();

@@ -64,21 +64,23 @@ fn secrets_in_agent_output_never_reach_the_state_ref() {
         ),
     )
     .expect("plan");
-    let run = |args: &[&str], extra: &[(&str, &str)]| {
+    let run = |args: &[&str], extra: &[(&str, &str)], code: i32| {
         let mut cmd = env.cmd(&c);
         cmd.env("MY_SERVICE_TOKEN", secret).args(args).stdin(Stdio::null());
         for (k, v) in extra {
             cmd.env(k, v);
         }
         let out = cmd.output().expect("run");
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     run(
         &["--agent", "p1", "run", "planner", "--goal", "connect", "--once"],
         &[("SCRIPTED_PLAN", plan.to_str().expect("utf-8"))],
+        0,
     );
-    // The worker's agent exits 1 with the body in its output: the failure reason quotes it.
-    run(&["--agent", "w1", "run", "worker", "--once"], &[]);
+    // The worker's agent exits 1 with the body in its output: the failure reason quotes it (and the task did not
+    // land: exit 1).
+    run(&["--agent", "w1", "run", "worker", "--once"], &[], 1);
     let list = env.sw(&c, &["list", "--json"]).ok().json();
     let task = list.as_array().expect("array").iter().find(|t| t["kind"] == "work").expect("the planned task").clone();
     assert_eq!(task["status"], "failed", "{task}");

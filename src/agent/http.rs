@@ -109,8 +109,14 @@ pub fn complete_with_key(
         ));
     }
     let headers = headers(agent.api, key).map_err(request_error)?;
-    let body = serde_json::to_vec(&request_body(agent, system, prompt))
-        .map_err(|e| request_error(format!("cannot encode the request: {e}")))?;
+    let mut shape = Shape::first(agent, &url);
+    let encode = |shape: Shape| {
+        serde_json::to_vec(&request_body(agent, system, prompt, shape))
+            .map_err(|e| request_error(format!("cannot encode the request: {e}")))
+    };
+    let mut body = encode(shape)?;
+    // Each refusal is adapted to at most once (a server that refuses both spellings gets its error back).
+    let mut adapted = 0;
     let mut builder = reqwest::blocking::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
@@ -132,7 +138,22 @@ pub fn complete_with_key(
                 return parse_response(agent.api, &text, &scrub)
                     .map_err(|message| HttpError::BadResponse { url: shown_url.clone(), message });
             }
-            Err(Failure::Final(e)) => return Err(e),
+            Err(Failure::Final(e)) => {
+                // A field this server refuses, and says what it takes instead: once more, shaped as it asks.
+                let next = match &e {
+                    HttpError::Status { status: 400, message, .. } if adapted < 2 => shape.adapt(agent, message),
+                    _ => None,
+                };
+                adapted += 1;
+                match next {
+                    Some(next) => {
+                        shape = next;
+                        body = encode(shape)?;
+                        continue;
+                    }
+                    None => return Err(e),
+                }
+            }
             Err(Failure::Retryable(e)) => {
                 let retry_after = match &e {
                     HttpError::Status { retry_after, .. } => *retry_after,
@@ -230,24 +251,67 @@ fn headers(api: Api, key: Option<&str>) -> Result<HeaderMap, String> {
     Ok(headers)
 }
 
-fn request_body(agent: &HttpAgent, system: &str, prompt: &str) -> Value {
+/// How a request is shaped; changed when the server refuses a field (see [`Shape::adapt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    /// OpenAI: `max_completion_tokens` (what OpenAI's own API takes, and requires of its reasoning models) or
+    /// the older `max_tokens` (what compatible servers have always taken).
+    completion_tokens: bool,
+    /// Send the configured temperature (reasoning models take only their default).
+    temperature: bool,
+}
+
+impl Shape {
+    fn first(agent: &HttpAgent, url: &str) -> Shape {
+        Shape { completion_tokens: agent.api == Api::Openai && is_openai_host(url), temperature: true }
+    }
+
+    /// The shape to try after a 400 that names a field this one sent, if the server says how: OpenAI refuses
+    /// `max_tokens` of its reasoning models ("Use 'max_completion_tokens' instead"), an older compatible server the
+    /// reverse; a model that takes only its default temperature refuses ours.
+    fn adapt(self, agent: &HttpAgent, message: &str) -> Option<Shape> {
+        let m = message.to_ascii_lowercase();
+        if agent.api == Api::Openai && m.contains("max_tokens") && m.contains("max_completion_tokens") {
+            return Some(Shape { completion_tokens: !self.completion_tokens, ..self });
+        }
+        if self.temperature && agent.temperature.is_some() && m.contains("temperature") && m.contains("unsupported") {
+            return Some(Shape { temperature: false, ..self });
+        }
+        None
+    }
+}
+
+/// OpenAI's own API (and Azure's), which takes `max_completion_tokens`.
+fn is_openai_host(url: &str) -> bool {
+    reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)).is_some_and(|h| {
+        h == "api.openai.com" || h.ends_with(".openai.azure.com") || h.ends_with(".services.ai.azure.com")
+    })
+}
+
+fn request_body(agent: &HttpAgent, system: &str, prompt: &str, shape: Shape) -> Value {
     let mut body = match agent.api {
-        Api::Openai => json!({
-            "model": agent.model,
-            "messages": [
-                {"role": "system", "content": system},
-                {"role": "user", "content": prompt},
-            ],
-            "max_tokens": agent.max_tokens,
-        }),
-        Api::Anthropic => json!({
-            "model": agent.model,
-            "max_tokens": agent.max_tokens,
-            "system": system,
-            "messages": [{"role": "user", "content": prompt}],
-        }),
+        Api::Openai => {
+            let mut messages = Vec::new();
+            if !system.trim().is_empty() {
+                messages.push(json!({"role": "system", "content": system}));
+            }
+            messages.push(json!({"role": "user", "content": prompt}));
+            let field = if shape.completion_tokens { "max_completion_tokens" } else { "max_tokens" };
+            json!({"model": agent.model, "messages": messages, field: agent.max_tokens})
+        }
+        Api::Anthropic => {
+            let mut b = json!({
+                "model": agent.model,
+                "max_tokens": agent.max_tokens,
+                "messages": [{"role": "user", "content": prompt}],
+            });
+            if !system.trim().is_empty() {
+                b["system"] = json!(system);
+            }
+            b
+        }
     };
-    if let (Some(t), Some(map)) = (agent.temperature, body.as_object_mut()) {
+    if let (Some(t), true, Some(map)) = (agent.temperature, shape.temperature, body.as_object_mut()) {
         map.insert("temperature".into(), json!(t));
     }
     body
@@ -461,13 +525,27 @@ mod tests {
             max_tokens: 100,
             temperature: None,
         };
-        let body = request_body(&agent, "sys", "hi");
+        let shape = Shape::first(&agent, "http://x/chat/completions");
+        let body = request_body(&agent, "sys", "hi", shape);
         assert_eq!(body["messages"][0]["content"], "sys");
         assert_eq!(body["messages"][1]["role"], "user");
+        assert_eq!(body["max_tokens"], 100);
         assert!(body.get("temperature").is_none());
+        // OpenAI itself takes max_completion_tokens (its reasoning models refuse max_tokens).
+        let openai = Shape::first(&agent, "https://api.openai.com/v1/chat/completions");
+        let body = request_body(&agent, "", "hi", openai);
+        assert_eq!((body.get("max_tokens"), &body["max_completion_tokens"]), (None, &json!(100)));
+        assert_eq!(body["messages"].as_array().map(Vec::len), Some(1), "no empty system message");
+        agent.temperature = Some(0.2);
+        let refusal = "Unsupported parameter: 'max_tokens' is not supported with this model. Use \
+                       'max_completion_tokens' instead.";
+        assert_eq!(shape.adapt(&agent, refusal), Some(Shape { completion_tokens: true, temperature: true }));
+        let t = "Unsupported value: 'temperature' does not support 0.2 with this model.";
+        assert_eq!(openai.adapt(&agent, t), Some(Shape { completion_tokens: true, temperature: false }));
+        assert_eq!(openai.adapt(&agent, "model not found"), None);
         agent.api = Api::Anthropic;
         agent.temperature = Some(0.5);
-        let body = request_body(&agent, "sys", "hi");
+        let body = request_body(&agent, "sys", "hi", Shape::first(&agent, "https://api.anthropic.com/v1/messages"));
         assert_eq!(body["system"], "sys");
         assert_eq!(body["max_tokens"], 100);
         assert_eq!(body["temperature"], 0.5);

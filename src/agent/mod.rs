@@ -8,6 +8,7 @@
 //! environment variables, never through the command line.
 
 pub mod http;
+pub mod preset;
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -22,25 +23,220 @@ use std::time::{Duration, Instant};
 pub enum Backend {
     /// `sh -c <exec>` in the work tree.
     Command { exec: String },
+    /// A CLI we ship flags for; [`prepare`] turns it into a command for this machine.
+    Preset(&'static preset::Preset),
     /// A model API; text in, text out.
     Http(http::HttpAgent),
 }
 
-/// The presets of well-known CLI agents, with the flags each needs to run unattended (see `docs/agents.md`).
-pub const PRESETS: &[(&str, &str)] = &[
-    ("claude", "claude -p --dangerously-skip-permissions --output-format text"),
-    ("codex", "codex exec --full-auto --skip-git-repo-check -"),
-    ("cursor", "cursor-agent -p --force --output-format text \"$(cat \"$GIT_SWARM_PROMPT_FILE\")\""),
-    (
-        "aider",
-        "aider --yes-always --no-check-update --no-show-model-warnings --message-file \"$GIT_SWARM_PROMPT_FILE\"",
-    ),
-    ("gemini", "gemini --yolo --prompt \"$(cat \"$GIT_SWARM_PROMPT_FILE\")\""),
-];
+/// An agent ready to run on this machine: what [`prepare`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// [`Backend::Command`] or [`Backend::Http`].
+    pub backend: Backend,
+    /// Environment its preset needs.
+    pub env: Vec<(String, String)>,
+    /// Where it leaves its last message.
+    pub last_message: preset::LastMessage,
+    /// What it is, for people: `claude 2.1.332 (preset claude)`, `my-agent --x`, `http openai gpt-5.2`.
+    pub label: String,
+}
 
-/// The command of a preset, by name.
-pub fn preset(name: &str) -> Option<&'static str> {
-    PRESETS.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
+impl Prepared {
+    /// What a planner or judge answered: the last message where the CLI keeps it apart from its progress output
+    /// (opencode's JSON events, Codex's last-message file), else everything it printed on stdout.
+    pub fn answer(&self, out: &Outcome) -> String {
+        match &self.last_message {
+            preset::LastMessage::OpencodeEvents | preset::LastMessage::File(_) => {
+                self.last_message.read(&out.stdout_tail).unwrap_or_else(|| out.stdout.clone())
+            }
+            _ => out.stdout.clone(),
+        }
+    }
+
+    /// Remove what a previous run left where this one will leave its last message.
+    pub fn clear_last_message(&self) {
+        for f in self.last_message.files() {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Why an agent cannot start here: found before anything is claimed (and when an agent exits 126 or 127).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the agent {what} cannot start: {why}")]
+pub struct CannotStart {
+    /// The command or preset, as configured.
+    pub what: String,
+    pub why: String,
+    /// What to do about it.
+    pub hint: String,
+}
+
+/// What [`prepare`] found out about presets once (a CLI's `--version` costs a process start; a runner asks once).
+#[derive(Debug, Default)]
+pub struct Probes(Mutex<std::collections::HashMap<&'static str, preset::Facts>>);
+
+/// Make `backend` ready to run on this machine: a preset's CLI must answer `--version` (its flags are chosen for
+/// that version, the uid and `IS_SANDBOX`), a command's program must be installed, known refusals are caught
+/// (Claude Code skipping its permission checks as root), an `http` agent's key must be set. `run_dir` holds the
+/// files a preset's CLI writes for us.
+pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Prepared, CannotStart> {
+    match backend {
+        Backend::Preset(p) => {
+            let what = format!("preset `{}`", p.name);
+            let cached = probes.0.lock().ok().and_then(|m| m.get(p.name).cloned());
+            let mut facts = match cached {
+                Some(f) => f,
+                None => {
+                    let f = preset::Facts::probe(p, run_dir).map_err(|e| CannotStart {
+                        what: what.clone(),
+                        why: e.to_string(),
+                        hint: match e {
+                            preset::ProbeError::NotFound { .. } => format!(
+                                "install it ({}) on every machine that runs this role, or choose another agent",
+                                p.install
+                            ),
+                            preset::ProbeError::Failed { .. } => {
+                                format!("check that `{} --version` works here", p.program)
+                            }
+                        },
+                    })?;
+                    if let Ok(mut m) = probes.0.lock() {
+                        m.insert(p.name, f.clone());
+                    }
+                    f
+                }
+            };
+            facts.run_dir = run_dir.to_path_buf();
+            let launch = p.launch(&facts);
+            let version = facts.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "version unknown".into());
+            Ok(Prepared {
+                backend: Backend::Command { exec: launch.exec },
+                env: launch.env,
+                last_message: launch.last_message,
+                label: format!("{} {version} (preset {})", p.program, p.name),
+            })
+        }
+        Backend::Command { exec } => {
+            check_command(exec)?;
+            Ok(Prepared {
+                backend: backend.clone(),
+                env: vec![],
+                last_message: preset::LastMessage::Hooks,
+                label: crate::escape::line(exec),
+            })
+        }
+        Backend::Http(h) => {
+            if let Some(env) = &h.api_key_env
+                && std::env::var(env).map_or(true, |k| k.trim().is_empty())
+            {
+                return Err(CannotStart {
+                    what: format!("http {}", h.model),
+                    why: format!("the API key variable {env} is not set (or is empty)"),
+                    hint: format!("export {env}=… in the environment of every runner of this role"),
+                });
+            }
+            let api = if h.api == http::Api::Openai { "openai" } else { "anthropic" };
+            Ok(Prepared {
+                backend: backend.clone(),
+                env: vec![],
+                last_message: preset::LastMessage::Hooks,
+                label: format!("http {api} {}", h.model),
+            })
+        }
+    }
+}
+
+/// The program a command line starts, when it can be told without running a shell: the first word after
+/// variable assignments and `exec`/`env`/`command`, if it is a plain word.
+fn program_of(exec: &str) -> Option<&str> {
+    let plain = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "_-./+@:".contains(c));
+    for word in exec.split_whitespace() {
+        if let Some((name, _)) = word.split_once('=')
+            && plain(name)
+        {
+            continue;
+        }
+        if matches!(word, "exec" | "env" | "command" | "nice" | "nohup") {
+            continue;
+        }
+        // A shell keyword or builtin: the command is a script, and only running it tells what it starts.
+        const SHELL: &[&str] = &[
+            "if", "then", "else", "elif", "fi", "case", "esac", "for", "while", "until", "do", "done", "in",
+            "function", "select", "time", "{", "}", "!", "[", "[[", "test", "true", "false", ":", ".", "source",
+            "echo", "printf", "read", "cd", "export", "set", "unset", "eval", "trap", "wait", "sleep", "exit",
+        ];
+        if SHELL.contains(&word) {
+            return None;
+        }
+        return plain(word).then_some(word);
+    }
+    None
+}
+
+/// Catch what would stop a command agent at once: its program missing, Claude Code refusing to skip its
+/// permission checks as root.
+fn check_command(exec: &str) -> Result<(), CannotStart> {
+    let what = format!("`{}`", crate::escape::line(exec));
+    let Some(program) = program_of(exec) else { return Ok(()) };
+    if preset::which(program).is_none() {
+        let installs = preset::PRESETS.iter().find(|p| p.program == program).map(|p| format!(" ({})", p.install));
+        return Err(CannotStart {
+            what,
+            why: format!("`{program}` is not installed here (not found on PATH)"),
+            hint: format!(
+                "install it{} on every machine that runs this role, or fix the command",
+                installs.unwrap_or_default()
+            ),
+        });
+    }
+    let bypass = exec.contains("--dangerously-skip-permissions") || exec.contains("bypassPermissions");
+    if program.ends_with("claude")
+        && bypass
+        && nix::unistd::geteuid().is_root()
+        && std::env::var("IS_SANDBOX").map_or(true, |v| v != "1")
+    {
+        return Err(CannotStart {
+            what,
+            why: "Claude Code refuses --dangerously-skip-permissions as root (\"cannot be used with root/sudo \
+                  privileges\")"
+                .into(),
+            hint: "use preset = \"claude\" (as root it keeps the permission checks and allows the tools by name), \
+                   run the swarm as a normal user, or set IS_SANDBOX=1 if this machine is a disposable sandbox"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod prepare_tests {
+    use super::*;
+
+    #[test]
+    fn the_program_of_a_command_line_is_its_first_plain_word() {
+        assert_eq!(program_of("claude -p --x"), Some("claude"));
+        assert_eq!(program_of("FOO=1 BAR=x exec env my-agent --go"), Some("my-agent"));
+        assert_eq!(program_of("./scripts/judge.sh"), Some("./scripts/judge.sh"));
+        for script in
+            ["while [ ! -e x ]; do sleep 1; done; agent", "if true; then a; fi", "\"$AGENT\" run", "(cd x && a)"]
+        {
+            assert_eq!(program_of(script), None, "{script}");
+        }
+    }
+
+    #[test]
+    fn a_missing_program_cannot_start_and_names_itself() {
+        let e = check_command("git-swarm-no-such-agent --yes").expect_err("missing");
+        assert!(e.why.contains("`git-swarm-no-such-agent` is not installed"), "{e}");
+        assert!(check_command("sh -c 'exit 0'").is_ok());
+    }
+}
+
+/// Exit codes of `sh -c` whose command could not be run at all: 126 (found, not executable), 127 (not found).
+pub fn could_not_start(exit: &Exit) -> bool {
+    matches!(exit, Exit::Code(126) | Exit::Code(127))
 }
 
 /// One run of an agent.
@@ -100,11 +296,15 @@ pub struct Outcome {
     pub stdout: String,
     /// The last lines it printed on stdout and stderr, for failure reasons.
     pub tail: Vec<String>,
+    /// The end of what it printed on stdout (at most [`MAX_STDOUT_TAIL`] bytes), where a CLI's final message is.
+    pub stdout_tail: String,
     pub elapsed: Duration,
 }
 
 /// Most stdout kept in memory (planner blocks and verdicts are far smaller).
 pub const MAX_OUTPUT: usize = 4 << 20;
+/// The end of stdout kept apart.
+pub const MAX_STDOUT_TAIL: usize = 1 << 20;
 /// Lines kept for [`Outcome::tail`].
 pub const TAIL_LINES: usize = 20;
 
@@ -128,6 +328,10 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
         .map_err(|e| AgentError::PromptFile { path: inv.prompt_file.display().to_string(), message: e.to_string() })?;
     match backend {
         Backend::Command { exec } => run_command(exec, inv, poll),
+        Backend::Preset(p) => Err(AgentError::Spawn {
+            exec: format!("preset {}", p.name),
+            message: "internal: a preset must be prepared first (agent::prepare)".into(),
+        }),
         Backend::Http(h) => {
             let started = Instant::now();
             let (system, user) = split_system(inv.prompt);
@@ -137,7 +341,8 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
                 append(log, text.as_bytes());
             }
             let tail = last_lines(&text, TAIL_LINES);
-            Ok(Outcome { exit: Exit::Code(0), stdout: text, tail, elapsed: started.elapsed() })
+            let stdout_tail = text.clone();
+            Ok(Outcome { exit: Exit::Code(0), stdout: text, tail, stdout_tail, elapsed: started.elapsed() })
         }
     }
 }
@@ -198,6 +403,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         log: Mutex::new(log),
         tail: Mutex::new(VecDeque::with_capacity(TAIL_LINES)),
         stdout: Mutex::new(Vec::new()),
+        stdout_tail: Mutex::new(VecDeque::new()),
         finished: AtomicUsize::new(0),
     });
     let mut readers = 0;
@@ -260,7 +466,12 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     };
     let tail = shared.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
     let stdout = shared.stdout.lock().map(|s| String::from_utf8_lossy(&s).into_owned()).unwrap_or_default();
-    Ok(Outcome { exit, stdout, tail, elapsed: started.elapsed() })
+    let stdout_tail = shared
+        .stdout_tail
+        .lock()
+        .map(|t| String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned())
+        .unwrap_or_default();
+    Ok(Outcome { exit, stdout, tail, stdout_tail, elapsed: started.elapsed() })
 }
 
 /// What the pipe readers fill: the log, the tail, stdout (capped), and how many have finished.
@@ -268,6 +479,7 @@ struct Shared {
     log: Mutex<Option<std::fs::File>>,
     tail: Mutex<VecDeque<String>>,
     stdout: Mutex<Vec<u8>>,
+    stdout_tail: Mutex<VecDeque<u8>>,
     finished: AtomicUsize,
 }
 
@@ -303,6 +515,11 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: A
             if is_stdout && let Ok(mut out) = shared.stdout.lock() {
                 let room = MAX_OUTPUT.saturating_sub(out.len());
                 out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            if is_stdout && let Ok(mut t) = shared.stdout_tail.lock() {
+                t.extend(chunk);
+                let over = t.len().saturating_sub(MAX_STDOUT_TAIL);
+                t.drain(..over);
             }
             for piece in chunk.split_inclusive(|b| *b == b'\n') {
                 let room = MAX_TAIL_LINE.saturating_sub(line.len());

@@ -121,7 +121,12 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         goal: Some(GOAL.into()),
         exec: None,
         check: None,
-        env: vec![("SCRIPTED_DELAY".into(), args.pace.to_string())],
+        // The runners' work trees go under the demo's folder too (they are kept outside a git directory, in the
+        // cache folder by default): nothing of the demo outlives it.
+        env: vec![
+            ("SCRIPTED_DELAY".into(), args.pace.to_string()),
+            ("XDG_CACHE_HOME".into(), root.join("cache").to_string_lossy().into_owned()),
+        ],
         logs: work.join(".git").join("swarm").join("logs"),
     };
     let end = run_fleet(&fleet, &swarm)?;

@@ -19,9 +19,15 @@ pub struct DoctorArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
+    let local = ctx.git_config()?;
     let swarm = ctx.swarm()?;
     let repairs = Repairs { fix: args.fix, accept_remote: args.accept_remote };
-    let findings = git_swarm::doctor::examine(&swarm, ctx.now(), repairs)?;
+    let mut findings = git_swarm::doctor::examine(&swarm, ctx.now(), repairs)?;
+    // The agents each role would run from this clone, and whether they can start here.
+    if let Ok(Some(snap)) = swarm.try_read(false) {
+        let run_dir = git_swarm::runner::Places::of(swarm.local.repo.common_dir()).run_dir("doctor");
+        findings.extend(git_swarm::doctor::agents(&snap.board.config, &local, &run_dir));
+    }
     for f in &findings {
         let tag = match (f.severity, &f.fixed) {
             (_, Some(_)) => "fixed",

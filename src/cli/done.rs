@@ -2,14 +2,14 @@
 
 use git_swarm::ops;
 
-use super::{CliError, CliResult, Ctx, parse_id};
+use super::{CliResult, Ctx, parse_id};
 
 #[derive(Debug, clap::Args)]
 pub struct DoneArgs {
     #[arg(value_parser = parse_id)]
     id: String,
-    /// The commit that carries the work.
-    #[arg(long, value_name = "SHA")]
+    /// The commit that carries the work: any revision of this repository (HEAD, a branch, a commit id).
+    #[arg(long, value_name = "REV")]
     commit: Option<String>,
     /// A note for the record (what was done, what is left).
     #[arg(long)]
@@ -20,15 +20,47 @@ pub struct DoneArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: DoneArgs) -> CliResult<()> {
-    if let Some(c) = &args.commit
-        && (c.is_empty() || c.len() > 64 || !c.chars().all(|ch| ch.is_ascii_hexdigit()))
-    {
-        return Err(CliError::usage(format!(
-            "--commit '{}' is not a commit id (hex digits)",
-            git_swarm::escape::line(c)
-        )));
+    // The board records a commit id, never a name that moves: resolved here, refused when it names nothing.
+    let commit = match &args.commit {
+        Some(rev) => Some(ctx.resolve_commit(rev, "--commit")?),
+        None => None,
+    };
+    let swarm = ctx.holder_op(&args.id, args.epoch, "done", |board, actor, epoch| {
+        ops::done(board, actor, &args.id, epoch, commit.map(|c| c.to_string()), args.note.clone())
+    })?;
+    if let Some(c) = commit {
+        warn_unless_on_target(ctx, &swarm, c);
     }
-    ctx.holder_op(&args.id, args.epoch, "done", |board, actor, epoch| {
-        ops::done(board, actor, &args.id, epoch, args.commit.clone(), args.note.clone())
-    })
+    Ok(())
+}
+
+/// The task's code belongs on the target branch: say so when the commit is not there (it is recorded all the same;
+/// the push may just not have happened yet).
+fn warn_unless_on_target(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId) {
+    let Ok(snap) = swarm.read(false) else { return };
+    let target = snap.board.config.target;
+    let tip = match swarm.fetch_branch(&format!("refs/heads/{target}")) {
+        Ok(Some(tip)) => tip,
+        Ok(None) => {
+            ctx.out.warn(format!(
+                "{} has no branch {target}: commit {} is not on it",
+                swarm.remote_label,
+                short(commit)
+            ));
+            return;
+        }
+        Err(_) => return,
+    };
+    if !git_swarm::runner::git::is_ancestor(swarm.local.repo.common_dir(), commit, tip) {
+        ctx.out.warn(format!(
+            "commit {} is not on {}'s {target} (at {}): push it there, or the task's code is not where the swarm looks",
+            short(commit),
+            swarm.remote_label,
+            short(tip)
+        ));
+    }
+}
+
+fn short(id: gix::ObjectId) -> String {
+    id.to_string()[..12].to_string()
 }

@@ -99,6 +99,9 @@ impl From<DomainError> for CliError {
             }
             DomainError::IdSpaceExhausted(_) => CliError::new(Exit::Error, msg),
             DomainError::Invalid { .. } => CliError::new(Exit::Usage, msg),
+            DomainError::NotRetryable { .. } => {
+                CliError::new(Exit::Refused, msg).hint("`git swarm list --status failed` lists the tasks to retry")
+            }
             DomainError::BadSetting(_) => {
                 CliError::new(Exit::Usage, msg).hint("the settings: docs/agents.md (swarm.toml), `git swarm config`")
             }

@@ -23,4 +23,5 @@ pub fn run(ctx: &mut Ctx, args: FailArgs) -> CliResult<()> {
     ctx.holder_op(&args.id, args.epoch, "failed", |board, actor, epoch| {
         ops::fail(board, actor, &args.id, epoch, args.reason.clone())
     })
+    .map(drop)
 }

@@ -1,6 +1,6 @@
 //! `git swarm hooks install|uninstall|status`: the git hooks of a swarm, between marker lines in the hook files;
 //! and the hidden handlers the hooks call: `hooks run commit-msg|pre-push` (git hooks) and
-//! `hooks agent <claude|cursor|codex> <event>` (agent hooks). See `docs/hooks.md`.
+//! `hooks agent <claude|cursor|gemini|codex> <event>` (agent hooks). See `docs/hooks.md`.
 //!
 //! The handlers never stand in the way by accident: whatever goes wrong is a warning on stderr and exit 0. The
 //! one exit that is not 0 is a strict `pre-push` refusing a push on purpose.
@@ -36,11 +36,12 @@ enum HooksCmd {
     #[command(hide = true, subcommand)]
     Run(RunHook),
     /// Called by an agent's hooks: `claude post-tool-use|stop`, `cursor after-file-edit|after-agent-response|stop`,
-    /// `codex notify <json>`.
+    /// `gemini after-tool|after-agent`, `codex notify <json>`. An agent or event it does not know is a warning and
+    /// exit 0, like every other problem here (a hook must never fail its agent: Gemini CLI takes exit 2 as "block").
     #[command(hide = true)]
     Agent {
         // Not `agent` nor `remote` below: those ids belong to the global flags, which clap would overwrite.
-        #[arg(value_name = "AGENT", value_parser = ["claude", "cursor", "codex"])]
+        #[arg(value_name = "AGENT")]
         tool: String,
         event: String,
         /// The payload, for agents that pass it as an argument (Codex); others write it to stdin.
@@ -306,19 +307,27 @@ fn agent_hook(ctx: &mut Ctx, agent: &str, event: &str, payload: Option<String>) 
         serde_json::from_str(&s).unwrap_or(Value::Null)
     };
     match (agent, event) {
-        ("claude", "post-tool-use") | ("cursor", "after-file-edit") => {
+        ("claude", "post-tool-use") | ("cursor", "after-file-edit") | ("gemini", "after-tool") => {
             let _ = stdin_payload();
             renew(ctx, &id)
         }
         ("claude", "stop") | ("cursor", "stop") => {
             let p = stdin_payload();
+            // Claude Code hands the text over in the payload; the transcript is only a fallback (it may not be
+            // written yet when Stop runs: the hand-off was lost in most runs while it was read from there alone).
+            if let Some(text) = p["last_assistant_message"].as_str().filter(|t| !t.trim().is_empty()) {
+                return handoff(Some(text));
+            }
             let text = match p["transcript_path"].as_str() {
-                Some(t) => agent::read_tail(Path::new(t), 8 << 20)
-                    .map_err(|e| CliError::io(format!("transcript {t}: {e}")))
-                    .map(|jsonl| agent::last_assistant_text(&jsonl))?,
+                Some(t) => agent::last_assistant_text_of(Path::new(t), Duration::from_secs(3))
+                    .map_err(|e| CliError::io(format!("transcript {t}: {e}")))?,
                 None => None,
             };
             handoff(text.as_deref())
+        }
+        ("gemini", "after-agent") => {
+            let p = stdin_payload();
+            handoff(p["prompt_response"].as_str())
         }
         ("cursor", "after-agent-response") => {
             let p = stdin_payload();

@@ -15,6 +15,7 @@ mod done;
 mod error;
 mod fail;
 mod frame;
+mod goal;
 mod hooks;
 mod init;
 mod list;
@@ -24,6 +25,7 @@ mod output;
 mod ready;
 mod release;
 mod renew;
+mod retry;
 mod run;
 mod runs;
 mod setup;
@@ -123,6 +125,10 @@ pub enum Command {
     Done(done::DoneArgs),
     /// Mark my claimed task failed (open again while attempts remain).
     Fail(fail::FailArgs),
+    /// Open a failed or cancelled task again, its attempts reset.
+    Retry(retry::RetryArgs),
+    /// Set the swarm's goal and start the next cycle with a fresh root plan (also after the judge's stop).
+    Goal(goal::GoalArgs),
     /// Counts by status, agents and what they hold, expired leases.
     Status(status::StatusArgs),
     /// The audit log of the swarm, newest first.
@@ -220,7 +226,7 @@ impl Ctx {
             .or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()))
             .or_else(|| get("swarm.agent"));
         let agent_given = given.is_some();
-        let agent = given.unwrap_or_else(default_agent);
+        let agent = given.unwrap_or_else(|| default_agent(&common_dir));
         validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
         let mut retry = Retry::default();
         if let Ok(v) = std::env::var("GIT_SWARM_MAX_RETRY_SECS") {
@@ -382,10 +388,10 @@ impl Ctx {
             &git_swarm::ops::Actor,
             Option<u64>,
         ) -> Result<(git_swarm::ops::Change, git_swarm::model::Task), DomainError>,
-    ) -> CliResult<()> {
+    ) -> CliResult<Swarm> {
         let agent = self.agent().to_string();
         let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
-        let (_swarm, c) = self.transact(|snap, now, agent| {
+        let (swarm, c) = self.transact(|snap, now, agent| {
             let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
             op(&snap.board, &actor, epoch)
         })?;
@@ -398,11 +404,63 @@ impl Ctx {
         };
         self.out.line(format!("{verb} {}: {}{after}", t.id, git_swarm::escape::line(&t.title)));
         self.out.doc(&output::task_json(&t, self.now()));
-        Ok(())
+        Ok(swarm)
+    }
+
+    /// The commit a revision names in this repository (`HEAD`, a branch, a short or full id). A revision that
+    /// names nothing, or no commit, is a usage error naming `flag`.
+    pub fn resolve_commit(&self, rev: &str, flag: &str) -> CliResult<gix::ObjectId> {
+        let bad = |why: String| {
+            CliError::usage(format!("{flag} '{}': {why}", git_swarm::escape::line(rev)))
+                .hint("give a commit of this repository: HEAD, a branch, or a commit id")
+        };
+        if rev.trim().is_empty() || rev.starts_with('-') {
+            return Err(bad("not a revision".into()));
+        }
+        // git's own revision syntax, in the directory the command runs in (its work tree's HEAD).
+        git_swarm::runner::git::rev_parse(&self.dir, rev).map_err(|_| bad("no such commit in this repository".into()))
     }
 }
 
-fn default_agent() -> String {
+/// The default agent id: `<user>-<host>-<clone>`, where `<clone>` is a short random id kept in this clone
+/// (`<git dir>/swarm/clone-id`, made on first use): two clones on one machine are two agents, and every work tree
+/// of one clone is the same agent (a claim made in one can be finished from another).
+fn default_agent(common_dir: &std::path::Path) -> String {
+    let base = user_host();
+    match clone_id(common_dir) {
+        Some(c) => format!("{}-{c}", base.chars().take(55).collect::<String>()),
+        None => base,
+    }
+}
+
+/// This clone's short id (4 hex digits), made once; `None` when the git directory cannot hold it (read-only).
+fn clone_id(common_dir: &std::path::Path) -> Option<String> {
+    let file = common_dir.join("swarm").join("clone-id");
+    let valid = |s: &str| (4..=16).contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit());
+    if let Ok(text) = std::fs::read_to_string(&file) {
+        let t = text.trim().to_string();
+        return valid(&t).then_some(t);
+    }
+    let dir = file.parent()?;
+    std::fs::create_dir_all(dir).ok()?;
+    let id = format!("{:04x}", fastrand::u16(..));
+    // Written whole, then linked into place: a reader never sees it half written, and of two commands that make
+    // it at once, the first link wins for both.
+    let tmp = dir.join(format!("clone-id.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, format!("{id}\n")).ok()?;
+    let linked = std::fs::hard_link(&tmp, &file);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Some(id),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let t = std::fs::read_to_string(&file).ok()?.trim().to_string();
+            valid(&t).then_some(t)
+        }
+        Err(_) => None,
+    }
+}
+
+fn user_host() -> String {
     let user = std::env::var("USER").or_else(|_| std::env::var("USERNAME")).unwrap_or_else(|_| "agent".into());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -502,6 +560,8 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Release(a) => release::run(&mut ctx, a),
         Command::Done(a) => done::run(&mut ctx, a),
         Command::Fail(a) => fail::run(&mut ctx, a),
+        Command::Retry(a) => retry::run(&mut ctx, a),
+        Command::Goal(a) => goal::run(&mut ctx, a),
         Command::Status(a) => status::run(&mut ctx, a),
         Command::Log(a) => log::run(&mut ctx, a),
         Command::Compact(a) => compact::run(&mut ctx, a),

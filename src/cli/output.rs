@@ -71,6 +71,8 @@ pub fn task_json(t: &Task, now: Timestamp) -> Value {
         "priority": t.priority,
         "deps": t.deps,
         "labels": t.labels,
+        "acceptance": t.acceptance,
+        "scope": t.scope,
         "attempts": t.attempts,
         "claim": claim,
         "result": result,
@@ -105,7 +107,8 @@ pub fn task_line(t: &Task, now: Timestamp) -> String {
 }
 
 /// The full human view of a task for `show`.
-pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String]) -> String {
+/// `handoff`: the worker's hand-off note (`notes/<id>.md`), when there is one.
+pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String], handoff: Option<&str>) -> String {
     let mut s = String::new();
     let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<10} {v}\n"));
     kv("id", t.id.clone());
@@ -148,12 +151,23 @@ pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String]) -> String {
     if let (Some(by), Some(at)) = (&t.created_by, &t.created_at) {
         kv("created", format!("by {} at {at}", escape::line(by)));
     }
-    if !t.body.is_empty() {
-        s.push('\n');
-        s.push_str(&escape::block(&t.body));
-        if !t.body.ends_with('\n') {
+    if !t.scope.is_empty() {
+        kv("scope", escape::line(&t.scope.join(", ")));
+    }
+    let mut section = |title: &str, text: &str| {
+        if text.trim().is_empty() {
+            return;
+        }
+        if !title.is_empty() {
+            s.push_str(&format!("\n{title}:\n"));
+        } else {
             s.push('\n');
         }
-    }
+        s.push_str(&escape::block(text.trim_end()));
+        s.push('\n');
+    };
+    section("", &t.body);
+    section("acceptance", &t.acceptance);
+    section("hand-off", handoff.unwrap_or_default());
     s.trim_end().to_string()
 }

@@ -138,11 +138,17 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         events: &mut events,
         commit_ident,
         git_config,
+        probes: Default::default(),
     };
+    // `run worker --once`: did its one task land? (A failed or lost task is a failed run for a script.)
+    let mut not_landed: Option<String> = None;
     let (role, end, doc) = match args.role {
         RoleCmd::Worker(w) => {
             let opts = WorkerOptions { mode: w.lp.mode(), max_tasks: w.max_tasks };
             let (end, s) = git_swarm::runner::worker::run(&mut r, &opts).map_err(run_error)?;
+            if opts.mode == Mode::Once && end == RunEnd::Done && s.landed == 0 {
+                not_landed = Some(if s.failed > 0 { "it failed".into() } else { "its claim was lost".into() });
+            }
             ("worker", end, json!({"landed": s.landed, "failed": s.failed, "lost": s.lost}))
         }
         RoleCmd::Planner(p) => {
@@ -180,6 +186,11 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         o.insert("lost_races".into(), json!(lost));
     }
     ctx.out.doc(&doc);
+    if let Some(why) = not_landed {
+        return Err(CliError::io(format!("the task did not land: {why}"))
+            .hint("see why with `git swarm show <id>` and the agent's log under .git/swarm/logs/")
+            .documented());
+    }
     if end == RunEnd::NothingReady {
         return Err(CliError::new(
             Exit::NothingReady,
@@ -206,6 +217,12 @@ fn run_error(e: RunError) -> CliError {
         RunError::Txn(t) => t.into(),
         RunError::NoAgent { .. } => CliError::usage(e.to_string())
             .hint("e.g. --exec 'claude -p --dangerously-skip-permissions', or see docs/agents.md for presets"),
+        RunError::CannotStart { ref error, .. } => {
+            let hint = error.hint.clone();
+            CliError::io(e.to_string()).hint(hint)
+        }
+        RunError::Usage(_) => CliError::usage(e.to_string())
+            .hint("`git swarm status` shows the goal; `git swarm goal <text>` sets a new one"),
         RunError::Settings(_) => {
             CliError::io(e.to_string()).hint("see docs/agents.md for the [run] and [roles] tables")
         }

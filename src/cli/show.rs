@@ -30,7 +30,14 @@ pub fn run(ctx: &mut Ctx, args: ShowArgs) -> CliResult<()> {
         },
     };
     let waiting = ops::waiting_on(&snap.board, &task);
-    ctx.out.line(task_detail(&task, now, &waiting));
-    ctx.out.doc(&task_json(&task, now));
+    // The worker's hand-off (`notes/<id>.md`): what was done and what is left, as the agent put it.
+    let handoff = match swarm.store().read_text(snap.commit, &format!("notes/{}.md", task.id), 64 * 1024) {
+        Ok(Some(Ok(t))) => Some(t),
+        _ => None,
+    };
+    ctx.out.line(task_detail(&task, now, &waiting, handoff.as_deref()));
+    let mut doc = task_json(&task, now);
+    doc["handoff"] = serde_json::json!(handoff);
+    ctx.out.doc(&doc);
     Ok(())
 }

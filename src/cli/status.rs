@@ -12,7 +12,9 @@ use super::{CliResult, Ctx};
 pub struct StatusArgs {}
 
 pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
-    let snap = ctx.read(false)?;
+    let swarm = ctx.swarm()?;
+    let snap = swarm.read(false)?;
+    ctx.out.problems(&snap.problems);
     let now = ctx.now();
     let board = &snap.board;
     let mut counts: BTreeMap<&str, usize> = Status::ALL.iter().map(|s| (s.as_str(), 0)).collect();
@@ -79,6 +81,27 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     if !problems.is_empty() {
         ctx.out.line(format!("unreadable files: {} (see the warnings above)", problems.len()));
     }
+    // The goal and the cycle: a swarm the judge stopped says so, and how to go on.
+    let (goal, last) = git_swarm::runner::goal::state(swarm.store(), snap.commit);
+    let stopped = last.as_ref().filter(|c| c.verdict == git_swarm::runner::Verdict::Stop);
+    let current = last.as_ref().map_or(1, |c| c.cycle.saturating_add(1));
+    if let Some(g) = &goal {
+        let first = g.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+        let when = if stopped.is_some() { String::new() } else { format!(" · cycle {current} running") };
+        ctx.out.line(format!("goal: {}{when}", git_swarm::escape::line(first)));
+    }
+    if let Some(c) = stopped {
+        let why = c.reasons.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no reasons given");
+        ctx.out.line(format!(
+            "STOPPED: the judge's verdict on cycle {} ({}) was stop: {}",
+            c.cycle,
+            c.at,
+            git_swarm::escape::line(why)
+        ));
+        ctx.out.line(
+            "  to go on: git swarm goal \"<text>\" (a new goal, or the same one again), then start the runners again",
+        );
+    }
     ctx.out.doc(&json!({
         "commit": snap.commit.to_string(),
         "target": board.config.target,
@@ -89,6 +112,9 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
         "agents": agents.iter().map(|(a, h)| json!({"agent": a, "tasks": h})).collect::<Vec<_>>(),
         "expired": expired,
         "problems": problems,
+        "goal": goal,
+        "cycle": current,
+        "stopped": stopped.map(|c| json!({"cycle": c.cycle, "at": c.at.to_string(), "reasons": c.reasons, "by": c.by})),
     }));
     Ok(())
 }

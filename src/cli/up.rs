@@ -93,9 +93,10 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
         let agent = ctx.agent().to_string();
         let who = Ctx::identity(&swarm, &agent);
         let clock = ctx.clock();
-        git_swarm::runner::planner::set_goal(&swarm, &ctx.retry, &who, &clock, &agent, g).map_err(|e| match e {
+        git_swarm::runner::goal::file_first(&swarm, &ctx.retry, &who, &clock, &agent, g).map_err(|e| match e {
             git_swarm::runner::RunError::Txn(t) => CliError::from(t),
-            other => CliError::usage(other.to_string()),
+            other => CliError::usage(other.to_string())
+                .hint("`git swarm status` shows the goal; `git swarm goal <text>` sets a new one"),
         })?;
     }
     let fleet = Fleet {

@@ -1,5 +1,6 @@
 //! Agent hooks: the settings files a worker puts into its work tree before the agent starts (Claude Code's
-//! `.claude/settings.local.json`, Cursor's `.cursor/hooks.json`), keeping them out of the task's commits, and
+//! `.claude/settings.local.json`, Cursor's `.cursor/hooks.json`, Gemini CLI's `.gemini/settings.json`), keeping
+//! them and the other files agents leave behind ([`is_agent_artifact`]) out of the task's commits, and
 //! what their handler (`git swarm hooks agent …`) needs: the last assistant message of a transcript, and writing
 //! the hand-off without overwriting one the agent wrote itself.
 
@@ -24,6 +25,11 @@ pub const FILES: &[AgentFile] = &[
         content: include_str!("../../hooks/claude/settings.local.json"),
     },
     AgentFile { agent: "cursor", path: ".cursor/hooks.json", content: include_str!("../../hooks/cursor/hooks.json") },
+    AgentFile {
+        agent: "gemini",
+        path: ".gemini/settings.json",
+        content: include_str!("../../hooks/gemini/settings.json"),
+    },
 ];
 
 /// What [`install`] put into a work tree, to take out again with [`remove`].
@@ -100,10 +106,30 @@ pub fn remove(installed: &Installed) {
     }
 }
 
-/// The environment that keeps the installed files out of the agent's own `git add -A`: a `core.excludesFile`
-/// (through `GIT_CONFIG_COUNT`, for the agent's processes only) holding the user's global excludes and our paths.
-/// Not `info/exclude`: linked work trees share it with the user's checkout.
-pub fn exclude_env(wt: &Path, run_dir: &Path) -> Vec<(String, String)> {
+/// The folders agent CLIs keep in a repository for themselves (sessions, settings, caches, the hook files above).
+pub const ARTIFACT_DIRS: &[&str] = &[".claude", ".gemini", ".codex", ".cursor", ".opencode"];
+
+/// Is `path` (relative to the work tree's top) a file an agent CLI leaves for itself: anything under one of
+/// [`ARTIFACT_DIRS`], or a top-level `.aider*` (aider's chat and input history, its tags cache)? Such files never
+/// enter a task's commit unless the repository has them already or the task's scope names them.
+pub fn is_agent_artifact(path: &str) -> bool {
+    let first = path.split('/').next().unwrap_or(path);
+    first.starts_with(".aider") || (ARTIFACT_DIRS.contains(&first) && path.len() > first.len())
+}
+
+/// Is `path` within one of the task's scope entries (a file, or a folder and everything under it)?
+pub fn in_scope(path: &str, scope: &[String]) -> bool {
+    scope
+        .iter()
+        .map(|s| s.trim().trim_start_matches("./").trim_end_matches('/'))
+        .filter(|s| !s.is_empty())
+        .any(|s| path == s || path.strip_prefix(s).is_some_and(|rest| rest.starts_with('/')))
+}
+
+/// Write the excludes file of an agent's work tree: the user's global excludes, the hook files and the agents'
+/// own folders ([`is_agent_artifact`]). Untracked files there stay out of every `git add -A`, the agent's and the
+/// runner's; files the repository tracks are not affected.
+pub fn write_excludes(wt: &Path, run_dir: &Path) -> Option<PathBuf> {
     let mut text = String::new();
     if let Some(global) = user_excludes_file(wt) {
         let mut f = std::fs::File::open(global).ok();
@@ -114,19 +140,28 @@ pub fn exclude_env(wt: &Path, run_dir: &Path) -> Vec<(String, String)> {
             text.push('\n');
         }
     }
-    text.push_str("# git swarm: the agent hooks it installed in this work tree\n");
+    text.push_str("# git swarm: the agent hooks it installs, and the files agent CLIs keep for themselves\n");
     for f in FILES {
         text.push_str(&format!("/{}\n", f.path));
     }
-    let file = run_dir.join("agent-excludes");
-    if std::fs::write(&file, text).is_err() {
-        return vec![];
+    text.push_str("/.aider*\n");
+    for d in ARTIFACT_DIRS {
+        text.push_str(&format!("/{d}/\n"));
     }
+    let file = run_dir.join("agent-excludes");
+    std::fs::write(&file, text).ok()?;
+    Some(file)
+}
+
+/// The environment that makes an agent's git use `excludes` (through `GIT_CONFIG_COUNT`, for the agent's processes
+/// only). Not `info/exclude`: linked work trees share it with the user's checkout. (Some CLIs drop `GIT_CONFIG_*`
+/// from their shell tool's environment: the runner strips what such a commit added, see `runner::worker`.)
+pub fn exclude_env(excludes: &Path) -> Vec<(String, String)> {
     let n: usize = std::env::var("GIT_CONFIG_COUNT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     vec![
         ("GIT_CONFIG_COUNT".into(), (n + 1).to_string()),
         (format!("GIT_CONFIG_KEY_{n}"), "core.excludesFile".into()),
-        (format!("GIT_CONFIG_VALUE_{n}"), file.to_string_lossy().into_owned()),
+        (format!("GIT_CONFIG_VALUE_{n}"), excludes.to_string_lossy().into_owned()),
     ]
 }
 
@@ -145,6 +180,28 @@ fn user_excludes_file(wt: &Path) -> Option<PathBuf> {
     let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()).map(PathBuf::from);
     let base = xdg.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
     Some(base.join("git").join("ignore"))
+}
+
+/// The last assistant text of the transcript at `path`, waiting up to `wait` for the file to appear (an agent may
+/// call its hook before it has written the transcript).
+pub fn last_assistant_text_of(path: &Path, wait: Duration) -> std::io::Result<Option<String>> {
+    let start = std::time::Instant::now();
+    loop {
+        match read_tail(path, 8 << 20) {
+            Ok(jsonl) => {
+                if let Some(t) = last_assistant_text(&jsonl) {
+                    return Ok(Some(t));
+                }
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            Err(e) if start.elapsed() >= wait => return Err(e),
+            Err(_) => {}
+        }
+        if start.elapsed() >= wait {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The last `max` bytes of a file, as text (a transcript can be large; the end is what we want).
@@ -280,6 +337,23 @@ mod tests {
         );
         assert_eq!(last_assistant_text(t).as_deref(), Some("Done: x\n\ny"));
         assert_eq!(last_assistant_text(""), None);
+    }
+
+    #[test]
+    fn agent_artifacts_are_the_agents_folders_and_aiders_files() {
+        for p in [".aider.chat.history.md", ".aider.tags.cache.v4/cache.db", ".claude/settings.local.json", ".gemini/x"]
+        {
+            assert!(is_agent_artifact(p), "{p}");
+        }
+        for p in ["src/.claude/x", ".claude", "claude/x", ".github/workflows/ci.yml", "README.md", ".aiderignore/../x"]
+        {
+            assert_eq!(is_agent_artifact(p), p.starts_with(".aider"), "{p}");
+        }
+        let scope = vec![".claude/commands/".to_string(), "src/lib.rs".to_string()];
+        assert!(in_scope(".claude/commands/review.md", &scope));
+        assert!(
+            in_scope("src/lib.rs", &scope) && !in_scope("src/lib.rs.orig", &scope) && !in_scope(".claude/x", &scope)
+        );
     }
 
     #[test]

@@ -263,9 +263,33 @@ pub fn rev_parse(dir: &Path, rev: &str) -> Result<ObjectId, GitError> {
     })
 }
 
+/// Is `commit` reachable from `tip` in the repository at `git_dir` (`git merge-base --is-ancestor`)?
+pub fn is_ancestor(git_dir: &Path, commit: ObjectId, tip: ObjectId) -> bool {
+    output(git_dir, &["merge-base", "--is-ancestor", &commit.to_string(), &tip.to_string()])
+        .is_ok_and(|o| o.status.success())
+}
+
 /// Commit whatever the agent left in the work tree (new files too). Returns whether there was anything.
-pub fn commit_all(dir: &Path, message: &str, ident: &[(String, String)]) -> Result<bool, GitError> {
-    run(dir, &["add", "--all"])?;
+pub fn commit_all(
+    dir: &Path,
+    message: &str,
+    ident: &[(String, String)],
+    excludes: Option<&Path>,
+    force: &[&str],
+) -> Result<bool, GitError> {
+    match excludes {
+        Some(f) => {
+            let setting = format!("core.excludesFile={}", f.display());
+            run(dir, &["-c", &setting, "add", "--all"])?;
+        }
+        None => {
+            run(dir, &["add", "--all"])?;
+        }
+    }
+    // Paths the task names that the excludes would hide (a scope under `.claude/`): added all the same.
+    for p in force.iter().filter(|p| dir.join(p.trim_end_matches('/')).exists()) {
+        run(dir, &["add", "--force", "--", p])?;
+    }
     let mut cmd = git_in(dir);
     cmd.args(["commit", "--quiet", "--no-verify", "--file", "-"]).stdin(Stdio::piped());
     for (k, v) in ident {
@@ -286,17 +310,13 @@ pub fn commit_all(dir: &Path, message: &str, ident: &[(String, String)]) -> Resu
         message: e.to_string(),
     })?;
     if !out.status.success() {
-        // Nothing staged: `git commit` says so and exits 1. (Asking first would cost a process per task.)
-        if String::from_utf8_lossy(&out.stdout).contains("nothing to commit")
-            || String::from_utf8_lossy(&out.stderr).contains("nothing to commit")
-        {
+        // Nothing staged: `git commit` says so and exits 1 ("nothing to commit", or "nothing added to commit but
+        // untracked files present" when only excluded files are left). Asking first would cost a process per task.
+        let said = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if said.contains("nothing to commit") || said.contains("nothing added to commit") {
             return Ok(false);
         }
-        return Err(GitError {
-            args: "commit".into(),
-            dir: Some(dir.to_path_buf()),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        return Err(GitError { args: "commit".into(), dir: Some(dir.to_path_buf()), message: said.trim().to_string() });
     }
     Ok(true)
 }
@@ -348,6 +368,49 @@ pub fn rebase(
     for (k, v) in ident {
         cmd.env(k, v);
     }
+    rebase_outcome(dir, &mut cmd)
+}
+
+/// Go on with a rebase that stopped on conflicts once they are resolved: files whose conflict markers are gone are
+/// staged (an agent that fixed a file but did not `git add` it), then `git rebase --continue` with the same trailer
+/// environment as [`rebase`]. It may stop again on the next commit's conflicts.
+pub fn continue_rebase(
+    dir: &Path,
+    trailer_env: Option<(&str, &str)>,
+    ident: &[(String, String)],
+) -> Result<Rebased, GitError> {
+    let left = conflicted(dir);
+    let marked = |f: &str| {
+        std::fs::read(dir.join(f)).map(|b| {
+            let text = String::from_utf8_lossy(&b);
+            text.lines().any(|l| l.starts_with("<<<<<<< ") || l.starts_with(">>>>>>> ") || l == "=======")
+        })
+    };
+    let (still, fixed): (Vec<String>, Vec<String>) = left.into_iter().partition(|f| marked(f).unwrap_or(false));
+    if !still.is_empty() {
+        return Ok(Rebased::Conflict(still));
+    }
+    for f in &fixed {
+        // A deleted file is resolved by its deletion.
+        if dir.join(f).exists() {
+            run(dir, &["add", "--", f])?;
+        } else {
+            run(dir, &["rm", "--quiet", "--cached", "--ignore-unmatch", "--", f])?;
+        }
+    }
+    let mut cmd = git_in(dir);
+    cmd.args(["-c", "core.editor=true", "rebase", "--continue"]);
+    if let Some((var, value)) = trailer_env {
+        cmd.env(var, value);
+    }
+    for (k, v) in ident {
+        cmd.env(k, v);
+    }
+    rebase_outcome(dir, &mut cmd)
+}
+
+/// Run a `git rebase` command and read where it left the work tree.
+fn rebase_outcome(dir: &Path, cmd: &mut Command) -> Result<Rebased, GitError> {
     let out = cmd.output().map_err(|e| GitError {
         args: "rebase".into(),
         dir: Some(dir.to_path_buf()),

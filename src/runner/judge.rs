@@ -275,7 +275,7 @@ fn judge_once(
     let mut env = r.base_env(Role::Judge);
     env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
-    let out = r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, &mut || true);
+    let out = r.run_agent(Role::Judge, &backend, &cwd, &prompt, env, settings.plan_timeout, &mut || true);
     git::remove_worktree(&common, &wt);
     let out = out?;
     r.emit(Event::AgentExited {
@@ -286,7 +286,7 @@ fn judge_once(
     if out.exit == Exit::Stopped || !out.exit.success() {
         return Ok(None);
     }
-    Ok(parse_verdict(&out.stdout))
+    Ok(parse_verdict(&backend.answer(&out)))
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! planners (and sub-planners) that file tasks, a judge that ends cycles.
 //!
 //! A runner is one agent identity in one clone. It talks to the swarm only through [`Swarm`] (`txn`), runs agents
-//! through [`crate::agent`], and does its git work in work trees of its own under `<git dir>/swarm/worktrees/`,
-//! never in the user's. It does no terminal I/O: what happens is reported as [`Event`]s to the caller.
+//! through [`crate::agent`], and does its git work in work trees of its own ([`Places`], outside the git
+//! directory), never in the user's. It does no terminal I/O: what happens is reported as [`Event`]s to the caller.
 
 pub mod git;
+pub mod goal;
 pub mod judge;
 pub mod planner;
 pub mod prompts;
@@ -111,8 +112,14 @@ pub enum RunError {
     Settings(String),
     #[error("no agent is configured for the {role} role: pass --exec, or set [roles.{role}] in swarm.toml")]
     NoAgent { role: Role },
+    /// The agent cannot start on this machine (found before a claim, or it exited 126/127): nothing is spent.
+    #[error("{role}: {error}")]
+    CannotStart { role: Role, error: agent::CannotStart },
     #[error("{0}")]
     Setup(String),
+    /// A request that cannot be met as asked (exit 2 in the CLI).
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// How a runner loops.
@@ -149,6 +156,8 @@ pub struct Runner<'a> {
     pub commit_ident: Vec<(String, String)>,
     /// This clone's `git config swarm.*` settings, over `swarm.toml`'s.
     pub git_config: crate::config::Local,
+    /// What this runner found out about its agents' CLIs (versions), once.
+    pub probes: agent::Probes,
 }
 
 impl Runner<'_> {
@@ -160,8 +169,13 @@ impl Runner<'_> {
         self.stop.load(Ordering::Relaxed)
     }
 
+    /// Where this clone's runners keep their work trees and run files.
+    pub fn places(&self) -> Places {
+        Places::of(&self.common_dir())
+    }
+
     pub fn worktree(&self) -> PathBuf {
-        self.home.join("worktrees").join(&self.agent)
+        self.places().worktree(&self.agent)
     }
 
     pub fn log_file(&self) -> PathBuf {
@@ -169,7 +183,7 @@ impl Runner<'_> {
     }
 
     pub fn run_dir(&self) -> PathBuf {
-        self.home.join("run").join(&self.agent)
+        self.places().run_dir(&self.agent)
     }
 
     pub fn common_dir(&self) -> PathBuf {
@@ -195,14 +209,17 @@ impl Runner<'_> {
         })
     }
 
-    /// The backend of `role`: `--exec`, else the config.
-    pub fn backend(&self, config: &Config, role: Role) -> Result<Backend, RunError> {
-        if let Some(exec) = &self.exec {
-            return Ok(Backend::Command { exec: exec.clone() });
-        }
-        settings::backend_for(&self.git_config.apply(config), role)
-            .map_err(RunError::Settings)?
-            .ok_or(RunError::NoAgent { role })
+    /// The agent of `role` (`--exec`, else the config), ready to run here: its program installed, a preset's
+    /// flags chosen for the CLI's version ([`agent::prepare`]). Called before the first claim, so that an agent
+    /// that cannot start is found before it costs anyone an attempt.
+    pub fn backend(&self, config: &Config, role: Role) -> Result<agent::Prepared, RunError> {
+        let backend = match &self.exec {
+            Some(exec) => Backend::Command { exec: exec.clone() },
+            None => settings::backend_for(&self.git_config.apply(config), role)
+                .map_err(RunError::Settings)?
+                .ok_or(RunError::NoAgent { role })?,
+        };
+        agent::prepare(&backend, &self.run_dir(), &self.probes).map_err(|e| RunError::CannotStart { role, error: e })
     }
 
     pub fn settings(&self, config: &Config) -> Result<RunSettings, RunError> {
@@ -216,19 +233,19 @@ impl Runner<'_> {
 
     /// Prepare this runner's folders: logs, run files, and no stray work tree of a runner that died.
     pub fn setup(&mut self) -> Result<(), RunError> {
-        for d in [self.home.join("logs"), self.run_dir(), self.home.join("worktrees")] {
+        let places = self.places();
+        for d in [self.home.join("logs"), self.run_dir(), places.trees()] {
             std::fs::create_dir_all(&d).map_err(|e| RunError::Setup(format!("cannot create {}: {e}", d.display())))?;
         }
-        let pid_file = self.home.join("worktrees").join(format!("{}.pid", self.agent));
+        let pid_file = places.pid_file(&self.agent);
         // What a `git worktree add` killed half-way left goes first: until then git fails every work tree command.
-        let home = self.home.clone();
-        let gone = |name: &str| name == self.agent || !runner_alive(&home, name);
-        git::clear_stale_registrations(&self.common_dir(), &self.home.join("worktrees"), &gone);
+        let gone = |name: &str| name == self.agent || !runner_alive(&places, name);
+        git::clear_stale_registrations(&self.common_dir(), &places.trees(), &gone);
         // Work trees of runners that are gone (their pid file names a process that no longer runs) are removed;
         // so is ours, whatever state a killed predecessor with our name left it in.
-        for (name, path, alive) in worktrees(&self.home) {
+        for (name, path, alive) in worktrees(&places) {
             if name == self.agent || !alive {
-                remove_runner_worktree(&self.home, &self.common_dir(), &name, &path);
+                remove_runner_worktree(&places, &self.common_dir(), &name, &path);
             }
         }
         let _ = git::run(&self.common_dir(), &["worktree", "prune"]);
@@ -298,17 +315,22 @@ impl Runner<'_> {
         env
     }
 
-    /// Run an agent; `poll` as in [`agent::run`], also stopped by the stop flag.
+    /// Run an agent; `poll` as in [`agent::run`], also stopped by the stop flag. An agent that could not be started
+    /// at all (exit 126 or 127: its command is missing or not executable) is [`RunError::CannotStart`]: a runner
+    /// error, not a failure of the task.
     pub fn run_agent(
         &self,
-        backend: &Backend,
+        role: Role,
+        agent: &agent::Prepared,
         cwd: &Path,
         prompt: &str,
-        env: Vec<(String, String)>,
+        mut env: Vec<(String, String)>,
         timeout: Duration,
         poll: &mut dyn FnMut() -> bool,
     ) -> Result<agent::Outcome, RunError> {
         let stop = Arc::clone(&self.stop);
+        env.extend(agent.env.iter().cloned());
+        agent.clear_last_message();
         let inv = agent::Invocation {
             cwd,
             prompt,
@@ -318,7 +340,9 @@ impl Runner<'_> {
             timeout: Some(timeout),
             grace: Duration::from_secs(10),
         };
-        Ok(agent::run(backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll())?)
+        let out = agent::run(&agent.backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll())?;
+        cannot_start(role, agent, &out)?;
+        Ok(out)
     }
 
     /// Renew my claim on `task` when less than a third of its lease is left. `Err` when the claim is lost.
@@ -380,21 +404,106 @@ impl Runner<'_> {
     }
 }
 
-/// Does a process with this id run? (Signal 0: no signal is sent, only the check.)
-/// The runners' work trees under `<home>/worktrees`: name (the runner's agent id), path, and whether the runner
-/// that owns it still runs (its pid file names a live process other than this one).
-pub fn worktrees(home: &Path) -> Vec<(String, PathBuf, bool)> {
-    let dir = home.join("worktrees");
+/// [`RunError::CannotStart`] when an agent exited 126 or 127: `sh` could not start its command.
+pub fn cannot_start(role: Role, agent: &agent::Prepared, out: &agent::Outcome) -> Result<(), RunError> {
+    if !agent::could_not_start(&out.exit) {
+        return Ok(());
+    }
+    let last = out.tail.iter().rev().find(|l| !l.trim().is_empty()).cloned().unwrap_or_default();
+    Err(RunError::CannotStart {
+        role,
+        error: agent::CannotStart {
+            what: agent.label.clone(),
+            why: format!("it {} ({})", out.exit, redact_secrets(&crate::escape::line(&last))),
+            hint: "the command or a program it runs is missing here; fix it, then start the runner again (the task \
+                   was given back with no attempt spent)"
+                .into(),
+        },
+    })
+}
+
+/// Where a clone's runners keep their things. The clone-wide ones (`logs/`, claim records, hook stamps) are in
+/// `home`, `<git dir>/swarm/`. The work trees and each runner's run files (prompt, hand-off, its agent's last
+/// message) are in `base`, **outside the git directory**: agent CLIs guard whatever is under a `.git/` folder
+/// (Claude Code denies writes there while its permission checks are on, Codex's sandbox makes it read-only), so an
+/// agent in a work tree under `.git/swarm/` could not write its own files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Places {
+    pub home: PathBuf,
+    pub base: PathBuf,
+}
+
+impl Places {
+    /// `$XDG_CACHE_HOME/git-swarm/worktrees/<repository>-<hash of the git directory>` (else under `~/.cache`);
+    /// `<git dir>/swarm` when neither is set.
+    pub fn of(common_dir: &Path) -> Places {
+        let abs = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .and_then(abs)
+            .or_else(|| std::env::var_os("HOME").and_then(abs).map(|h| h.join(".cache")));
+        Places::under(common_dir, cache.as_deref())
+    }
+
+    /// [`Places::of`] with the cache folder given (`None`: none is known).
+    pub fn under(common_dir: &Path, cache: Option<&Path>) -> Places {
+        let home = common_dir.join("swarm");
+        let base = match cache {
+            Some(c) => c.join("git-swarm").join("worktrees").join(clone_key(common_dir)),
+            None => home.clone(),
+        };
+        Places { home, base }
+    }
+
+    /// The work trees, and the pid file of each runner beside its tree.
+    pub fn trees(&self) -> PathBuf {
+        self.base.join("trees")
+    }
+
+    pub fn worktree(&self, agent: &str) -> PathBuf {
+        self.trees().join(agent)
+    }
+
+    pub fn pid_file(&self, agent: &str) -> PathBuf {
+        self.trees().join(format!("{agent}.pid"))
+    }
+
+    pub fn run_dir(&self, agent: &str) -> PathBuf {
+        self.base.join("run").join(agent)
+    }
+}
+
+/// A folder name for a clone: its repository's name and a hash of its git directory's path (FNV-1a, stable
+/// across builds), so that two clones never share work trees.
+fn clone_key(common_dir: &Path) -> String {
+    let path = std::fs::canonicalize(common_dir).unwrap_or_else(|_| common_dir.to_path_buf());
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let top = if path.file_name().is_some_and(|n| n == ".git") { path.parent() } else { Some(path.as_path()) };
+    let name: String = top
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().trim_end_matches(".git").to_string())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
+        .take(40)
+        .collect();
+    format!("{}-{h:016x}", if name.is_empty() { "repo" } else { &name })
+}
+
+/// The runners' work trees: name (the runner's agent id), path, and whether the runner that owns it still runs
+/// (its pid file names a live process other than this one).
+pub fn worktrees(places: &Places) -> Vec<(String, PathBuf, bool)> {
+    let dir = places.trees();
     let Ok(entries) = std::fs::read_dir(&dir) else { return vec![] };
     let mut out: Vec<_> = entries
         .flatten()
         .filter(|e| e.path().is_dir())
         .map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let pid = std::fs::read_to_string(dir.join(format!("{name}.pid")))
-                .ok()
-                .and_then(|s| s.trim().parse::<u32>().ok());
-            let alive = pid.is_some_and(|pid| pid != std::process::id() && process_alive(pid));
+            let alive = runner_alive(places, &name);
             (name, e.path(), alive)
         })
         .collect();
@@ -403,20 +512,21 @@ pub fn worktrees(home: &Path) -> Vec<(String, PathBuf, bool)> {
 }
 
 /// Does the runner `name` of this clone run (its pid file names a live process other than this one)?
-fn runner_alive(home: &Path, name: &str) -> bool {
-    std::fs::read_to_string(home.join("worktrees").join(format!("{name}.pid")))
+fn runner_alive(places: &Places, name: &str) -> bool {
+    std::fs::read_to_string(places.pid_file(name))
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
         .is_some_and(|pid| pid != std::process::id() && process_alive(pid))
 }
 
 /// Remove a runner's work tree: first stop an agent its killed runner could not stop, which may still work in it.
-pub fn remove_runner_worktree(home: &Path, common_dir: &Path, name: &str, path: &Path) {
-    agent::kill_leftover(&home.join("run").join(name).join("agent.pgid"), path);
+pub fn remove_runner_worktree(places: &Places, common_dir: &Path, name: &str, path: &Path) {
+    agent::kill_leftover(&places.run_dir(name).join("agent.pgid"), path);
     git::remove_worktree(common_dir, path);
-    let _ = std::fs::remove_file(home.join("worktrees").join(format!("{name}.pid")));
+    let _ = std::fs::remove_file(places.pid_file(name));
 }
 
+/// Does a process with this id run? (Signal 0: no signal is sent, only the check.)
 fn process_alive(pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|p| {
         matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None), Ok(()) | Err(nix::errno::Errno::EPERM))
@@ -566,20 +676,21 @@ pub fn counts(board: &Board) -> [(Status, usize); 5] {
     c
 }
 
-/// The identity env a runner's commits (and its agents') need when the repository has no `user.name`/`user.email`.
+/// The identity of every commit a runner and its agents make, in the environment (`GIT_AUTHOR_*`,
+/// `GIT_COMMITTER_*`): the clone's `user.name`/`user.email` when it has them, else the agent id. In the environment
+/// and not in git config, because agent CLIs run their shell tools with a git config of their own (Gemini CLI sets
+/// `GIT_CONFIG_GLOBAL=/dev/null`), and on a fresh machine there is none at all: the agent's own commit must work.
 pub fn commit_ident(repo: &gix::Repository, agent: &str) -> Vec<(String, String)> {
     let cfg = repo.config_snapshot();
-    let has = |k: &str| cfg.string(k).is_some_and(|v| !v.is_empty());
-    let mut env = Vec::new();
-    if !has("user.name") {
-        env.push(("GIT_AUTHOR_NAME".to_string(), agent.to_string()));
-        env.push(("GIT_COMMITTER_NAME".to_string(), agent.to_string()));
-    }
-    if !has("user.email") {
-        env.push(("GIT_AUTHOR_EMAIL".to_string(), format!("{agent}@git-swarm.invalid")));
-        env.push(("GIT_COMMITTER_EMAIL".to_string(), format!("{agent}@git-swarm.invalid")));
-    }
-    env
+    let get = |k: &str| cfg.string(k).map(|v| v.to_string()).filter(|v| !v.trim().is_empty());
+    let name = get("user.name").unwrap_or_else(|| agent.to_string());
+    let email = get("user.email").unwrap_or_else(|| format!("{agent}@git-swarm.invalid"));
+    vec![
+        ("GIT_AUTHOR_NAME".to_string(), name.clone()),
+        ("GIT_COMMITTER_NAME".to_string(), name),
+        ("GIT_AUTHOR_EMAIL".to_string(), email.clone()),
+        ("GIT_COMMITTER_EMAIL".to_string(), email),
+    ]
 }
 
 /// The last lines of an agent's output, one line, for a failure reason.

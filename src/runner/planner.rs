@@ -239,6 +239,50 @@ pub fn to_new_tasks(
     Ok((news, [minted, demoted].concat()))
 }
 
+/// Leave out the proposals that repeat a task of the same plan: one with the same title (case and spacing aside)
+/// that is open, claimed or done — a planner that proposes the same task every round must not file it every round.
+/// A later proposal's dependency on a left-out one (by its key) points at the task it repeats. Returns what is kept
+/// and, per left-out proposal, its title and the id of the task it repeats.
+pub fn without_repeats(
+    boards: &[&Board],
+    parent: &str,
+    proposals: &[Proposal],
+) -> (Vec<Proposal>, Vec<(String, String)>) {
+    let norm = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let mut existing: BTreeMap<String, String> = BTreeMap::new();
+    for b in boards {
+        for s in b.tasks.values() {
+            let t = &s.task;
+            let live = matches!(t.status, Status::Open | Status::Claimed | Status::Done);
+            if live && t.parent.as_deref() == Some(parent) {
+                existing.entry(norm(&t.title)).or_insert_with(|| t.id.clone());
+            }
+        }
+    }
+    let mut repeats = Vec::new();
+    let mut renamed: BTreeMap<String, String> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for p in proposals {
+        match existing.get(&norm(&p.title)) {
+            Some(id) => {
+                if let Some(k) = &p.key {
+                    renamed.insert(k.clone(), id.clone());
+                }
+                repeats.push((p.title.clone(), id.clone()));
+            }
+            None => kept.push(p.clone()),
+        }
+    }
+    for p in &mut kept {
+        for d in &mut p.deps {
+            if let Some(id) = renamed.get(d.as_str()) {
+                d.clone_from(id);
+            }
+        }
+    }
+    (kept, repeats)
+}
+
 /// The depth of a plan task: 0 for a root, one more per plan parent.
 fn depth(board: &Board, task: &Task) -> u32 {
     let mut d = 0;
@@ -254,48 +298,6 @@ fn depth(board: &Board, task: &Task) -> u32 {
     d
 }
 
-/// Make sure the swarm has a goal: write `goal.md` and a root plan task unless a goal is there. Returns whether
-/// this call set it.
-pub fn ensure_goal(r: &mut Runner<'_>, goal: &str) -> Result<bool, RunError> {
-    set_goal(r.swarm, &r.retry, &r.who, r.clock, &r.agent, goal)
-}
-
-/// Write `goal.md` and the root plan task in one commit, unless the swarm has a goal. Returns whether it did.
-pub fn set_goal(
-    swarm: &crate::txn::Swarm,
-    retry: &crate::txn::Retry,
-    who: &crate::store::Identity,
-    clock: &dyn Fn() -> Timestamp,
-    agent: &str,
-    goal: &str,
-) -> Result<bool, RunError> {
-    let goal = goal.trim().to_string();
-    if goal.is_empty() {
-        return Err(RunError::Setup("the goal is empty".into()));
-    }
-    let res = swarm.transact(retry, who, clock, |snap, now| {
-        if super::goal(swarm.store(), snap.commit).is_some() {
-            return Ok((Default::default(), false));
-        }
-        let actor = ops::Actor { agent: agent.to_string(), now };
-        let title: String = format!("Goal: {}", goal.lines().next().unwrap_or_default().trim());
-        let title: String = title.chars().take(200).collect();
-        let new = NewTask {
-            title,
-            body: goal.clone(),
-            kind: Kind::Plan,
-            priority: 100,
-            labels: vec!["goal".into()],
-            ..NewTask::default()
-        };
-        let (mut ch, _) = ops::add(&snap.board, &actor, vec![new], &mut ops::mint_id)?;
-        ch.files.insert(super::GOAL_PATH.into(), format!("{goal}\n"));
-        ch.summary = format!("goal: {}", ch.summary);
-        Ok((ch, true))
-    })?;
-    Ok(res.value)
-}
-
 pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, PlannerStats), RunError> {
     r.setup()?;
     let config = r.read(false)?.board.config;
@@ -303,15 +305,7 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
     r.backend(&config, Role::Planner)?;
     let mut stats = PlannerStats::default();
     if let Some(goal) = &opts.goal {
-        let snap = r.read(false)?;
-        match super::goal(r.swarm.store(), snap.commit) {
-            Some(g) if g.trim() != goal.trim() => {
-                r.emit(Event::Warning("the swarm has a goal already (goal.md); planning that one, not --goal".into()))
-            }
-            _ => {
-                ensure_goal(r, goal)?;
-            }
-        }
+        super::goal::file_first(r.swarm, &r.retry, &r.who, r.clock, &r.agent, goal)?;
     }
     let mut held: Vec<HeldPlan> = Vec::new();
     let res = run_loop(r, opts, &mut held, &mut stats);
@@ -527,6 +521,8 @@ fn plan_round(
     let (epoch, lease) = (h.epoch, config.lease);
     let mut until = h.until;
     let mut lost = None;
+    env.extend(backend.env.iter().cloned());
+    backend.clear_last_message();
     let out = {
         let stop = std::sync::Arc::clone(&r.stop);
         let inv = crate::agent::Invocation {
@@ -538,7 +534,7 @@ fn plan_round(
             timeout: Some(settings.plan_timeout),
             grace: Duration::from_secs(10),
         };
-        let res = crate::agent::run(&backend, &inv, &mut || {
+        let res = crate::agent::run(&backend.backend, &inv, &mut || {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
             }
@@ -582,15 +578,19 @@ fn plan_round(
             Err(e) => Err(e.into()),
         }
     };
+    if crate::agent::could_not_start(&out.exit) {
+        // Nothing was planned: the plan goes back as it was, and the runner stops with the reason.
+        r.release(&id, epoch);
+        super::cannot_start(Role::Planner, &backend, &out)?;
+    }
     if !out.exit.success() {
         return fail(r, super::reason_from(&format!("the planner agent {}", out.exit), &out.tail));
     }
-    let proposals = match parse_proposals(&out.stdout) {
+    let proposals = match parse_proposals(&backend.answer(&out)) {
         Ok(p) => p,
         Err(e) => return fail(r, e),
     };
     let plans_allowed = d < settings.plan_depth;
-    let count = proposals.as_ref().map_or(0, Vec::len);
     let last_round = h.rounds >= settings.plan_rounds;
     let round = h.rounds;
     let agent = r.agent.clone();
@@ -613,7 +613,7 @@ fn plan_round(
                     writes: vec![ops::Stored { path: plan.path.clone(), task: t }],
                     ..Default::default()
                 };
-                return Ok((ch, Proposed::Filed(filed_by_cli, vec![])));
+                return Ok((ch, Proposed::Filed(filed_by_cli, vec![], vec![])));
             }
             Some(_) => {
                 let note = format!("planned in {round} round(s)");
@@ -622,6 +622,14 @@ fn plan_round(
             }
             None => return Ok((Default::default(), Proposed::NoBlock)),
         };
+        // A repeat of a task of this plan (the same title, open or done) is not filed again.
+        let (fresh, repeats) = without_repeats(&[&full.board, &snap.board], &id, proposals);
+        if fresh.is_empty() && filed_by_cli == 0 {
+            let note = format!("planned in {round} round(s); the last proposed only what the plan has");
+            let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note))?;
+            return Ok((ch, Proposed::Repeats(repeats)));
+        }
+        let proposals = &fresh;
         let (news, extra) = to_new_tasks(&snap.board, &id, proposals, plans_allowed)?;
         let minted: Vec<String> = extra.iter().take(news.len()).cloned().collect();
         let demoted: Vec<String> = extra.iter().skip(news.len()).cloned().collect();
@@ -633,7 +641,7 @@ fn plan_round(
         t.plan_round = round;
         ch.writes.push(ops::Stored { path: plan.path.clone(), task: t });
         ch.summary = format!("plan {id}: {}", ch.summary);
-        Ok((ch, Proposed::Filed(count + filed_by_cli, demoted)))
+        Ok((ch, Proposed::Filed(proposals.len() + filed_by_cli, demoted, repeats)))
     });
     match res {
         Ok(c) => match c.value {
@@ -647,7 +655,14 @@ fn plan_round(
                 r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
                 Ok(RoundEnd::Finished)
             }
-            Proposed::Filed(n, demoted) => {
+            Proposed::Repeats(repeats) => {
+                report_repeats(r, &repeats);
+                stats.plans_done += 1;
+                r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
+                Ok(RoundEnd::Finished)
+            }
+            Proposed::Filed(n, demoted, repeats) => {
+                report_repeats(r, &repeats);
                 for t in demoted {
                     r.emit(Event::Warning(format!(
                         "'{}' was proposed as a plan beyond the depth limit ({}); filed as a work task",
@@ -686,10 +701,21 @@ fn plan_round(
     }
 }
 
+fn report_repeats(r: &mut Runner<'_>, repeats: &[(String, String)]) {
+    for (title, existing) in repeats {
+        r.emit(Event::Warning(format!(
+            "not filed again: '{}' repeats {existing} of the same plan",
+            crate::escape::line(title)
+        )));
+    }
+}
+
 /// What a planning round came to.
 enum Proposed {
-    /// Tasks were filed (by the block, or by the agent through the CLI); plans demoted to work.
-    Filed(usize, Vec<String>),
+    /// Tasks were filed (by the block, or by the agent through the CLI); plans demoted to work; repeats left out.
+    Filed(usize, Vec<String>, Vec<(String, String)>),
+    /// Everything proposed repeats tasks of the plan: the plan is done.
+    Repeats(Vec<(String, String)>),
     /// An empty block: the plan is done.
     Nothing,
     /// No block at all: a failed round.

@@ -115,6 +115,84 @@ pub fn rebase_in_process(
     Ok(Some(new_tip))
 }
 
+/// Rewrite `base..head` (a first-parent chain without merges) without the files `drop` names that `base` does not
+/// have: what an agent's own commits added of its tools' files (`.aider.chat.history.md`, `.gemini/settings.json`,
+/// …). A commit left empty is dropped; authors, committers and messages are kept. `Ok(None)`: nothing to drop (or
+/// merges in the chain, which are left as they are).
+pub fn strip_new_paths(
+    store: &Store,
+    base: ObjectId,
+    head: ObjectId,
+    drop: &dyn Fn(&str) -> bool,
+) -> Result<Option<ObjectId>, StoreError> {
+    let repo = &store.repo;
+    let mut chain = Vec::new();
+    let mut cur = head;
+    while cur != base {
+        let c = repo.find_commit(cur).git(|| format!("cannot read commit {cur}"))?;
+        let parents: Vec<ObjectId> = c.parent_ids().map(|p| p.detach()).collect();
+        match parents.as_slice() {
+            [p] if chain.len() < 500 => {
+                chain.push(cur);
+                cur = *p;
+            }
+            _ => return Ok(None),
+        }
+    }
+    chain.reverse();
+    let base_tree = tree_of(store, base)?;
+    // Per commit, the files it has that base does not and that are to go.
+    let mut strips = Vec::with_capacity(chain.len());
+    for id in &chain {
+        let mut changes = BTreeMap::new();
+        if !diff(store, Some(base_tree), Some(tree_of(store, *id)?), "", &mut changes)? {
+            return Ok(None);
+        }
+        let gone: Vec<String> = changes
+            .into_iter()
+            .filter(|(p, (old, new))| old.is_none() && new.is_some() && drop(p))
+            .map(|(p, _)| p)
+            .collect();
+        strips.push(gone);
+    }
+    if strips.iter().all(Vec::is_empty) {
+        return Ok(None);
+    }
+    let mut tip = base;
+    let mut tip_tree = base_tree;
+    for (id, gone) in chain.iter().zip(strips) {
+        let c = repo.find_commit(*id).git(|| format!("cannot read commit {id}"))?;
+        let mut tree = c.tree_id().git(|| format!("tree of {id}"))?.detach();
+        if !gone.is_empty() {
+            let mut editor = repo.edit_tree(tree).git(|| "cannot edit a tree".into())?;
+            for p in &gone {
+                editor.remove(p.as_str()).git(|| format!("cannot remove {p}"))?;
+            }
+            tree = editor.write().git(|| "cannot write a tree".into())?.detach();
+        }
+        if tree == tip_tree {
+            continue;
+        }
+        let decoded = c.decode().git(|| format!("cannot decode commit {id}"))?;
+        let commit = gix::objs::Commit {
+            tree,
+            parents: vec![tip].into(),
+            author: decoded.author().git(|| format!("author of {id}"))?.to_owned().git(|| format!("author of {id}"))?,
+            committer: decoded
+                .committer()
+                .git(|| format!("committer of {id}"))?
+                .to_owned()
+                .git(|| format!("committer of {id}"))?,
+            encoding: None,
+            message: c.message_raw_sloppy().to_owned(),
+            extra_headers: vec![],
+        };
+        tip = repo.write_object(&commit).git(|| "cannot write a commit".into())?.detach();
+        tip_tree = tree;
+    }
+    Ok(Some(tip))
+}
+
 fn tree_of(store: &Store, commit: ObjectId) -> Result<ObjectId, StoreError> {
     Ok(store
         .repo

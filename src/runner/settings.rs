@@ -169,19 +169,13 @@ pub fn backend_for(config: &Config, role: Role) -> Result<Option<Backend>, Strin
         raw.clone().try_into().map_err(|e: toml::de::Error| format!("[roles.{name}]: {}", one_line(&e)))?;
     let backend = raw.backend.as_deref().unwrap_or(if raw.api.is_some() { "http" } else { "command" });
     match backend {
-        "command" => {
-            let exec = match (&raw.exec, &raw.preset) {
-                (Some(e), _) if !e.trim().is_empty() => e.clone(),
-                (_, Some(p)) => crate::agent::preset(p)
-                    .ok_or_else(|| {
-                        let names: Vec<&str> = crate::agent::PRESETS.iter().map(|p| p.0).collect();
-                        format!("[roles.{name}] preset '{p}' is unknown (one of {})", names.join(", "))
-                    })?
-                    .to_string(),
-                _ => return Err(format!("[roles.{name}] needs `exec` (a command) or `preset`")),
-            };
-            Ok(Some(Backend::Command { exec }))
-        }
+        "command" => match (&raw.exec, &raw.preset) {
+            (Some(e), _) if !e.trim().is_empty() => Ok(Some(Backend::Command { exec: e.clone() })),
+            (_, Some(p)) => crate::agent::preset::find(p).map(|p| Some(Backend::Preset(p))).ok_or_else(|| {
+                format!("[roles.{name}] preset '{p}' is unknown (one of {})", crate::agent::preset::names())
+            }),
+            _ => Err(format!("[roles.{name}] needs `exec` (a command) or `preset`")),
+        },
         "http" => {
             if role == Role::Worker {
                 return Err(format!(
@@ -218,9 +212,7 @@ mod tests {
     #[test]
     fn roles_fall_back_to_default_and_presets_expand() {
         let c = cfg("[roles.default]\npreset = \"claude\"\n[roles.planner]\napi = \"openai\"\nmodel = \"m\"\n");
-        assert!(
-            matches!(backend_for(&c, Role::Worker), Ok(Some(Backend::Command { exec })) if exec.starts_with("claude -p"))
-        );
+        assert!(matches!(backend_for(&c, Role::Worker), Ok(Some(Backend::Preset(p))) if p.name == "claude"));
         assert!(matches!(backend_for(&c, Role::Planner), Ok(Some(Backend::Http(h))) if h.model == "m"));
         assert!(backend_for(&cfg(""), Role::Judge).expect("none").is_none());
     }

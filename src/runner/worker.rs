@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use gix::ObjectId;
 
 use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, git, prompts};
-use crate::agent::{Backend, Exit};
+use crate::agent::{Backend, Exit, Prepared};
 use crate::model::{Kind, Task};
 use crate::ops::{self, Actor, Board, Change, DomainError};
 use crate::store::Snapshot;
@@ -223,7 +223,7 @@ struct Job<'a> {
     settings: &'a RunSettings,
     config: &'a crate::model::Config,
     state: ObjectId,
-    backend: &'a Backend,
+    backend: &'a Prepared,
 }
 
 fn missing_target(r: &Runner<'_>, target: &str) -> RunError {
@@ -242,7 +242,7 @@ enum AgentRun {
 
 fn run_worker_agent(
     r: &mut Runner<'_>,
-    backend: &Backend,
+    backend: &Prepared,
     settings: &RunSettings,
     snap: &Snapshot,
     h: &mut Held,
@@ -292,13 +292,16 @@ fn run_worker_agent(
     for why in &hooks.skipped {
         r.emit(Event::Warning(format!("agent hooks: {why}")));
     }
-    if !hooks.files.is_empty() {
-        env.extend(crate::hooks::agent::exclude_env(wt, &r.run_dir()));
+    // The hook files and the agents' own folders stay out of the agent's `git add -A` (and the runner's, below).
+    if let Some(excludes) = crate::hooks::agent::write_excludes(wt, &r.run_dir()) {
+        env.extend(crate::hooks::agent::exclude_env(&excludes));
     }
     // What the hooks run (`${GIT_SWARM_BIN:-git-swarm}`): this binary, whatever the agent's PATH holds.
     if let Ok(exe) = std::env::current_exe() {
         env.push(("GIT_SWARM_BIN".into(), exe.to_string_lossy().into_owned()));
     }
+    env.extend(backend.env.iter().cloned());
+    backend.clear_last_message();
     r.emit(Event::AgentStarted { task: t.id.clone(), what: "work" });
     let id = t.id.clone();
     let lease = config.lease;
@@ -320,7 +323,7 @@ fn run_worker_agent(
             timeout: Some(settings.task_timeout),
             grace: Duration::from_secs(10),
         };
-        crate::agent::run(backend, &inv, &mut || {
+        crate::agent::run(&backend.backend, &inv, &mut || {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
             }
@@ -344,6 +347,12 @@ fn run_worker_agent(
     }
     if out.exit == Exit::Stopped {
         return Ok(AgentRun::Interrupted);
+    }
+    // A command that could not start did no work: the claim goes back with no attempt spent, the runner stops.
+    super::cannot_start(Role::Worker, backend, &out)?;
+    // The CLI's own record of its last message is the hand-off when neither the agent nor a hook wrote one.
+    if let Some(text) = backend.last_message.read(&out.stdout_tail) {
+        let _ = crate::hooks::agent::record_handoff(&handoff, &text);
     }
     Ok(AgentRun::Exited { exit: out.exit, tail: out.tail, at })
 }
@@ -384,7 +393,20 @@ fn finish(
     // Whatever the agent left uncommitted is part of its work. A rebase it left half done is not.
     git::abort_rebase(wt);
     let message = format!("{}\n\nSwarm-Task: {}\n", one_line(&h.task.title), id);
-    git::commit_all(wt, &message, &r.commit_ident)?;
+    let excludes = r.run_dir().join("agent-excludes");
+    let scope = &h.task.scope;
+    let keep: Vec<&str> =
+        scope.iter().map(String::as_str).filter(|p| crate::hooks::agent::is_agent_artifact(p)).collect();
+    git::commit_all(wt, &message, &r.commit_ident, excludes.exists().then_some(excludes.as_path()), &keep)?;
+    // What the agent's own commits took of its tools' files (a CLI that drops the excludes from its shell's
+    // environment, a `git add -f`) is taken out again: a task's commits hold the work, not the agent's state.
+    let is_artifact = |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
+    let head = git::head_fast(wt)?;
+    let stripped = super::rebase::strip_new_paths(&r.swarm.local, base, head, &is_artifact)
+        .map_err(|e| RunError::Setup(format!("cannot take agent files out of the work: {e}")))?;
+    if let Some(stripped) = stripped {
+        git::run(wt, &["reset", "--hard", "--quiet", &stripped.to_string()])?;
+    }
     let handoff = std::fs::read_to_string(r.run_dir().join("handoff.md"))
         .ok()
         .filter(|t| !t.trim().is_empty())
@@ -748,7 +770,7 @@ fn resolve_conflict(
         env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
         env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
         let out = r
-            .run_agent(backend, wt, &prompt, env, timeout, &mut || keep_lease())
+            .run_agent(Role::Worker, backend, wt, &prompt, env, timeout, &mut || keep_lease())
             .map_err(|e| Abort::Fail(e.to_string()))?;
         if out.exit == Exit::Stopped {
             git::abort_rebase(wt);
@@ -774,7 +796,16 @@ fn resolve_conflict(
                 &out.tail,
             )));
         }
-        files = git::conflicted(wt);
+        // The agent resolved the files but left the rebase stopped (no `git rebase --continue`): go on for it.
+        let trailer = Some(("GIT_SWARM_TASK_ID", task.id.as_str()));
+        match git::continue_rebase(wt, trailer, &r.commit_ident) {
+            Ok(git::Rebased::Clean) => return Ok(()),
+            Ok(git::Rebased::Conflict(left)) => files = left,
+            Err(e) => {
+                git::abort_rebase(wt);
+                return Err(Abort::Fail(format!("the rebase could not go on after the conflict run: {e}")));
+            }
+        }
     }
     git::abort_rebase(wt);
     Err(Abort::Fail(format!("a rebase conflict was still unresolved after {tries} agent runs")))

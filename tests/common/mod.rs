@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod model_api;
 pub mod procs;
 
 use std::path::{Path, PathBuf};
@@ -68,7 +69,7 @@ impl Env {
         let gitconfig = home.join(".gitconfig");
         std::fs::write(
             &gitconfig,
-            "[user]\n\tname = Tester\n\temail = tester@example.com\n[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n",
+            "[user]\n\tname = Tester\n\temail = tester@example.com\n[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n[safe]\n\tdirectory = *\n",
         )
         .expect("gitconfig");
         Env { root, home, gitconfig }
@@ -91,6 +92,12 @@ impl Env {
             .env_remove("GIT_SWARM_REMOTE")
             .env_remove("GIT_SWARM_SWARM")
             .env_remove("GIT_SWARM_PARENT")
+            // What an agent that runs the suite would pass down, and where work trees would go outside the test.
+            .env_remove("GIT_SWARM_TASK_ID")
+            .env_remove("GIT_SWARM_EPOCH")
+            .env_remove("GIT_SWARM_HANDOFF_FILE")
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("IS_SANDBOX")
             .env("GIT_SWARM_HTTP_RETRY_BASE_MS", "10")
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
@@ -165,6 +172,13 @@ impl Env {
             cmd.env(k, v);
         }
         Out::from(cmd.args(args).output().expect("run git-swarm"))
+    }
+
+    /// Where the runners of the clone at `clone` keep their work trees and run files, as they see it (the test's
+    /// HOME, no `XDG_CACHE_HOME`).
+    pub fn places(&self, clone: &Path) -> git_swarm::runner::Places {
+        let git_dir = if clone.join(".git").is_dir() { clone.join(".git") } else { clone.to_path_buf() };
+        git_swarm::runner::Places::under(&git_dir, Some(&self.home.join(".cache")))
     }
 
     /// The commit a ref points at in a repository, if any.

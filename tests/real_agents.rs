@@ -1,0 +1,315 @@
+//! The published agent CLIs, driven by `git swarm run worker` with each preset **as shipped**, against the
+//! stand-in model API of `tests/common/model_api.rs` on loopback — as root and as an unprivileged user.
+//!
+//! The CLIs come from `.ci/agents.sh` (pinned versions, in `$GIT_SWARM_AGENTS_DIR`, default
+//! `/opt/git-swarm-agents`; `GIT_SWARM_AGENTS_LATEST=1` points CI at the newest releases instead). A CLI that is
+//! not installed skips its test, unless `GIT_SWARM_REQUIRE_ALL=1` (CI), where it fails. The unprivileged runs use
+//! the user `swarm-tester` (`.ci/run` creates it) and need root to switch to it.
+//!
+//! What each test checks, per preset: both tasks land with their `Swarm-Task:` trailer; the commit that lands is
+//! the **agent's own** (the stand-in commits through the CLI's shell tool); the hand-off of every task is recorded
+//! (by the CLI's hook, or from the CLI's own record of its last message); the hooks that renew leases fired; no
+//! file of the agent's own (`.aider*`, `.claude/`, `.gemini/`, …) is in the commits; the clone's git config is as
+//! it was.
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::model_api::{ModelApi, Strict};
+use common::{Env, path_url};
+
+/// Serve the stand-in by hand, for exploring a CLI: `STANDIN_ADDR=127.0.0.1:18010 cargo test --test real_agents
+/// serve_the_stand_in -- --ignored --nocapture` (stops after `STANDIN_SECS`, default 600; `STANDIN_DUMP=<dir>`
+/// writes each request body there).
+#[test]
+#[ignore = "a tool for people: serves the stand-in model API until STANDIN_SECS pass"]
+fn serve_the_stand_in() {
+    let addr = std::env::var("STANDIN_ADDR").unwrap_or_else(|_| "127.0.0.1:18010".into());
+    let secs: u64 = std::env::var("STANDIN_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
+    let api = ModelApi::start_on(&addr, Strict::Lenient);
+    println!("stand-in model API at {}", api.url());
+    let mut seen = 0;
+    for _ in 0..secs * 4 {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let reqs = api.requests();
+        for r in &reqs[seen..] {
+            let tools = r.body["tools"].as_array().map_or(0, Vec::len);
+            println!("{:?} {} -> {} {} (tools in request: {tools})", r.wire, r.path, r.status, r.reply);
+            if let Ok(dir) = std::env::var("STANDIN_DUMP") {
+                let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+                let _ = std::fs::write(
+                    format!("{dir}/{n:03}.json"),
+                    serde_json::to_string_pretty(&r.body).unwrap_or_default(),
+                );
+            }
+        }
+        seen = reqs.len();
+    }
+}
+
+/// The folder of the installed CLIs (`bin/<cli>`).
+fn agents_dir() -> PathBuf {
+    std::env::var_os("GIT_SWARM_AGENTS_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        let latest = std::env::var("GIT_SWARM_AGENTS_LATEST").is_ok_and(|v| v == "1");
+        PathBuf::from(if latest { "/opt/git-swarm-agents-latest" } else { "/opt/git-swarm-agents" })
+    })
+}
+
+fn require_all() -> bool {
+    std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1")
+}
+
+/// The CLI's `bin/` folder, or `None` (skipped, with a line saying so) when it is not installed.
+fn cli_or_skip(test: &str, program: &str) -> Option<PathBuf> {
+    let bin = agents_dir().join("bin");
+    if bin.join(program).exists() {
+        return Some(bin);
+    }
+    let why = format!("{program} is not installed in {} (run .ci/agents.sh)", bin.display());
+    assert!(!require_all(), "{test}: {why} and GIT_SWARM_REQUIRE_ALL=1");
+    println!("{test}: skipped: {why}");
+    None
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Who runs the worker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum As {
+    Root,
+    /// `swarm-tester`, when this test runs as root; otherwise the user running the tests.
+    User,
+}
+
+/// The unprivileged user's uid and gid, when we are root and it exists (`useradd swarm-tester`).
+fn tester() -> Option<(u32, u32)> {
+    let u = nix::unistd::User::from_name("swarm-tester").ok().flatten()?;
+    Some((u.uid.as_raw(), u.gid.as_raw()))
+}
+
+/// Give `dir` and everything in it to `uid`:`gid`.
+fn chown_all(dir: &Path, uid: u32, gid: u32) {
+    let _ = std::os::unix::fs::lchown(dir, Some(uid), Some(gid));
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
+        && let Ok(rd) = std::fs::read_dir(dir)
+    {
+        for e in rd.flatten() {
+            chown_all(&e.path(), uid, gid);
+        }
+    }
+}
+
+/// How a CLI is pointed at the stand-in: what a user's login or API key would be (files in `home`, variables).
+fn configure(preset: &str, home: &Path, api: &ModelApi) -> Vec<(String, String)> {
+    let url = api.url();
+    let w = |rel: &str, text: String| {
+        let p = home.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("config dir");
+        std::fs::write(p, text).expect("config file");
+    };
+    let v = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+    match preset {
+        "claude" => v(&[
+            ("ANTHROPIC_BASE_URL", &url),
+            ("ANTHROPIC_API_KEY", "sk-ant-standin-0000"),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ]),
+        "codex" => {
+            w(
+                ".codex/config.toml",
+                format!(
+                    "model = \"gpt-5.2\"\nmodel_provider = \"standin\"\n[model_providers.standin]\nname = \"standin\"\n\
+                     base_url = \"{url}/v1\"\nenv_key = \"STANDIN_KEY\"\nwire_api = \"responses\"\n\
+                     supports_websockets = false\nrequest_max_retries = 0\nstream_max_retries = 0\n"
+                ),
+            );
+            v(&[("STANDIN_KEY", "sk-standin-0000")])
+        }
+        "gemini" => {
+            w(".gemini/settings.json", r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#.into());
+            v(&[("GEMINI_API_KEY", "standin-0000"), ("GOOGLE_GEMINI_BASE_URL", &url)])
+        }
+        "opencode" => {
+            w(
+                ".config/opencode/opencode.json",
+                format!(
+                    r#"{{"$schema":"https://opencode.ai/config.json","model":"anthropic/claude-sonnet-4-5","autoupdate":false,"provider":{{"anthropic":{{"options":{{"baseURL":"{url}/v1","apiKey":"sk-ant-standin-0000"}}}}}}}}"#
+                ),
+            );
+            v(&[])
+        }
+        "aider" => v(&[
+            ("OPENAI_API_BASE", &format!("{url}/v1")),
+            ("OPENAI_API_KEY", "sk-standin-0000"),
+            ("AIDER_MODEL", "openai/standin"),
+            // litellm would fetch its price list from GitHub: not on this network.
+            ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+        ]),
+        other => panic!("no stand-in configuration for {other}"),
+    }
+}
+
+/// One preset, end to end: two tasks through `git swarm run worker --until-idle`.
+fn lands_real_work(preset: &str, program: &str, who: As) {
+    let test = format!("{preset}_as_{who:?}").to_lowercase();
+    let Some(bin) = cli_or_skip(&test, program) else { return };
+    let drop_to = match who {
+        As::Root if !is_root() => {
+            assert!(!require_all(), "{test}: needs root and GIT_SWARM_REQUIRE_ALL=1");
+            println!("{test}: skipped: not root");
+            return;
+        }
+        As::Root => None,
+        As::User if is_root() => match tester() {
+            Some(ids) => Some(ids),
+            None => {
+                assert!(!require_all(), "{test}: no user swarm-tester (useradd -m swarm-tester)");
+                println!("{test}: skipped: no user swarm-tester");
+                return;
+            }
+        },
+        As::User => None,
+    };
+    let api = ModelApi::start(Strict::Lenient);
+    let env = Env::new();
+    let (bare, clones) = env.swarm_with_clones(path_url, 1);
+    let c = &clones[0];
+    env.sw(c, &["config", "set", "roles.worker.preset", preset]).ok();
+    let mut ids = Vec::new();
+    for n in 1..=2 {
+        let body = format!("Write the greeting.\nstandin: write notes/{preset}-{n}.txt hello {n} from {preset}");
+        let id = env.sw(c, &["add", &format!("Greeting {n} by {preset}"), "--body", &body]).ok().line();
+        ids.push(id);
+    }
+    let config_before = std::fs::read_to_string(c.join(".git/config")).expect("config");
+    let home = env.home.clone();
+    let mut extra = configure(preset, &home, &api);
+    if let Some((uid, gid)) = drop_to {
+        chown_all(env.root.path(), uid, gid);
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    extra.push(("PATH".into(), path));
+    extra.push(("GIT_SWARM_HOOK_RENEW_SECS".into(), "0".into()));
+    let mut cmd = env.cmd(c);
+    cmd.args(["run", "worker", "--until-idle"]).envs(extra).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some((uid, gid)) = drop_to {
+        // std drops root's supplementary groups when it sets the uid.
+        cmd.uid(uid).gid(gid);
+    }
+    let out = common::finish(cmd.spawn().expect("start the worker"), 600, &test);
+    let log = logs_of(c);
+    assert_eq!(
+        out.code,
+        0,
+        "{test}: the worker failed\n{}\n{}\n--- agent log\n{log}\n--- stand-in\n{}",
+        out.stdout,
+        out.stderr,
+        api.summary()
+    );
+
+    // Every task is done, with the agent's own commit on main carrying the trailer.
+    let main = env.git(&bare, &["rev-parse", "main"]);
+    for (n, id) in ids.iter().enumerate() {
+        let task = env.sw(c, &["show", id, "--json"]).ok().json();
+        assert_eq!(task["status"], "done", "{test}: {task}\n{}\n{log}", out.stderr);
+        let commit = task["result"]["commit"].as_str().expect("commit").to_string();
+        let msg = env.git(&bare, &["log", "-1", "--format=%B", &commit]);
+        assert!(
+            msg.starts_with(&format!("standin: notes/{preset}-{}.txt", n + 1)),
+            "{test}: not the agent's commit:\n{msg}"
+        );
+        assert!(msg.contains(&format!("Swarm-Task: {id}")), "{test}: no trailer:\n{msg}");
+        assert!(env.git_out(&bare, &["merge-base", "--is-ancestor", &commit, &main]).code == 0, "{test}: not on main");
+        let text = env.git(&bare, &["show", &format!("main:notes/{preset}-{}.txt", n + 1)]);
+        assert_eq!(text, format!("hello {} from {preset}", n + 1));
+        // The hand-off of every task, as the CLI reported the agent's last message.
+        let handoff = env.git(&bare, &["show", &format!("refs/swarm/default:notes/{id}.md")]);
+        assert!(
+            handoff.starts_with("Status: done") && handoff.contains("The stand-in model wrote"),
+            "{test}: {handoff}"
+        );
+    }
+    // Nothing but the work: no file of the agent's own in what landed.
+    let root = env.git(&bare, &["rev-list", "--max-parents=0", "main"]);
+    let files = env.git(&bare, &["diff", "--name-only", &root, "main"]);
+    let want: Vec<String> = (1..=2).map(|n| format!("notes/{preset}-{n}.txt")).collect();
+    assert_eq!(files.lines().collect::<Vec<_>>(), want, "{test}: the commits hold more than the work");
+    // The hooks that renew leases ran (Claude Code's PostToolUse, Gemini CLI's AfterTool, Codex's notify).
+    if matches!(preset, "claude" | "gemini" | "codex") {
+        let stamps: Vec<String> = std::fs::read_dir(c.join(".git/swarm/hooks"))
+            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        for id in &ids {
+            assert!(stamps.iter().any(|s| s.ends_with(id)), "{test}: no renewal hook ran for {id}: {stamps:?}\n{log}");
+        }
+    }
+    // The agent planted nothing in the clone's git config (an identity, a filter).
+    assert_eq!(std::fs::read_to_string(c.join(".git/config")).expect("config"), config_before, "{test}: .git/config");
+    // The model's turns went through the CLI (aider has no tools: its edits are file listings in the answer).
+    let turn = if preset == "aider" { "text" } else { "tool" };
+    assert!(api.requests().iter().any(|r| r.reply.starts_with(turn)), "{test}: no {turn} turn\n{}", api.summary());
+}
+
+/// Every agent log of the clone, for failure messages.
+fn logs_of(clone: &Path) -> String {
+    let mut s = String::new();
+    for e in std::fs::read_dir(clone.join(".git/swarm/logs")).into_iter().flatten().flatten() {
+        s.push_str(&format!("== {}\n{}\n", e.path().display(), std::fs::read_to_string(e.path()).unwrap_or_default()));
+    }
+    s
+}
+
+macro_rules! preset_tests {
+    ($($name:ident: $preset:literal, $program:literal;)*) => {
+        mod as_root {
+            $(#[test]
+            fn $name() {
+                super::lands_real_work($preset, $program, super::As::Root);
+            })*
+        }
+        mod as_user {
+            $(#[test]
+            fn $name() {
+                super::lands_real_work($preset, $program, super::As::User);
+            })*
+        }
+    };
+}
+
+preset_tests! {
+    claude: "claude", "claude";
+    codex: "codex", "codex";
+    gemini: "gemini", "gemini";
+    opencode: "opencode", "opencode";
+    aider: "aider", "aider";
+}
+
+/// `git swarm doctor` names each role's agent and its CLI's version.
+#[test]
+fn doctor_reports_the_version_of_each_roles_cli() {
+    let Some(bin) = cli_or_skip("doctor_reports_the_version_of_each_roles_cli", "claude") else { return };
+    let env = Env::new();
+    let (_bare, clones) = env.swarm_with_clones(path_url, 1);
+    let c = &clones[0];
+    env.sw(c, &["config", "set", "roles.worker.preset", "claude"]).ok();
+    env.sw(c, &["config", "set", "roles.judge.exec", "no-such-agent --go"]).ok();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = env.sw_env(c, &[("PATH", &path)], &["doctor", "--json"]);
+    let doc = out.json();
+    let agents: Vec<&serde_json::Value> =
+        doc["findings"].as_array().expect("findings").iter().filter(|f| f["check"] == "agents").collect();
+    let msg = |role: &str| {
+        agents.iter().find(|f| f["message"].as_str().is_some_and(|m| m.starts_with(role))).cloned().cloned()
+    };
+    let worker = msg("worker").expect("worker");
+    assert_eq!(worker["severity"], "ok", "{worker}");
+    assert!(worker["message"].as_str().is_some_and(|m| m.contains("claude 2.") && m.contains("will run")), "{worker}");
+    let judge = msg("judge").expect("judge");
+    assert_eq!(judge["severity"], "warn", "{judge}");
+    assert!(judge["message"].as_str().is_some_and(|m| m.contains("`no-such-agent` is not installed")), "{judge}");
+}
