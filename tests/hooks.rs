@@ -542,3 +542,37 @@ fn cursor_and_codex_handlers_write_the_handoff_but_never_over_the_agents_own() {
     run(&["hooks", "agent", "claude", "stop"], "not json", Some(&id)).ok();
     run(&["hooks", "agent", "claude", "no-such-event"], "", Some(&id)).ok();
 }
+
+/// Claude Code runs `Stop` before it has written the transcript: the hand-off was lost in most runs while it was
+/// read from there alone. The payload's `last_assistant_message` is used first. Gemini CLI's `AfterAgent` carries
+/// `prompt_response`; an agent or event the handler does not know is a warning and exit 0 (Gemini CLI would take a
+/// usage error's exit 2 as "block the agent").
+#[test]
+fn stop_and_after_agent_hooks_take_the_message_from_their_payload() {
+    let env = Env::new();
+    let (_bare, c) = repo(&env);
+    let id = env.sw(&c, &["add", "x"]).ok().line();
+    env.sw(&c, &["--agent", "w1", "claim", &id]).ok();
+    let handoff = env.path("run/handoff.md");
+    let run = |args: &[&str], stdin: &str| -> Out {
+        let mut cmd = env.cmd(&c);
+        cmd.args(args)
+            .env("GIT_SWARM_AGENT", "w1")
+            .env("GIT_SWARM_HANDOFF_FILE", &handoff)
+            .env("GIT_SWARM_TASK_ID", &id);
+        with_stdin(cmd, stdin)
+    };
+    let read = || std::fs::read_to_string(&handoff).unwrap_or_default();
+    let payload = r#"{"hook_event_name":"Stop","transcript_path":"/no/such/transcript.jsonl","last_assistant_message":"Status: done\n\nclaude says"}"#;
+    let o = run(&["hooks", "agent", "claude", "stop"], payload).ok();
+    assert_eq!(read(), "Status: done\n\nclaude says\n", "{}", o.stderr);
+    run(
+        &["hooks", "agent", "gemini", "after-agent"],
+        r#"{"hook_event_name":"AfterAgent","prompt_response":"gemini says"}"#,
+    )
+    .ok();
+    assert_eq!(read(), "gemini says\n");
+    run(&["hooks", "agent", "gemini", "after-tool"], r#"{"hook_event_name":"AfterTool","tool_name":"x"}"#).ok();
+    let o = run(&["hooks", "agent", "some-new-cli", "stop"], "{}").ok();
+    assert!(o.stderr.contains("warning"), "{}", o.stderr);
+}

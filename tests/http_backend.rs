@@ -368,3 +368,76 @@ fn timeout_is_a_request_error_and_not_retried() {
     assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
     assert_eq!(server.seen().len(), 1);
 }
+
+// --- the vendors' current APIs, as their servers check requests (the stand-in's `Strict::Vendor`) ---------------
+
+mod common;
+
+use common::model_api::{ModelApi, Strict, Wire};
+
+fn vendor(api: Api, base: String, model: &str, temperature: Option<f64>) -> HttpAgent {
+    HttpAgent { api, base_url: base, model: model.into(), api_key_env: None, max_tokens: 500, temperature }
+}
+
+/// The guard itself: what OpenAI refuses of its reasoning models, the stand-in refuses too (else the tests below
+/// would pass against a server that takes anything).
+#[test]
+fn the_stand_in_refuses_max_tokens_for_openai_reasoning_models() {
+    let api = ModelApi::start(Strict::Vendor);
+    let res = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/chat/completions", api.url()))
+        .json(
+            &serde_json::json!({"model": "gpt-5.2", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .send()
+        .expect("send");
+    assert_eq!(res.status().as_u16(), 400);
+    let body: Value = res.json().expect("json");
+    assert!(
+        body["error"]["message"].as_str().unwrap_or_default().contains("Use 'max_completion_tokens' instead"),
+        "{body}"
+    );
+}
+
+#[test]
+fn openai_reasoning_models_get_max_completion_tokens_and_no_temperature_they_refuse() {
+    let api = ModelApi::start(Strict::Vendor);
+    let agent = vendor(Api::Openai, format!("{}/v1", api.url()), "gpt-5.2", Some(0.2));
+    let text = complete_with_key(&agent, Some("sk-test"), "You judge.", "standin: say verdict: stop", TIMEOUT)
+        .expect("the completion goes through");
+    assert_eq!(text, "verdict: stop");
+    let seen = api.requests();
+    let last = seen.last().expect("a request");
+    assert_eq!(last.status, 200);
+    assert_eq!(last.body["max_completion_tokens"], 500, "{}", last.body);
+    assert!(last.body.get("max_tokens").is_none() && last.body.get("temperature").is_none(), "{}", last.body);
+    assert_eq!(last.header("authorization"), Some("Bearer sk-test"));
+    // Adapted, not guessed: each refusal was answered once, never more.
+    assert!(seen.len() <= 3, "{}", api.summary());
+}
+
+#[test]
+fn compatible_servers_keep_getting_max_tokens_in_one_request() {
+    let api = ModelApi::start(Strict::Vendor);
+    let agent = vendor(Api::Openai, format!("{}/v1", api.url()), "llama3.3:70b", Some(0.2));
+    let text = complete_with_key(&agent, None, "", "standin: say fine", TIMEOUT).expect("completion");
+    assert_eq!(text, "fine");
+    let seen = api.requests();
+    assert_eq!(seen.len(), 1, "{}", api.summary());
+    assert_eq!((seen[0].body["max_tokens"].as_u64(), seen[0].body["temperature"].as_f64()), (Some(500), Some(0.2)));
+    assert_eq!(seen[0].body["messages"].as_array().map(Vec::len), Some(1), "no empty system message");
+}
+
+#[test]
+fn anthropic_requests_carry_the_version_header_and_the_fields_it_requires() {
+    let api = ModelApi::start(Strict::Vendor);
+    let agent = vendor(Api::Anthropic, api.url(), "claude-sonnet-4-5", None);
+    let text = complete_with_key(&agent, Some("sk-ant-test"), "sys", "standin: say planned", TIMEOUT).expect("ok");
+    assert_eq!(text, "planned");
+    let seen = api.requests();
+    assert_eq!(seen.len(), 1, "{}", api.summary());
+    let r = &seen[0];
+    assert_eq!(r.wire, Wire::AnthropicMessages);
+    assert_eq!((r.header("anthropic-version"), r.header("x-api-key")), (Some("2023-06-01"), Some("sk-ant-test")));
+    assert_eq!((r.body["max_tokens"].as_u64(), r.body["system"].as_str()), (Some(500), Some("sys")));
+}

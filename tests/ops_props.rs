@@ -116,7 +116,7 @@ enum Concrete {
     /// finished task by its path alone.
     Retry {
         id: String,
-        stored: Option<(Task, String)>,
+        stored: Option<Box<(Task, String)>>,
     },
 }
 
@@ -323,7 +323,7 @@ fn concretize(board: &Board, op: &Op) -> Option<Concrete> {
         }
         Op::Retry { task } => {
             let id = resolve_id(&ids, *task);
-            let stored = board.tasks.get(&id).map(|s| (s.task.clone(), s.path.clone()));
+            let stored = board.tasks.get(&id).map(|s| Box::new((s.task.clone(), s.path.clone())));
             Concrete::Retry { id, stored }
         }
     })
@@ -363,7 +363,7 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
         Concrete::Retry { id, stored } => {
             let found = match board.tasks.get(id) {
                 Some(s) => Some((s.task.clone(), s.path.clone())),
-                None if board.closed.contains_key(id) => stored.clone(),
+                None if board.closed.contains_key(id) => stored.as_deref().cloned(),
                 None => None,
             };
             match found {

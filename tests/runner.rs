@@ -14,18 +14,12 @@ use common::{Daemon, Env, file_url, finish, path_url};
 use serde_json::Value;
 
 fn agent_exec() -> String {
-    format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"))
+    common::scripted_agent()
 }
 
 /// A bare remote `origin.git`, `n` clones `c0…`, the swarm initialised with `config` (a swarm.toml).
 fn swarm(env: &Env, url_of: impl Fn(&Path) -> String, n: usize, config: &str) -> (PathBuf, Vec<PathBuf>) {
-    let bare = env.bare_remote("origin");
-    let url = url_of(&bare);
-    let clones: Vec<PathBuf> = (0..n).map(|i| env.clone(&url, &format!("c{i}"))).collect();
-    let cfg = env.path("swarm.toml");
-    std::fs::write(&cfg, config).expect("config");
-    env.sw(&clones[0], &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
-    (bare, clones)
+    env.swarm_with_config(url_of, n, config)
 }
 
 fn add(env: &Env, dir: &Path, title: &str, body: &str) -> String {

@@ -112,7 +112,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
         "agents": agents.iter().map(|(a, h)| json!({"agent": a, "tasks": h})).collect::<Vec<_>>(),
         "expired": expired,
         "problems": problems,
-        "goal": goal,
+        "goal": goal.as_deref().map(str::trim_end),
         "cycle": current,
         "stopped": stopped.map(|c| json!({"cycle": c.cycle, "at": c.at.to_string(), "reasons": c.reasons, "by": c.by})),
     }));

@@ -75,7 +75,7 @@ struct Member {
 }
 
 pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
-    let goal = match (args.goal, &args.goal_file) {
+    let goal = match (args.goal.clone(), &args.goal_file) {
         (Some(g), _) => Some(g),
         (None, Some(p)) => Some(super::read_text_arg(p, "--goal-file")?),
         (None, None) => None,
@@ -85,9 +85,12 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
     }
     let remote = ctx.remote_cli();
     let dir = ctx.dir().to_path_buf();
+    let local = ctx.git_config()?;
     let swarm = ctx.swarm()?;
     // The swarm must exist before the members start, or every one of them fails the same way.
-    swarm.read(false)?;
+    let snap = swarm.read(false)?;
+    // So must every role's agent: one that cannot start here is said once, before anything is filed or started.
+    preflight(&snap.board.config, &local, &swarm, &args)?;
     // The goal is filed before anyone starts: an `--until-idle` worker that came first would find an empty board.
     if let Some(g) = &goal {
         let agent = ctx.agent().to_string();
@@ -122,6 +125,35 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
             end.failed.join(", ")
         ))
         .hint(format!("their logs are in {}", fleet.logs.display())));
+    }
+    Ok(())
+}
+
+/// Can each role the fleet runs start its agent here ([`git_swarm::agent::prepare`])?
+fn preflight(
+    config: &git_swarm::model::Config,
+    local: &git_swarm::config::Local,
+    swarm: &Swarm,
+    args: &UpArgs,
+) -> CliResult<()> {
+    use git_swarm::runner::Role;
+    let config = local.apply(config);
+    let probes = git_swarm::agent::Probes::default();
+    let run_dir = git_swarm::runner::Places::of(swarm.local.repo.common_dir()).run_dir("up");
+    let roles = [(Role::Worker, args.workers > 0), (Role::Planner, args.planners > 0), (Role::Judge, args.judge)];
+    for (role, _) in roles.into_iter().filter(|(_, runs)| *runs) {
+        let backend = match &args.exec {
+            Some(exec) => git_swarm::agent::Backend::Command { exec: exec.clone() },
+            None => match git_swarm::runner::settings::backend_for(&config, role) {
+                Ok(Some(b)) => b,
+                // No agent or broken settings: each member says so with its own error and hint.
+                _ => continue,
+            },
+        };
+        if let Err(e) = git_swarm::agent::prepare(&backend, &run_dir, &probes) {
+            let hint = e.hint.clone();
+            return Err(CliError::io(format!("{role}: {e}")).hint(hint));
+        }
     }
     Ok(())
 }

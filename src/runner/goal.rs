@@ -102,20 +102,7 @@ pub fn next_cycle(
 ) -> Result<(Change, u64, String), DomainError> {
     let ended = last.map_or(1, |c| c.cycle.saturating_add(1));
     let since = last.map_or(Timestamp::from_secs(0), |c| c.at);
-    let finished = |st: Status| {
-        full.tasks
-            .values()
-            .filter(|s| s.task.status == st)
-            .filter(|s| {
-                s.task
-                    .result
-                    .as_ref()
-                    .and_then(|r| r.at)
-                    .or(s.task.failures.last().map(|f| f.at))
-                    .is_some_and(|at| at >= since)
-            })
-            .count() as u64
-    };
+    let finished = |st: Status| super::judge::finished_since(full, st, since);
     let record = CycleRecord {
         cycle: ended,
         verdict: Verdict::Continue,

@@ -74,21 +74,7 @@ fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
     let last = super::last_cycle(r.swarm.store(), full.commit);
     let n = next_cycle(last.as_ref());
     let started = last.as_ref().map(|c| c.at).unwrap_or(Timestamp::from_secs(0));
-    let finished_since = |st: Status| {
-        full.board
-            .tasks
-            .values()
-            .filter(|s| s.task.status == st)
-            .filter(|s| {
-                s.task
-                    .result
-                    .as_ref()
-                    .and_then(|r| r.at)
-                    .or(s.task.failures.last().map(|f| f.at))
-                    .is_some_and(|at| at >= started)
-            })
-            .count() as u64
-    };
+    let finished_since = |st: Status| finished_since(&full.board, st, started);
     // A task that waits on a failed one can never run: it does not keep the cycle open.
     let live = full
         .board
@@ -100,6 +86,19 @@ fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
         })
         .count();
     CycleView { n, started, done: finished_since(Status::Done), failed: finished_since(Status::Failed), live }
+}
+
+/// How many tasks of `board` (read in full) reached `status` at or after `since`: what a cycle record counts.
+pub(crate) fn finished_since(board: &Board, status: Status, since: Timestamp) -> u64 {
+    board
+        .tasks
+        .values()
+        .filter(|s| s.task.status == status)
+        .filter(|s| {
+            let t = &s.task;
+            t.result.as_ref().and_then(|r| r.at).or(t.failures.last().map(|f| f.at)).is_some_and(|at| at >= since)
+        })
+        .count() as u64
 }
 
 pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
@@ -275,9 +274,11 @@ fn judge_once(
     let mut env = r.base_env(Role::Judge);
     env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
-    let out = r.run_agent(Role::Judge, &backend, &cwd, &prompt, env, settings.plan_timeout, &mut || true);
+    let out = r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, &mut || true);
     git::remove_worktree(&common, &wt);
     let out = out?;
+    // A judge that cannot start gives no verdict three times and stops the swarm: a runner error instead.
+    super::cannot_start(Role::Judge, &backend, &out)?;
     r.emit(Event::AgentExited {
         task: format!("cycle-{}", view.n),
         exit: out.exit.to_string(),

@@ -315,12 +315,10 @@ impl Runner<'_> {
         env
     }
 
-    /// Run an agent; `poll` as in [`agent::run`], also stopped by the stop flag. An agent that could not be started
-    /// at all (exit 126 or 127: its command is missing or not executable) is [`RunError::CannotStart`]: a runner
-    /// error, not a failure of the task.
+    /// Run an agent; `poll` as in [`agent::run`], also stopped by the stop flag. The caller checks the outcome with
+    /// [`cannot_start`]: an agent that could not be started at all (exit 126 or 127) is a runner error.
     pub fn run_agent(
         &self,
-        role: Role,
         agent: &agent::Prepared,
         cwd: &Path,
         prompt: &str,
@@ -340,9 +338,7 @@ impl Runner<'_> {
             timeout: Some(timeout),
             grace: Duration::from_secs(10),
         };
-        let out = agent::run(&agent.backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll())?;
-        cannot_start(role, agent, &out)?;
-        Ok(out)
+        Ok(agent::run(&agent.backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll())?)
     }
 
     /// Renew my claim on `task` when less than a third of its lease is left. `Err` when the claim is lost.

@@ -29,23 +29,7 @@ pub fn rebase_in_process(
 ) -> Result<Option<ObjectId>, StoreError> {
     let repo = &store.repo;
     // The commits to replay, oldest first.
-    let mut chain = Vec::new();
-    let mut cur = head;
-    while cur != base {
-        let c = repo.find_commit(cur).git(|| format!("cannot read commit {cur}"))?;
-        let parents: Vec<ObjectId> = c.parent_ids().map(|p| p.detach()).collect();
-        match parents.as_slice() {
-            [p] => {
-                chain.push(cur);
-                cur = *p;
-            }
-            _ => return Ok(None),
-        }
-        if chain.len() > 500 {
-            return Ok(None);
-        }
-    }
-    chain.reverse();
+    let Some(chain) = chain(store, base, head)? else { return Ok(None) };
     let mut new_tip = onto;
     let mut tree = tree_of(store, onto)?;
     for id in chain {
@@ -126,20 +110,7 @@ pub fn strip_new_paths(
     drop: &dyn Fn(&str) -> bool,
 ) -> Result<Option<ObjectId>, StoreError> {
     let repo = &store.repo;
-    let mut chain = Vec::new();
-    let mut cur = head;
-    while cur != base {
-        let c = repo.find_commit(cur).git(|| format!("cannot read commit {cur}"))?;
-        let parents: Vec<ObjectId> = c.parent_ids().map(|p| p.detach()).collect();
-        match parents.as_slice() {
-            [p] if chain.len() < 500 => {
-                chain.push(cur);
-                cur = *p;
-            }
-            _ => return Ok(None),
-        }
-    }
-    chain.reverse();
+    let Some(chain) = chain(store, base, head)? else { return Ok(None) };
     let base_tree = tree_of(store, base)?;
     // Per commit, the files it has that base does not and that are to go.
     let mut strips = Vec::with_capacity(chain.len());
@@ -191,6 +162,26 @@ pub fn strip_new_paths(
         tip_tree = tree;
     }
     Ok(Some(tip))
+}
+
+/// The commits `base..head`, oldest first, when they are a first-parent chain without merges of at most 500;
+/// `None` otherwise.
+fn chain(store: &Store, base: ObjectId, head: ObjectId) -> Result<Option<Vec<ObjectId>>, StoreError> {
+    let mut chain = Vec::new();
+    let mut cur = head;
+    while cur != base {
+        let c = store.repo.find_commit(cur).git(|| format!("cannot read commit {cur}"))?;
+        let parents: Vec<ObjectId> = c.parent_ids().map(|p| p.detach()).collect();
+        match parents.as_slice() {
+            [p] if chain.len() < 500 => {
+                chain.push(cur);
+                cur = *p;
+            }
+            _ => return Ok(None),
+        }
+    }
+    chain.reverse();
+    Ok(Some(chain))
 }
 
 fn tree_of(store: &Store, commit: ObjectId) -> Result<ObjectId, StoreError> {

@@ -65,6 +65,8 @@ enum Abort {
     Interrupted,
     /// The claim was taken over while the check or a conflict run went on.
     LostClaim(String),
+    /// The conflict run's agent could not start (exit 126/127): a runner error, no attempt spent.
+    CannotStart(RunError),
 }
 
 pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
@@ -603,6 +605,11 @@ fn finish(
             });
             Ok((TaskEnd::Landed, next))
         }
+        Ok(Err(Abort::CannotStart(e))) => {
+            // The caller gives the claim back (no attempt spent) and the runner stops.
+            keep_aside(r, &id, wt, work_tip);
+            Err(e)
+        }
         Ok(Err(Abort::Interrupted)) => {
             r.release(&id, epoch);
             Ok((TaskEnd::Interrupted, None))
@@ -770,8 +777,12 @@ fn resolve_conflict(
         env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
         env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
         let out = r
-            .run_agent(Role::Worker, backend, wt, &prompt, env, timeout, &mut || keep_lease())
+            .run_agent(backend, wt, &prompt, env, timeout, &mut || keep_lease())
             .map_err(|e| Abort::Fail(e.to_string()))?;
+        if let Err(e) = super::cannot_start(Role::Worker, backend, &out) {
+            git::abort_rebase(wt);
+            return Err(Abort::CannotStart(e));
+        }
         if out.exit == Exit::Stopped {
             git::abort_rebase(wt);
             return Err(if r.stopping() {

@@ -12,6 +12,11 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_git-swarm");
 
+/// The scripted agent of `tests/agents/scripted.sh` as an `exec` command.
+pub fn scripted_agent() -> String {
+    format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"))
+}
+
 pub struct Env {
     pub root: tempfile::TempDir,
     pub home: PathBuf,
@@ -185,6 +190,23 @@ impl Env {
     pub fn rev(&self, git_dir: &Path, refname: &str) -> Option<String> {
         let o = self.git_out(git_dir, &["rev-parse", "-q", "--verify", refname]);
         (o.code == 0).then(|| o.stdout.trim().to_string())
+    }
+
+    /// A fresh bare remote and `n` clones of it named `c0…`, with the swarm initialised from the first with
+    /// `config` as its `swarm.toml`.
+    pub fn swarm_with_config(
+        &self,
+        url_of: impl Fn(&Path) -> String,
+        n: usize,
+        config: &str,
+    ) -> (PathBuf, Vec<PathBuf>) {
+        let bare = self.bare_remote("origin");
+        let url = url_of(&bare);
+        let clones: Vec<PathBuf> = (0..n).map(|i| self.clone(&url, &format!("c{i}"))).collect();
+        let cfg = self.path("swarm.toml");
+        std::fs::write(&cfg, config).expect("config");
+        self.sw(&clones[0], &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+        (bare, clones)
     }
 
     /// A fresh bare remote and `n` clones of it named `c0…`, with the swarm initialised from the first.

@@ -8,7 +8,8 @@
 //!   prompt carries the task body). For each such line the model calls the CLI's shell tool to append `<text>` to
 //!   `<path>`, then calls it once more to commit (`git add -A && git commit -m "standin: <path>"`), then ends with
 //!   a final message that starts `Status: done` (what the worker prompt asks for). `standin: fail <reason>` ends
-//!   at once with `Status: failed: <reason>`; `standin: no-commit` leaves the commit to the runner.
+//!   at once with `Status: failed: <reason>`; `standin: no-commit` leaves the commit to the runner;
+//!   `standin: say <text>` answers `<text>` (`\n` for a new line) to any request, for text-only roles.
 //! * The step is the number of tool results already in the conversation, so the server keeps no state per session.
 //! * The shell tool is found in the request's own tool list (`Bash`, `bash`, `exec_command`, `shell`,
 //!   `shell_command`, `run_shell_command`), and its arguments are shaped by the tool's own JSON schema (a `command`
@@ -389,6 +390,10 @@ fn decide(c: &Conversation) -> (Turn, bool) {
         return (Turn::Json(fill_schema(schema)), true);
     }
     let script = directives(&c.user_text);
+    // `standin: say <text>`: that answer, whatever the request (planners and judges behind the http backend).
+    if let Some((_, text)) = script.iter().find(|(v, _)| v == "say") {
+        return (Turn::Text(text.replace("\\n", "\n")), false);
+    }
     let lower = c.system_text.to_ascii_lowercase();
     // aider's edits: no tools, the whole-file "file listing" format in the system prompt.
     let whole_files = c.tools.is_empty() && lower.contains("file listing");
