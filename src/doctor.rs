@@ -461,6 +461,7 @@ fn worktrees(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) {
         for (name, path, _) in &stray {
             crate::runner::remove_runner_worktree(&places, &common, name, path);
         }
+        crate::runner::sweep_legacy_worktrees(&places.home, &common);
         let _ = crate::runner::git::run(&common, &["worktree", "prune"]);
         f = f.fixed(format!("removed {}", stray.len()));
     } else {

@@ -670,30 +670,42 @@ pub fn blocked_for_good(board: &Board, task: &Task) -> Option<String> {
 /// Cancel the open tasks among `ids` that can never run (see [`blocked_for_good`]), with the reason recorded as a
 /// failure. Others are left alone.
 pub fn cancel_blocked(board: &Board, actor: &Actor, ids: &[String]) -> Change {
+    let why = |t: &Task| {
+        if t.status != Status::Open {
+            return None;
+        }
+        blocked_for_good(board, t).map(|w| format!("cancelled: {w}"))
+    };
+    let mut ch = cancel_where(board, actor, ids, why);
+    ch.summary = format!("cancel {} task(s) whose dependencies failed", ch.writes.len());
+    ch
+}
+
+/// Cancel the tasks among `ids` that are open or claimed (a claim ends with it: its holder is fenced off, its next
+/// op is refused), `reason` recorded as a failure. Finished tasks are left alone.
+pub fn cancel(board: &Board, actor: &Actor, ids: &[String], reason: &str) -> Change {
+    let why = |t: &Task| matches!(t.status, Status::Open | Status::Claimed).then(|| format!("cancelled: {reason}"));
+    let mut ch = cancel_where(board, actor, ids, why);
+    ch.summary = format!("cancel {} task(s): {}", ch.writes.len(), subject(reason));
+    ch
+}
+
+fn cancel_where(board: &Board, actor: &Actor, ids: &[String], why: impl Fn(&Task) -> Option<String>) -> Change {
     let mut writes = Vec::new();
     let mut removes = Vec::new();
     for id in ids {
         let Some(s) = board.tasks.get(id) else { continue };
-        if s.task.status != Status::Open {
-            continue;
-        }
-        let Some(why) = blocked_for_good(board, &s.task) else { continue };
+        let Some(reason) = why(&s.task) else { continue };
         let mut t = s.task.clone();
         t.status = Status::Cancelled;
-        t.failures.push(Failure {
-            agent: actor.agent.clone(),
-            epoch: t.epoch,
-            at: actor.now,
-            reason: format!("cancelled: {why}"),
-        });
+        t.claim = None;
+        t.failures.push(Failure { agent: actor.agent.clone(), epoch: t.epoch, at: actor.now, reason });
         writes.push(place(board, t, &s.path, &mut removes));
     }
-    let summary = format!("cancel {} task(s) whose dependencies failed", writes.len());
     Change {
         op: "cancel",
         agent: actor.agent.clone(),
         task: writes.first().map(|w| w.task.id.clone()),
-        summary,
         writes,
         removes,
         ..Default::default()

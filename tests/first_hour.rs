@@ -140,6 +140,9 @@ fn a_stopped_swarm_goes_on_with_a_new_goal() {
     // A runner exits at once, saying why.
     let w = env.sw(c, &["--agent", "w", "run", "worker", "--until-idle"]).ok();
     assert!(w.stderr.contains("stopped the swarm (cycle 1)"), "{}", w.stderr);
+    // Nor is the same goal on a stopped swarm (the runners would stop at once): both point to `git swarm goal`.
+    let out = env.sw(c, &["--agent", "p", "run", "planner", "--once", "--goal", "first goal"]).code(2);
+    assert!(out.stderr.contains("stopped the swarm") && out.stderr.contains("git swarm goal"), "{}", out.stderr);
     // A different goal is not taken from a flag.
     let out = env.sw(c, &["--agent", "p", "run", "planner", "--once", "--goal", "another goal"]).code(2);
     assert!(out.stderr.contains("git swarm goal"), "{}", out.stderr);
@@ -302,4 +305,69 @@ fn a_conflict_run_that_forgets_rebase_continue_still_lands() {
     assert_eq!(show(&env, c, &id)["status"], "done");
     let text = env.git(&bare, &["show", "main:shared.txt"]);
     assert!(text.contains("mine") && text.contains("theirs"), "{text}");
+}
+
+/// What agent CLIs keep for themselves never lands — unless the task's scope names it; and a scope that climbs out
+/// (`.claude/..`) names nothing: it cannot pull ignored files (a `.env`) into the commit.
+#[test]
+fn agent_files_stay_out_of_commits_and_a_scope_cannot_pull_in_ignored_files() {
+    let env = Env::new();
+    let config = format!("[roles.worker]\nexec = {:?}\n", scripted_agent());
+    let (bare, clones) = env.swarm_with_config(path_url, 1, &config);
+    let c = &clones[0];
+    // The repository ignores `.env`; an agent run leaves one, and its tools' files, and the wanted command file.
+    let seed = env.clone(&path_url(&bare), "seed2");
+    std::fs::write(seed.join(".gitignore"), ".env\n").expect("write");
+    env.git(&seed, &["add", ".gitignore"]);
+    env.git(&seed, &["commit", "-q", "-m", "ignore .env"]);
+    env.git(&seed, &["push", "-q", "origin", "HEAD:main"]);
+    let body = "@write work.txt w\n@write .env SECRET=1\n@write .aider.chat.history.md chat\n@write .claude/settings.json {}\n\
+                @write .claude/commands/review.md review\n@write .gemini/tmp/x y\n@commit";
+    let id = env
+        .sw(c, &["add", "the work", "--body", body, "--scope", ".claude/commands/review.md", "--scope", ".claude/.."])
+        .ok()
+        .line();
+    env.sw(c, &["--agent", "w", "run", "worker", "--once"]).ok();
+    assert_eq!(show(&env, c, &id)["status"], "done");
+    let files = env.git(&bare, &["ls-tree", "-r", "--name-only", "main"]);
+    let files: Vec<&str> = files.lines().collect();
+    assert_eq!(files, [".claude/commands/review.md", ".gitignore", "README.md", "work.txt"], "what landed");
+    // And no commit of the task held them on the way (the agent committed with `git add -A` itself).
+    let all = env.git(&bare, &["log", "--name-only", "--format=", "main"]);
+    assert!(!all.contains(".aider") && !all.contains(".gemini") && !all.contains(".env"), "{all}");
+}
+
+/// `git swarm goal` on a running swarm: the old goal's root plan — held by its planner all cycle long — is
+/// cancelled with the plans under it, so nothing plans the old goal again; a swarm the judge stopped before any
+/// goal was set goes on too.
+#[test]
+fn a_new_goal_cancels_the_held_root_plan_and_a_stop_without_a_goal_is_lifted() {
+    let env = Env::new();
+    let (_bare, clones) = env.swarm_with_clones(path_url, 1);
+    let c = &clones[0];
+    env.sw(c, &["goal", "the old goal"]).ok();
+    let root = env.sw(c, &["--agent", "planner-1", "claim", "--kind", "plan"]).ok().line();
+    let sub = env.sw(c, &["add", "an area", "--kind", "plan", "--parent", &root]).ok().line();
+    let work = env.sw(c, &["add", "some work", "--parent", &sub]).ok().line();
+    env.sw(c, &["goal", "the new goal"]).ok();
+    for id in [&root, &sub] {
+        let t = show(&env, c, id);
+        assert_eq!(t["status"], "cancelled", "{t}");
+    }
+    assert_eq!(show(&env, c, &work)["status"], "open", "work tasks go on");
+    // The old holder is fenced off.
+    env.sw(c, &["--agent", "planner-1", "renew", &root]).code(4);
+
+    // A swarm with no goal, judged and stopped: `goal` lifts the stop.
+    let env = Env::new();
+    let (_bare, clones) = env.swarm_with_clones(path_url, 1);
+    let c = &clones[0];
+    let id = env.sw(c, &["add", "one"]).ok().line();
+    env.sw(c, &["claim", &id]).ok();
+    env.sw(c, &["done", &id]).ok();
+    env.sw(c, &["--agent", "j", "run", "judge", "--once", "--exec", "printf 'verdict: stop\\n'"]).ok();
+    assert!(!env.sw(c, &["status", "--json"]).ok().json()["stopped"].is_null());
+    let g = env.sw(c, &["goal", "now a goal", "--json"]).ok().json();
+    assert_eq!(g["ended_cycle"], 2, "{g}");
+    assert!(env.sw(c, &["status", "--json"]).ok().json()["stopped"].is_null());
 }

@@ -115,7 +115,8 @@ pub fn complete_with_key(
             .map_err(|e| request_error(format!("cannot encode the request: {e}")))
     };
     let mut body = encode(shape)?;
-    // Each refusal is adapted to at most once (a server that refuses both spellings gets its error back).
+    // At most two adaptations in all (a server that refuses both spellings gets its error back, after three
+    // requests at most).
     let mut adapted = 0;
     let mut builder = reqwest::blocking::Client::builder()
         .timeout(timeout)

@@ -167,7 +167,9 @@ fn program_of(exec: &str) -> Option<&str> {
             "function", "select", "time", "{", "}", "!", "[", "[[", "test", "true", "false", ":", ".", "source",
             "echo", "printf", "read", "cd", "export", "set", "unset", "eval", "trap", "wait", "sleep", "exit",
         ];
-        if SHELL.contains(&word) {
+        // An option of `nice`, `env`… (what it takes is unknown), or a path relative to where the agent runs (its
+        // work tree, not ours): only running it tells.
+        if SHELL.contains(&word) || word.starts_with('-') || (word.contains('/') && !word.starts_with('/')) {
             return None;
         }
         return plain(word).then_some(word);
@@ -218,12 +220,31 @@ mod prepare_tests {
     fn the_program_of_a_command_line_is_its_first_plain_word() {
         assert_eq!(program_of("claude -p --x"), Some("claude"));
         assert_eq!(program_of("FOO=1 BAR=x exec env my-agent --go"), Some("my-agent"));
-        assert_eq!(program_of("./scripts/judge.sh"), Some("./scripts/judge.sh"));
+        assert_eq!(program_of("/opt/bin/judge --x"), Some("/opt/bin/judge"));
+        assert_eq!(program_of("./scripts/judge.sh"), None, "relative to the work tree, not to us");
+        assert_eq!(program_of("nice -n 10 claude"), None);
         for script in
             ["while [ ! -e x ]; do sleep 1; done; agent", "if true; then a; fi", "\"$AGENT\" run", "(cd x && a)"]
         {
             assert_eq!(program_of(script), None, "{script}");
         }
+    }
+
+    #[test]
+    fn only_a_quick_126_or_127_that_the_shell_explains_is_a_command_that_could_not_start() {
+        let out = |code: i32, secs: u64, line: &str| Outcome {
+            exit: Exit::Code(code),
+            stdout: String::new(),
+            tail: vec![line.to_string()],
+            stdout_tail: String::new(),
+            elapsed: Duration::from_secs(secs),
+        };
+        assert!(could_not_start(&out(127, 0, "sh: 1: claud: not found")));
+        assert!(could_not_start(&out(126, 1, "sh: 1: ./agent.sh: Permission denied")));
+        assert!(!could_not_start(&out(127, 300, "sh: 1: make: not found")), "it worked for a while first");
+        assert!(!could_not_start(&out(126, 0, "sh: 1: cursor-agent: Argument list too long")), "this task's prompt");
+        assert!(!could_not_start(&out(127, 0, "exiting with 127 as told")), "the agent's own exit code");
+        assert!(!could_not_start(&out(1, 0, "sh: 1: x: not found")));
     }
 
     #[test]
@@ -234,9 +255,19 @@ mod prepare_tests {
     }
 }
 
-/// Exit codes of `sh -c` whose command could not be run at all: 126 (found, not executable), 127 (not found).
-pub fn could_not_start(exit: &Exit) -> bool {
-    matches!(exit, Exit::Code(126) | Exit::Code(127))
+/// Did the agent's command not start at all? `sh -c` exits 126 (found, not executable) or 127 (not found) and says
+/// so (`not found`, `Permission denied`, …). Only a run that ended quickly counts: an agent that worked for a while
+/// and then met a missing program did a run of the task (it fails the task, not the runner). A prompt too long
+/// for an argument (`Argument list too long`) is this task's, not the machine's: a failure too.
+pub fn could_not_start(out: &Outcome) -> bool {
+    if !matches!(out.exit, Exit::Code(126) | Exit::Code(127)) || out.elapsed > Duration::from_secs(20) {
+        return false;
+    }
+    let said = |p: &str| out.tail.iter().any(|l| l.contains(p));
+    !said("Argument list too long")
+        && ["not found", "Permission denied", "cannot execute", "No such file or directory", "Is a directory"]
+            .iter()
+            .any(|p| said(p))
 }
 
 /// One run of an agent.

@@ -248,7 +248,11 @@ impl Preset {
                 // `run` reads the prompt on stdin. A permission that would ask (a folder outside the work tree, a
                 // repeated call) is refused in a run nobody watches: allowed through OPENCODE_PERMISSION in every
                 // release that reads it, and --auto where `run --help` shows it. The JSON events carry the final text.
-                let auto = if f.help.contains("--auto") { " --auto" } else { "" };
+                let auto = if f.help.split(|c: char| c.is_whitespace() || c == ',').any(|w| w == "--auto") {
+                    " --auto"
+                } else {
+                    ""
+                };
                 Launch {
                     exec: format!("opencode run{auto} --format json"),
                     env: vec![("OPENCODE_PERMISSION".into(), r#"{"*":"allow"}"#.into())],
@@ -311,7 +315,11 @@ fn last_aider_reply(history: &str) -> Option<String> {
     let mut in_fence = false;
     for l in lines[last_user + 1..].iter().copied().filter(|l| !l.starts_with("> ")) {
         if l.trim_start().starts_with("```") {
-            if !in_fence && reply.last().is_some_and(|p| !p.trim().is_empty() && !p.trim().contains(' ')) {
+            let path_like = |p: &str| {
+                let p = p.trim();
+                !p.is_empty() && !p.contains(' ') && !p.ends_with(':') && (p.contains('.') || p.contains('/'))
+            };
+            if !in_fence && reply.last().is_some_and(|p| path_like(p)) {
                 reply.pop(); // the listing's path
             }
             in_fence = !in_fence;
@@ -357,22 +365,29 @@ fn run_bounded(program: &str, args: &[&str], limit: Duration) -> Result<String, 
     let Some(path) = which(program) else { return Err(ProbeError::NotFound { program: program.to_string() }) };
     let what = format!("{program} {}", args.join(" "));
     let failed = |how: String| ProbeError::Failed { command: what.clone(), how };
-    let mut child = Command::new(&path)
+    let mut child = std::os::unix::process::CommandExt::process_group(&mut Command::new(&path), 0)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| failed(format!("cannot start: {e}")))?;
-    // Read both pipes while it runs: a long help page must not fill a pipe and stall the child.
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+    let kill_group = || {
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    };
+    // Read both pipes while it runs (a long help page must not fill a pipe and stall the child), into channels:
+    // a helper it started that keeps a pipe open must not hold us past the limit either.
     let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut text = String::new();
             if let Some(p) = pipe {
                 let _ = std::io::Read::read_to_string(&mut std::io::Read::take(p, 256 * 1024), &mut text);
             }
-            text
-        })
+            let _ = tx.send(text);
+        });
+        rx
     };
     let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
     let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
@@ -381,7 +396,7 @@ fn run_bounded(program: &str, args: &[&str], limit: Duration) -> Result<String, 
         match child.try_wait() {
             Ok(Some(st)) => break st,
             Ok(None) if started.elapsed() > limit => {
-                let _ = child.kill();
+                kill_group();
                 let _ = child.wait();
                 return Err(failed(format!("gave no answer within {}s", limit.as_secs())));
             }
@@ -389,7 +404,12 @@ fn run_bounded(program: &str, args: &[&str], limit: Duration) -> Result<String, 
             Err(e) => return Err(failed(e.to_string())),
         }
     };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    let rest = |rx: std::sync::mpsc::Receiver<String>| {
+        rx.recv_timeout(limit.saturating_sub(started.elapsed()).max(Duration::from_secs(1))).unwrap_or_default()
+    };
+    let (out, err) = (rest(out), rest(err));
+    // Whatever it left running goes with it.
+    kill_group();
     if !status.success() {
         let last = err.lines().chain(out.lines()).map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
         return Err(failed(format!("failed ({status}): {}", crate::escape::line(last))));

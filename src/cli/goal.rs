@@ -33,19 +33,27 @@ pub fn run(ctx: &mut Ctx, args: GoalArgs) -> CliResult<()> {
             Some(g) => ctx.out.line(git_swarm::escape::block(g.trim_end())),
             None => ctx.out.note("the swarm has no goal yet: `git swarm goal <text>` sets one"),
         }
-        ctx.out.doc(&json!({"goal": g, "cycle": last.as_ref().map(|c| c.cycle), "stopped": last.is_some_and(|c| c.verdict == git_swarm::runner::Verdict::Stop)}));
+        let stopped = last.as_ref().is_some_and(|c| c.verdict == git_swarm::runner::Verdict::Stop);
+        // The cycle as `status` counts it: the one that runs (one more than the last record).
+        let cycle = last.as_ref().map_or(1, |c| c.cycle.saturating_add(1));
+        ctx.out.doc(&json!({"goal": g.as_deref().map(str::trim_end), "cycle": cycle, "stopped": stopped}));
         return Ok(());
     };
     let who = Ctx::identity(&swarm, &agent);
     let clock = ctx.clock();
-    let filed = goal::replace(&swarm, &ctx.retry, &who, &clock, &agent, &text).map_err(|e| match e {
+    let filer = goal::Filer { swarm: &swarm, retry: &ctx.retry, who: &who, clock: &clock, agent: &agent };
+    let filed = filer.replace(&text).map_err(|e| match e {
         git_swarm::runner::RunError::Txn(t) => CliError::from(t),
         other => CliError::usage(other.to_string()),
     })?;
     let doc = match &filed {
-        Filed::New | Filed::Same => {
-            ctx.out.line("goal set; the first planner plans it");
-            json!({"goal": text.trim(), "ended_cycle": null})
+        Filed::New { plan } => {
+            ctx.out.line(format!("goal set; the first planner plans it (root plan {plan})"));
+            json!({"goal": text.trim(), "ended_cycle": null, "plan": plan})
+        }
+        Filed::Same => {
+            ctx.out.line("the swarm has this goal already");
+            json!({"goal": text.trim(), "ended_cycle": null, "plan": null})
         }
         Filed::Replaced { ended, plan } => {
             ctx.out.line(format!(

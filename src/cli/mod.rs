@@ -433,28 +433,36 @@ fn default_agent(common_dir: &std::path::Path) -> String {
     }
 }
 
-/// This clone's short id (4 hex digits), made once; `None` when the git directory cannot hold it (read-only).
+/// This clone's short id (4 hex digits), made once; `None` when the git directory cannot hold it (read-only). The
+/// file names the git directory it was made in: a clone copied with its `.git` (`cp -a`, an image, a snapshot) gets
+/// an id of its own, or the copy and the original would be one agent.
 fn clone_id(common_dir: &std::path::Path) -> Option<String> {
     let file = common_dir.join("swarm").join("clone-id");
+    let here = std::fs::canonicalize(common_dir).unwrap_or_else(|_| common_dir.to_path_buf());
     let valid = |s: &str| (4..=16).contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit());
-    if let Ok(text) = std::fs::read_to_string(&file) {
-        let t = text.trim().to_string();
-        return valid(&t).then_some(t);
+    let read = |text: &str| -> Option<String> {
+        let mut lines = text.lines();
+        let id = lines.next()?.trim().to_string();
+        let made_in = lines.next().map(str::trim).filter(|p| !p.is_empty());
+        (valid(&id) && made_in.is_none_or(|p| std::path::Path::new(p) == here)).then_some(id)
+    };
+    let existing = std::fs::read_to_string(&file).ok();
+    if let Some(id) = existing.as_deref().and_then(read) {
+        return Some(id);
     }
     let dir = file.parent()?;
     std::fs::create_dir_all(dir).ok()?;
     let id = format!("{:04x}", fastrand::u16(..));
     // Written whole, then linked into place: a reader never sees it half written, and of two commands that make
-    // it at once, the first link wins for both.
+    // it at once, the first link wins for both. A copied or broken file is replaced (renamed over).
     let tmp = dir.join(format!("clone-id.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, format!("{id}\n")).ok()?;
-    let linked = std::fs::hard_link(&tmp, &file);
+    std::fs::write(&tmp, format!("{id}\n{}\n", here.display())).ok()?;
+    let placed = if existing.is_some() { std::fs::rename(&tmp, &file) } else { std::fs::hard_link(&tmp, &file) };
     let _ = std::fs::remove_file(&tmp);
-    match linked {
+    match placed {
         Ok(()) => Some(id),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let t = std::fs::read_to_string(&file).ok()?.trim().to_string();
-            valid(&t).then_some(t)
+            std::fs::read_to_string(&file).ok().as_deref().and_then(read)
         }
         Err(_) => None,
     }

@@ -76,6 +76,10 @@ pub struct PlannerArgs {
     /// Read the goal from a file (`-` for stdin).
     #[arg(long, value_name = "PATH")]
     goal_file: Option<PathBuf>,
+    /// With --goal: when the swarm has another goal, or the judge stopped it, make this the goal and start the
+    /// next cycle (as `git swarm goal` does) instead of refusing. The same goal on a running swarm changes nothing.
+    #[arg(long)]
+    replace_goal: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -157,7 +161,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
                 (None, Some(path)) => Some(super::read_text_arg(&path, "--goal-file")?),
                 (None, None) => None,
             };
-            let opts = PlannerOptions { goal, mode: p.lp.mode() };
+            let opts = PlannerOptions { goal, replace_goal: p.replace_goal, mode: p.lp.mode() };
             let (end, s) = git_swarm::runner::planner::run(&mut r, &opts).map_err(run_error)?;
             ("planner", end, json!({"rounds": s.rounds, "proposed": s.proposed, "plans_done": s.plans_done}))
         }

@@ -96,7 +96,14 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
         let agent = ctx.agent().to_string();
         let who = Ctx::identity(&swarm, &agent);
         let clock = ctx.clock();
-        git_swarm::runner::goal::file_first(&swarm, &ctx.retry, &who, &clock, &agent, g).map_err(|e| match e {
+        let filer = git_swarm::runner::goal::Filer {
+            swarm: &swarm,
+            retry: &ctx.retry,
+            who: &who,
+            clock: &clock,
+            agent: &agent,
+        };
+        filer.first(g).map_err(|e| match e {
             git_swarm::runner::RunError::Txn(t) => CliError::from(t),
             other => CliError::usage(other.to_string())
                 .hint("`git swarm status` shows the goal; `git swarm goal <text>` sets a new one"),

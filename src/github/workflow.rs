@@ -333,7 +333,7 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     if o.planner {
         out.push_str(
             "      goal:\n\
-             \x20       description: The goal the planner breaks into tasks (when the swarm has none yet)\n\
+             \x20       description: The goal the planner breaks into tasks (another goal replaces the swarm's and starts a cycle)\n\
              \x20       type: string\n\
              \x20       required: false\n\
              \x20       default: ''\n",
@@ -420,7 +420,7 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
             "Plan",
             &[],
             "if [ -n \"$GOAL\" ]; then\n\
-             \x20 exec git swarm run planner --until-idle --goal \"$GOAL\"\n\
+             \x20 exec git swarm run planner --until-idle --goal \"$GOAL\" --replace-goal\n\
              else\n\
              \x20 exec git swarm run planner --until-idle\n\
              fi",

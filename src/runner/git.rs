@@ -270,25 +270,29 @@ pub fn is_ancestor(git_dir: &Path, commit: ObjectId, tip: ObjectId) -> bool {
 }
 
 /// Commit whatever the agent left in the work tree (new files too). Returns whether there was anything.
+/// With `excludes` (an excludes file), files it hides stay out — but those of them `keep` says the task wants (a
+/// scope under `.claude/`) are added all the same: only files git itself lists as ignored and untracked, each by
+/// its literal name, so no path from a task can reach outside the work tree or pull in anything else.
 pub fn commit_all(
     dir: &Path,
     message: &str,
     ident: &[(String, String)],
     excludes: Option<&Path>,
-    force: &[&str],
+    keep: &dyn Fn(&str) -> bool,
 ) -> Result<bool, GitError> {
     match excludes {
         Some(f) => {
             let setting = format!("core.excludesFile={}", f.display());
             run(dir, &["-c", &setting, "add", "--all"])?;
+            let hidden = run(dir, &["-c", &setting, "ls-files", "-z", "--others", "--ignored", "--exclude-standard"])?;
+            let wanted: Vec<&str> = hidden.split('\0').filter(|p| !p.is_empty() && keep(p)).collect();
+            if !wanted.is_empty() {
+                literal(dir, &["add", "--force", "--"], &wanted)?;
+            }
         }
         None => {
             run(dir, &["add", "--all"])?;
         }
-    }
-    // Paths the task names that the excludes would hide (a scope under `.claude/`): added all the same.
-    for p in force.iter().filter(|p| dir.join(p.trim_end_matches('/')).exists()) {
-        run(dir, &["add", "--force", "--", p])?;
     }
     let mut cmd = git_in(dir);
     cmd.args(["commit", "--quiet", "--no-verify", "--file", "-"]).stdin(Stdio::piped());
@@ -321,6 +325,19 @@ pub fn commit_all(
     Ok(true)
 }
 
+/// `git <args> <paths>` with the paths taken as they are (`GIT_LITERAL_PATHSPECS`: no glob, no `:` magic).
+fn literal(dir: &Path, args: &[&str], paths: &[&str]) -> Result<(), GitError> {
+    let what = describe(args);
+    let fail = |message: String| GitError { args: what.clone(), dir: Some(dir.to_path_buf()), message };
+    let out = git_in(dir)
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .args(args)
+        .args(paths)
+        .output()
+        .map_err(|e| fail(e.to_string()))?;
+    if out.status.success() { Ok(()) } else { Err(fail(String::from_utf8_lossy(&out.stderr).trim().to_string())) }
+}
+
 /// Is a rebase stopped in this work tree?
 pub fn rebase_in_progress(dir: &Path) -> bool {
     ["rebase-merge", "rebase-apply"]
@@ -330,9 +347,25 @@ pub fn rebase_in_progress(dir: &Path) -> bool {
 
 /// Files with unresolved conflicts.
 pub fn conflicted(dir: &Path) -> Vec<String> {
-    run(dir, &["diff", "--name-only", "--diff-filter=U"])
-        .map(|o| o.lines().map(str::to_string).filter(|l| !l.is_empty()).collect())
+    // NUL-separated and unquoted: a name with a non-ASCII byte must come back as the name it is.
+    run(dir, &["-c", "core.quotePath=false", "diff", "-z", "--name-only", "--diff-filter=U"])
+        .map(|o| o.split('\0').map(str::to_string).filter(|l| !l.is_empty()).collect())
         .unwrap_or_default()
+}
+
+/// What the conflicted files hold now (a hash of their content; `None`: no such file), to tell afterwards which a
+/// conflict run changed.
+pub fn contents(dir: &Path, files: &[String]) -> Vec<(String, Option<u64>)> {
+    files.iter().map(|f| (f.clone(), content_hash(&dir.join(f)))).collect()
+}
+
+fn content_hash(path: &Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    std::fs::symlink_metadata(path).ok()?;
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
 }
 
 /// How a rebase went.
@@ -371,31 +404,44 @@ pub fn rebase(
     rebase_outcome(dir, &mut cmd)
 }
 
-/// Go on with a rebase that stopped on conflicts once they are resolved: files whose conflict markers are gone are
-/// staged (an agent that fixed a file but did not `git add` it), then `git rebase --continue` with the same trailer
+/// Go on with a rebase that stopped on conflicts once the agent resolved them but did not stage them or run
+/// `git rebase --continue`: a file still unmerged counts as resolved only when the conflict run changed it
+/// (`before`, from [`contents`]) and it is text without a conflict (`<<<<<<<` … `>>>>>>>`) left in it; such files
+/// are staged (a deleted one is resolved by its deletion), then `git rebase --continue` runs with the same trailer
 /// environment as [`rebase`]. It may stop again on the next commit's conflicts.
 pub fn continue_rebase(
     dir: &Path,
     trailer_env: Option<(&str, &str)>,
     ident: &[(String, String)],
+    before: &[(String, Option<u64>)],
 ) -> Result<Rebased, GitError> {
     let left = conflicted(dir);
-    let marked = |f: &str| {
-        std::fs::read(dir.join(f)).map(|b| {
-            let text = String::from_utf8_lossy(&b);
-            text.lines().any(|l| l.starts_with("<<<<<<< ") || l.starts_with(">>>>>>> ") || l == "=======")
-        })
+    let resolved = |f: &str| {
+        let path = dir.join(f);
+        let now = content_hash(&path);
+        let then = before.iter().find(|(b, _)| b == f).and_then(|(_, h)| *h);
+        if now.is_none() || now == then {
+            // Gone (and it was there), or changed: the agent's; untouched: still the conflict git left.
+            return now.is_none() && then.is_some();
+        }
+        let Ok(bytes) = std::fs::read(&path) else { return false };
+        if bytes.contains(&0) {
+            return false; // a binary file: no markers to tell by
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let opens = text.lines().any(|l| l.starts_with("<<<<<<< ") || l == "<<<<<<<");
+        let closes = text.lines().any(|l| l.starts_with(">>>>>>> ") || l == ">>>>>>>");
+        !(opens && closes)
     };
-    let (still, fixed): (Vec<String>, Vec<String>) = left.into_iter().partition(|f| marked(f).unwrap_or(false));
+    let (fixed, still): (Vec<String>, Vec<String>) = left.into_iter().partition(|f| resolved(f));
     if !still.is_empty() {
         return Ok(Rebased::Conflict(still));
     }
     for f in &fixed {
-        // A deleted file is resolved by its deletion.
-        if dir.join(f).exists() {
-            run(dir, &["add", "--", f])?;
+        if std::fs::symlink_metadata(dir.join(f)).is_ok() {
+            literal(dir, &["add", "--"], &[f.as_str()])?;
         } else {
-            run(dir, &["rm", "--quiet", "--cached", "--ignore-unmatch", "--", f])?;
+            literal(dir, &["rm", "--quiet", "--cached", "--ignore-unmatch", "--"], &[f.as_str()])?;
         }
     }
     let mut cmd = git_in(dir);

@@ -15,66 +15,91 @@ use super::{CycleRecord, RunError, Verdict};
 /// What filing a goal came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Filed {
-    /// The swarm had no goal: this one is filed, with its root plan.
-    New,
-    /// The swarm has this goal already.
+    /// The swarm had no goal and no cycle: this one is filed, with its root plan.
+    New { plan: String },
+    /// The swarm has this goal already (and goes on with it).
     Same,
-    /// A new goal replaced the old one; cycle `ended` was closed and the next one opened with a root plan.
+    /// A new goal (or the same one again) replaced the old one; cycle `ended` was closed and the next one opened
+    /// with a root plan.
     Replaced { ended: u64, plan: String },
 }
 
-/// `up --goal`, `run planner --goal`: file `goal` when the swarm has none. The same goal again is fine; a different
-/// one is refused (a usage error): it is `git swarm goal`'s to change, never a side effect of starting a fleet.
-pub fn file_first(
-    swarm: &Swarm,
-    retry: &Retry,
-    who: &Identity,
-    clock: &dyn Fn() -> Timestamp,
-    agent: &str,
-    goal: &str,
-) -> Result<Filed, RunError> {
-    let goal = clean(goal)?;
-    let res = swarm.transact(retry, who, clock, |snap, now| match super::goal(swarm.store(), snap.commit) {
-        Some(g) if g.trim() == goal => Ok((Change::default(), Ok(Filed::Same))),
-        Some(g) => Ok((Change::default(), Err(g))),
-        None => {
-            let actor = Actor { agent: agent.to_string(), now };
-            Ok((first_goal(&snap.board, &actor, &goal, None)?.0, Ok(Filed::New)))
-        }
-    })?;
-    res.value.map_err(|old| {
-        RunError::Usage(format!(
-            "the swarm has another goal already: \"{}\"; `git swarm goal <text>` changes it (and starts the next cycle)",
-            crate::escape::line(first_line(&old))
-        ))
-    })
+/// Who files a goal, where: the swarm, the retry limits, the identity of its commits, the clock, the agent.
+pub struct Filer<'a> {
+    pub swarm: &'a Swarm,
+    pub retry: &'a Retry,
+    pub who: &'a Identity,
+    pub clock: &'a dyn Fn() -> Timestamp,
+    pub agent: &'a str,
 }
 
-/// `git swarm goal`: make `goal` the swarm's goal and open the next cycle with a fresh root plan — also after the
-/// judge's `stop`, and with the same goal (to go on with it). The cycle that runs, or the stopped one, is ended by a
-/// `continue` record of this op; the open root plans of the old goal are cancelled (their work tasks are not).
-pub fn replace(
-    swarm: &Swarm,
-    retry: &Retry,
-    who: &Identity,
-    clock: &dyn Fn() -> Timestamp,
-    agent: &str,
-    goal: &str,
-) -> Result<Filed, RunError> {
-    let goal = clean(goal)?;
-    // Finished tasks are counted for the record of the cycle that ends: that needs every task.
-    let full = swarm.read(true)?;
-    let res = swarm.transact(retry, who, clock, |snap, now| {
-        let actor = Actor { agent: agent.to_string(), now };
-        let store = swarm.store();
-        if super::goal(store, snap.commit).is_none() {
-            return Ok((first_goal(&snap.board, &actor, &goal, None)?.0, Filed::New));
+impl Filer<'_> {
+    /// `up --goal`, `run planner --goal`: file `goal` when the swarm has none. The same goal again is fine; a
+    /// different one is refused (a usage error): it is `git swarm goal`'s to change, never a side effect of starting
+    /// a fleet. So is a swarm the judge stopped: a fleet started on it would stop at once.
+    pub fn first(&self, goal: &str) -> Result<Filed, RunError> {
+        let goal = clean(goal)?;
+        let swarm = self.swarm;
+        let res = swarm.transact(self.retry, self.who, self.clock, |snap, now| {
+            let store = swarm.store();
+            if let Some(c) = super::last_cycle(store, snap.commit).filter(|c| c.verdict == Verdict::Stop) {
+                return Ok((Change::default(), Err(format!("the judge stopped the swarm (cycle {})", c.cycle))));
+            }
+            match super::goal(store, snap.commit) {
+                Some(g) if g.trim() == goal => Ok((Change::default(), Ok(Filed::Same))),
+                Some(g) => Ok((
+                    Change::default(),
+                    Err(format!("the swarm has another goal already: \"{}\"", crate::escape::line(first_line(&g)))),
+                )),
+                None => {
+                    let actor = Actor { agent: self.agent.to_string(), now };
+                    let (ch, plan) = first_goal(&snap.board, &actor, &goal, None)?;
+                    Ok((ch, Ok(Filed::New { plan })))
+                }
+            }
+        })?;
+        res.value.map_err(|why| {
+            RunError::Usage(format!("{why}; `git swarm goal <text>` sets the goal and starts the next cycle"))
+        })
+    }
+
+    /// `run planner --goal <text> --replace-goal` (a dispatched fleet): make the swarm work on `goal` now. The same
+    /// goal on a running swarm changes nothing; a different goal, or any goal on a stopped swarm, is
+    /// [`Filer::replace`]d.
+    pub fn first_or_replace(&self, goal: &str) -> Result<Filed, RunError> {
+        match self.first(goal) {
+            Err(RunError::Usage(_)) => self.replace(goal),
+            other => other,
         }
-        let last = super::last_cycle(store, snap.commit);
-        let (change, ended, plan) = next_cycle(&snap.board, &full.board, &actor, &goal, last.as_ref())?;
-        Ok((change, Filed::Replaced { ended, plan }))
-    })?;
-    Ok(res.value)
+    }
+
+    /// `git swarm goal`: make `goal` the swarm's goal and open the next cycle with a fresh root plan — also after
+    /// the judge's `stop`, and with the same goal (to go on with it). The cycle that runs, or the stopped one, is
+    /// ended by a `continue` record of this op; the old goal's root plans and their sub-plans that are not done are
+    /// cancelled (their holders are fenced off; the work tasks they filed are not touched).
+    pub fn replace(&self, goal: &str) -> Result<Filed, RunError> {
+        let goal = clean(goal)?;
+        let swarm = self.swarm;
+        let res = swarm.transact(self.retry, self.who, self.clock, |snap, now| {
+            let actor = Actor { agent: self.agent.to_string(), now };
+            let store = swarm.store();
+            let last = super::last_cycle(store, snap.commit);
+            // No goal and no cycle yet: the first goal. A swarm with a cycle record (a stop, say) always gets a
+            // record of its own, or the judge's verdict would stand.
+            if last.is_none() && super::goal(store, snap.commit).is_none() {
+                let (ch, plan) = first_goal(&snap.board, &actor, &goal, None)?;
+                return Ok((ch, Filed::New { plan }));
+            }
+            // Finished tasks are counted for the record of the cycle that ends: every task, as of this very state.
+            let full = match store.read(snap.commit, true) {
+                Ok(f) => f.board,
+                Err(_) => snap.board.clone(),
+            };
+            let (change, ended, plan) = next_cycle(&snap.board, &full, &actor, &goal, last.as_ref())?;
+            Ok((change, Filed::Replaced { ended, plan }))
+        })?;
+        Ok(res.value)
+    }
 }
 
 /// The change that files `goal` with its root plan task (labels: `goal`, and the cycle when there is one).
@@ -90,9 +115,9 @@ fn first_goal(board: &Board, actor: &Actor, goal: &str, cycle: Option<u64>) -> R
     Ok((ch, id))
 }
 
-/// End the cycle after `last` with a `continue` record of this op, cancel the open root plans of the old goal, and
-/// file the new goal's root plan for the cycle after. `full` has every task (the record counts what finished).
-/// Pure: the model check and the property tests call it.
+/// End the cycle after `last` with a `continue` record of this op, cancel the old goal's root plans and their
+/// sub-plans that are open or claimed, and file the new goal's root plan for the cycle after. `full` has every
+/// task (the record counts what finished). Pure: the model check and the property tests may call it.
 pub fn next_cycle(
     board: &Board,
     full: &Board,
@@ -114,44 +139,61 @@ pub fn next_cycle(
     };
     let text =
         toml::to_string(&record).map_err(|e| DomainError::BadSetting(format!("cannot write the record: {e}")))?;
-    let mut ch = Change {
+    let record = Change {
         op: "goal",
         agent: actor.agent.clone(),
         summary: format!("cycle {ended}: continue with a new goal"),
         files: [(format!("cycles/{ended}.toml"), text)].into(),
         ..Default::default()
     };
-    // The old goal's root plans that nobody works on any more: nothing should plan the old goal again.
-    let mut removes = Vec::new();
-    for s in board.tasks.values() {
-        let t = &s.task;
-        if t.kind == Kind::Plan
-            && t.parent.is_none()
-            && t.status == Status::Open
-            && t.labels.iter().any(|l| l == "goal")
-        {
-            let mut c = t.clone();
-            c.status = Status::Cancelled;
-            c.failures.push(crate::model::Failure {
-                agent: actor.agent.clone(),
-                epoch: c.epoch,
-                at: actor.now,
-                reason: "cancelled: the goal was replaced (git swarm goal)".into(),
-            });
-            let path = ops::closed_path(Status::Cancelled, &c.id);
-            removes.push(s.path.clone());
-            ch.writes.push(ops::Stored { path, task: c });
-        }
-    }
-    ch.removes = removes;
-    let (add, plan) = first_goal(board, actor, goal, Some(ended.saturating_add(1)))?;
-    Ok((ch.then(add), ended, plan))
+    // Nothing should plan the old goal again: its root plans (a planner holds one all cycle long) and the plans
+    // under them. A cancelled plan's holder is fenced off; the work tasks they filed go on.
+    let old_plans = plans_under_old_goals(board);
+    let cancel = ops::cancel(board, actor, &old_plans, "the goal was replaced (git swarm goal)");
+    let mut after = board.clone();
+    ops::apply(&mut after, &cancel);
+    let (add, plan) = first_goal(&after, actor, goal, Some(ended.saturating_add(1)))?;
+    let ch = if cancel.writes.is_empty() { record.then(add) } else { record.then(cancel).then(add) };
+    Ok((ch, ended, plan))
 }
+
+/// The root plans of a goal (label `goal`, no parent) and every plan task under them, open or claimed.
+fn plans_under_old_goals(board: &Board) -> Vec<String> {
+    let live = |t: &crate::model::Task| t.kind == Kind::Plan && matches!(t.status, Status::Open | Status::Claimed);
+    let mut found: Vec<String> = board
+        .tasks
+        .values()
+        .map(|s| &s.task)
+        .filter(|t| live(t) && t.parent.is_none() && t.labels.iter().any(|l| l == "goal"))
+        .map(|t| t.id.clone())
+        .collect();
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i].clone();
+        for s in board.tasks.values() {
+            if live(&s.task) && s.task.parent.as_deref() == Some(parent.as_str()) && !found.contains(&s.task.id) {
+                found.push(s.task.id.clone());
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
+/// The most a goal may hold: what every reader reads of `goal.md`.
+pub const MAX_GOAL_BYTES: usize = 256 * 1024 - 1;
 
 fn clean(goal: &str) -> Result<String, RunError> {
     let goal = goal.trim().to_string();
     if goal.is_empty() {
         return Err(RunError::Usage("the goal is empty".into()));
+    }
+    if goal.len() > MAX_GOAL_BYTES {
+        return Err(RunError::Usage(format!(
+            "the goal has {} bytes, more than the {MAX_GOAL_BYTES} a reader takes: shorten it, or put the details in \
+             tasks",
+            goal.len()
+        )));
     }
     Ok(goal)
 }

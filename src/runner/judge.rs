@@ -103,6 +103,12 @@ pub(crate) fn finished_since(board: &Board, status: Status, since: Timestamp) ->
 
 pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
     r.setup()?;
+    let res = run_loop(r, opts);
+    r.teardown();
+    res
+}
+
+fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
     let config = r.read(false)?.board.config;
     r.settings(&config)?;
     r.backend(&config, Role::Judge)?;

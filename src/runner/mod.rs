@@ -248,9 +248,16 @@ impl Runner<'_> {
                 remove_runner_worktree(&places, &self.common_dir(), &name, &path);
             }
         }
+        sweep_legacy_worktrees(&self.home, &self.common_dir());
         let _ = git::run(&self.common_dir(), &["worktree", "prune"]);
         let _ = std::fs::write(pid_file, std::process::id().to_string());
         Ok(())
+    }
+
+    /// Remove this runner's run files (prompt, hand-off, a CLI's last message): what it kept for its agents is not
+    /// left in the cache folder once it is done.
+    pub fn teardown(&self) {
+        let _ = std::fs::remove_dir_all(self.run_dir());
     }
 
     /// The state's newest snapshot, in full (every task) when `full`.
@@ -402,7 +409,7 @@ impl Runner<'_> {
 
 /// [`RunError::CannotStart`] when an agent exited 126 or 127: `sh` could not start its command.
 pub fn cannot_start(role: Role, agent: &agent::Prepared, out: &agent::Outcome) -> Result<(), RunError> {
-    if !agent::could_not_start(&out.exit) {
+    if !agent::could_not_start(out) {
         return Ok(());
     }
     let last = out.tail.iter().rev().find(|l| !l.trim().is_empty()).cloned().unwrap_or_default();
@@ -432,12 +439,36 @@ pub struct Places {
 impl Places {
     /// `$XDG_CACHE_HOME/git-swarm/worktrees/<repository>-<hash of the git directory>` (else under `~/.cache`);
     /// `<git dir>/swarm` when neither is set.
+    ///
+    /// The folder chosen is recorded in `<git dir>/swarm/worktree-base` the first time, and used from then on by
+    /// every process of the clone whatever its environment (a runner under another `HOME`, `sudo`, a moved clone),
+    /// so that each finds what the others left. Where it cannot be made (a `HOME` that is not writable), the git
+    /// directory's `swarm/` is used instead.
     pub fn of(common_dir: &Path) -> Places {
+        let home = common_dir.join("swarm");
+        let record = home.join("worktree-base");
+        if let Ok(text) = std::fs::read_to_string(&record) {
+            let base = PathBuf::from(text.trim_end_matches('\n'));
+            if base.is_absolute() {
+                return Places { home, base };
+            }
+        }
         let abs = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
         let cache = std::env::var_os("XDG_CACHE_HOME")
             .and_then(abs)
             .or_else(|| std::env::var_os("HOME").and_then(abs).map(|h| h.join(".cache")));
-        Places::under(common_dir, cache.as_deref())
+        let chosen = Places::under(common_dir, cache.as_deref());
+        if std::fs::create_dir_all(&chosen.base).is_err() {
+            return Places { base: home.clone(), home };
+        }
+        if std::fs::create_dir_all(&home).is_ok() {
+            // Written whole, then moved into place: a reader sees no half-written path.
+            let tmp = home.join(format!("worktree-base.{}.tmp", std::process::id()));
+            if std::fs::write(&tmp, format!("{}\n", chosen.base.display())).is_ok() {
+                let _ = std::fs::rename(&tmp, &record);
+            }
+        }
+        chosen
     }
 
     /// [`Places::of`] with the cache folder given (`None`: none is known).
@@ -513,6 +544,30 @@ fn runner_alive(places: &Places, name: &str) -> bool {
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
         .is_some_and(|pid| pid != std::process::id() && process_alive(pid))
+}
+
+/// Work trees that runners of an earlier version left under `<git dir>/swarm/worktrees/` (killed before they could
+/// remove them): removed, with their registrations, once their runner is gone. Returns how many.
+pub fn sweep_legacy_worktrees(home: &Path, common_dir: &Path) -> usize {
+    let legacy = Places { home: home.to_path_buf(), base: home.to_path_buf() };
+    let old = home.join("worktrees");
+    let Ok(entries) = std::fs::read_dir(&old) else { return 0 };
+    let mut n = 0;
+    for e in entries.flatten().filter(|e| e.path().is_dir()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = old.join(format!("{name}.pid"));
+        let alive = std::fs::read_to_string(&pid)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .is_some_and(|p| p != std::process::id() && process_alive(p));
+        if !alive {
+            agent::kill_leftover(&legacy.run_dir(&name).join("agent.pgid"), &e.path());
+            git::remove_worktree(common_dir, &e.path());
+            let _ = std::fs::remove_file(pid);
+            n += 1;
+        }
+    }
+    n
 }
 
 /// Remove a runner's work tree: first stop an agent its killed runner could not stop, which may still work in it.
@@ -676,17 +731,24 @@ pub fn counts(board: &Board) -> [(Status, usize); 5] {
 /// `GIT_COMMITTER_*`): the clone's `user.name`/`user.email` when it has them, else the agent id. In the environment
 /// and not in git config, because agent CLIs run their shell tools with a git config of their own (Gemini CLI sets
 /// `GIT_CONFIG_GLOBAL=/dev/null`), and on a fresh machine there is none at all: the agent's own commit must work.
+///
+/// A variable the runner's own environment sets already (a CI job that exports an identity) is left as it is.
 pub fn commit_ident(repo: &gix::Repository, agent: &str) -> Vec<(String, String)> {
     let cfg = repo.config_snapshot();
     let get = |k: &str| cfg.string(k).map(|v| v.to_string()).filter(|v| !v.trim().is_empty());
     let name = get("user.name").unwrap_or_else(|| agent.to_string());
     let email = get("user.email").unwrap_or_else(|| format!("{agent}@git-swarm.invalid"));
-    vec![
-        ("GIT_AUTHOR_NAME".to_string(), name.clone()),
-        ("GIT_COMMITTER_NAME".to_string(), name),
-        ("GIT_AUTHOR_EMAIL".to_string(), email.clone()),
-        ("GIT_COMMITTER_EMAIL".to_string(), email),
+    let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    [
+        ("GIT_AUTHOR_NAME", &name),
+        ("GIT_COMMITTER_NAME", &name),
+        ("GIT_AUTHOR_EMAIL", &email),
+        ("GIT_COMMITTER_EMAIL", &email),
     ]
+    .into_iter()
+    .filter(|(k, _)| !set(k))
+    .map(|(k, v)| (k.to_string(), v.clone()))
+    .collect()
 }
 
 /// The last lines of an agent's output, one line, for a failure reason.

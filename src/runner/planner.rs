@@ -22,6 +22,9 @@ use crate::txn::TxnError;
 #[derive(Debug, Clone, Default)]
 pub struct PlannerOptions {
     pub goal: Option<String>,
+    /// `--replace-goal`: a goal other than the swarm's (or any goal on a stopped swarm) replaces it, as `git swarm
+    /// goal` would, instead of being refused.
+    pub replace_goal: bool,
     pub mode: Mode,
 }
 
@@ -240,24 +243,31 @@ pub fn to_new_tasks(
 }
 
 /// Leave out the proposals that repeat a task of the same plan: one with the same title (case and spacing aside)
-/// that is open, claimed or done — a planner that proposes the same task every round must not file it every round.
-/// A later proposal's dependency on a left-out one (by its key) points at the task it repeats. Returns what is kept
-/// and, per left-out proposal, its title and the id of the task it repeats.
+/// that is done, claimed, or open and still able to run — a planner that proposes the same task every round must
+/// not file it every round, while one that proposes again a task that can never run (its dependency failed) is
+/// routing around the failure and is filed. `live` is the newest state (open and claimed tasks), `full` the board
+/// with every task (done ones: done is final). A later proposal's dependency on a left-out one (by its key) points
+/// at the task it repeats. Returns what is kept and, per left-out proposal, its title and the id it repeats.
 pub fn without_repeats(
-    boards: &[&Board],
+    live: &Board,
+    full: &Board,
     parent: &str,
     proposals: &[Proposal],
 ) -> (Vec<Proposal>, Vec<(String, String)>) {
     let norm = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
     let mut existing: BTreeMap<String, String> = BTreeMap::new();
-    for b in boards {
-        for s in b.tasks.values() {
-            let t = &s.task;
-            let live = matches!(t.status, Status::Open | Status::Claimed | Status::Done);
-            if live && t.parent.as_deref() == Some(parent) {
-                existing.entry(norm(&t.title)).or_insert_with(|| t.id.clone());
-            }
+    let children = |b: &'_ Board| {
+        b.tasks.values().map(|s| &s.task).filter(|t| t.parent.as_deref() == Some(parent)).cloned().collect::<Vec<_>>()
+    };
+    for t in children(live) {
+        let runs =
+            t.status == Status::Claimed || (t.status == Status::Open && ops::blocked_for_good(live, &t).is_none());
+        if runs {
+            existing.entry(norm(&t.title)).or_insert(t.id);
         }
+    }
+    for t in children(full).into_iter().filter(|t| t.status == Status::Done) {
+        existing.entry(norm(&t.title)).or_insert(t.id);
     }
     let mut repeats = Vec::new();
     let mut renamed: BTreeMap<String, String> = BTreeMap::new();
@@ -305,7 +315,13 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
     r.backend(&config, Role::Planner)?;
     let mut stats = PlannerStats::default();
     if let Some(goal) = &opts.goal {
-        super::goal::file_first(r.swarm, &r.retry, &r.who, r.clock, &r.agent, goal)?;
+        let filer =
+            super::goal::Filer { swarm: r.swarm, retry: &r.retry, who: &r.who, clock: r.clock, agent: &r.agent };
+        if opts.replace_goal {
+            filer.first_or_replace(goal)?;
+        } else {
+            filer.first(goal)?;
+        }
     }
     let mut held: Vec<HeldPlan> = Vec::new();
     let res = run_loop(r, opts, &mut held, &mut stats);
@@ -313,6 +329,7 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
     for h in held.drain(..) {
         r.release(&h.task.id, h.epoch);
     }
+    r.teardown();
     res.map(|end| (end, stats))
 }
 
@@ -578,7 +595,7 @@ fn plan_round(
             Err(e) => Err(e.into()),
         }
     };
-    if crate::agent::could_not_start(&out.exit) {
+    if crate::agent::could_not_start(&out) {
         // Nothing was planned: the plan goes back as it was, and the runner stops with the reason.
         r.release(&id, epoch);
         super::cannot_start(Role::Planner, &backend, &out)?;
@@ -623,7 +640,7 @@ fn plan_round(
             None => return Ok((Default::default(), Proposed::NoBlock)),
         };
         // A repeat of a task of this plan (the same title, open or done) is not filed again.
-        let (fresh, repeats) = without_repeats(&[&full.board, &snap.board], &id, proposals);
+        let (fresh, repeats) = without_repeats(&snap.board, &full.board, &id, proposals);
         if fresh.is_empty() && filed_by_cli == 0 {
             let note = format!("planned in {round} round(s); the last proposed only what the plan has");
             let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note))?;
@@ -731,6 +748,20 @@ fn children(snap: &Snapshot, plan: &str) -> BTreeSet<String> {
 mod tests {
     use super::*;
 
+    fn proposal(key: &str, title: &str, deps: &[&str]) -> Proposal {
+        Proposal {
+            key: Some(key.into()),
+            title: title.into(),
+            body: String::new(),
+            acceptance: String::new(),
+            scope: vec![],
+            kind: Kind::Work,
+            priority: 0,
+            deps: deps.iter().map(|d| d.to_string()).collect(),
+            labels: vec![],
+        }
+    }
+
     #[test]
     fn proposals_come_from_toml_blocks_and_an_empty_block_means_nothing() {
         let out = "thinking…\n```toml\n[[task]]\nkey = \"a\"\ntitle = \"A\"\n\n[[task]]\ntitle = \"B\"\ndeps = [\"a\"]\nkind = \"plan\"\n```\nbye";
@@ -754,19 +785,49 @@ mod tests {
     }
 
     #[test]
+    fn repeats_of_the_plans_tasks_are_left_out_but_not_of_tasks_that_can_never_run() {
+        let actor = ops::Actor { agent: "p".into(), now: crate::time::Timestamp::from_secs(1_800_000_000) };
+        let mut board = Board::default();
+        let add = |b: &mut Board, title: &str, deps: Vec<String>| {
+            let parent = b.tasks.values().find(|s| s.task.kind == Kind::Plan).map(|s| s.task.id.clone());
+            let kind = if parent.is_none() { Kind::Plan } else { Kind::Work };
+            let new = NewTask { title: title.into(), parent, kind, deps, ..NewTask::default() };
+            let mut ids = 0u32;
+            let (ch, t) = ops::add(b, &actor, vec![new], &mut || {
+                ids += 1;
+                format!("t-{:06x}", b.tasks.len() as u32 * 16 + ids)
+            })
+            .expect("add");
+            ops::apply(b, &ch);
+            t[0].id.clone()
+        };
+        let root = add(&mut board, "Goal: parse", vec![]);
+        let parser = add(&mut board, "Write the parser", vec![]);
+        let failing = add(&mut board, "Fetch the data", vec![]);
+        let blocked = add(&mut board, "Use the data", vec![failing.clone()]);
+        // `Fetch the data` fails for good: `Use the data` can never run.
+        board.tasks.get_mut(&failing).expect("t").task.status = Status::Failed;
+        let prop = proposal;
+        let proposals = [
+            prop("p", "write  the PARSER", &[]),
+            prop("u", "Use the data", &[]),
+            prop("d", "Document it", &["p", "u"]),
+        ];
+        let (kept, repeats) = without_repeats(&board, &board, &root, &proposals);
+        assert_eq!(repeats, vec![("write  the PARSER".to_string(), parser.clone())]);
+        let titles: Vec<&str> = kept.iter().map(|p| p.title.as_str()).collect();
+        assert_eq!(titles, ["Use the data", "Document it"], "a repeat of a task that can never run is filed");
+        assert_eq!(kept[1].deps, vec![parser, "u".to_string()], "a dependency on a repeat points at the task");
+        let _ = blocked;
+        // Another plan's task of the same title is not a repeat.
+        let (kept, _) = without_repeats(&board, &board, "t-other", &proposals[..1]);
+        assert_eq!(kept.len(), 1);
+    }
+
+    #[test]
     fn new_tasks_come_in_dependency_order_with_minted_ids_and_cycles_are_refused() {
         let board = Board::default();
-        let p = |key: &str, deps: &[&str]| Proposal {
-            key: Some(key.into()),
-            title: key.into(),
-            body: String::new(),
-            acceptance: String::new(),
-            scope: vec![],
-            kind: Kind::Work,
-            priority: 0,
-            deps: deps.iter().map(|d| d.to_string()).collect(),
-            labels: vec![],
-        };
+        let p = |key: &str, deps: &[&str]| proposal(key, key, deps);
         let (news, ids) = to_new_tasks(&board, "t-root", &[p("b", &["a"]), p("a", &[])], true).expect("ok");
         assert_eq!(news[0].title, "a");
         assert_eq!(news[1].deps, vec![ids[0].clone()]);

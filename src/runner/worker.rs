@@ -73,6 +73,7 @@ pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerSt
     r.setup()?;
     let res = run_loop(r, opts);
     git::remove_worktree(&r.common_dir(), &r.worktree());
+    r.teardown();
     res
 }
 
@@ -353,7 +354,8 @@ fn run_worker_agent(
     // A command that could not start did no work: the claim goes back with no attempt spent, the runner stops.
     super::cannot_start(Role::Worker, backend, &out)?;
     // The CLI's own record of its last message is the hand-off when neither the agent nor a hook wrote one.
-    if let Some(text) = backend.last_message.read(&out.stdout_tail) {
+    let written = std::fs::read_to_string(&handoff).is_ok_and(|t| !t.trim().is_empty());
+    if !written && let Some(text) = backend.last_message.read(&out.stdout_tail) {
         let _ = crate::hooks::agent::record_handoff(&handoff, &text);
     }
     Ok(AgentRun::Exited { exit: out.exit, tail: out.tail, at })
@@ -397,9 +399,9 @@ fn finish(
     let message = format!("{}\n\nSwarm-Task: {}\n", one_line(&h.task.title), id);
     let excludes = r.run_dir().join("agent-excludes");
     let scope = &h.task.scope;
-    let keep: Vec<&str> =
-        scope.iter().map(String::as_str).filter(|p| crate::hooks::agent::is_agent_artifact(p)).collect();
-    git::commit_all(wt, &message, &r.commit_ident, excludes.exists().then_some(excludes.as_path()), &keep)?;
+    // Agent files the task's scope names are the task's (`--scope .claude/commands/review.md`).
+    let wanted = |p: &str| crate::hooks::agent::is_agent_artifact(p) && crate::hooks::agent::in_scope(p, scope);
+    git::commit_all(wt, &message, &r.commit_ident, excludes.exists().then_some(excludes.as_path()), &wanted)?;
     // What the agent's own commits took of its tools' files (a CLI that drops the excludes from its shell's
     // environment, a `git add -f`) is taken out again: a task's commits hold the work, not the agent's state.
     let is_artifact = |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
@@ -412,7 +414,11 @@ fn finish(
     let handoff = std::fs::read_to_string(r.run_dir().join("handoff.md"))
         .ok()
         .filter(|t| !t.trim().is_empty())
-        .map(|t| super::redact_secrets(&t.chars().take(64 * 1024).collect::<String>()));
+        // At most 64 KiB (bytes: what every reader of `notes/<id>.md` reads), cut at a character.
+        .map(|t| {
+            let t = super::redact_secrets(&t);
+            t[..t.floor_char_boundary(64 * 1024 - 1)].to_string()
+        });
     let work_tip = git::head_fast(wt)?;
     let mine = own_commits(&r.swarm.local, base, work_tip);
     if mine.is_empty() {
@@ -526,6 +532,17 @@ fn finish(
                         }
                     }
                     work_head = git::head_fast(wt).map_err(|e| Abort::Fail(e.to_string()))?;
+                    // A conflict run commits too: what it took of the agents' own files goes, as after the work.
+                    let scope = &task.scope;
+                    let artifact =
+                        |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
+                    if let Some(clean) = super::rebase::strip_new_paths(&r.swarm.local, tip, work_head, &artifact)
+                        .map_err(|e| Abort::Fail(e.to_string()))?
+                    {
+                        git::run(wt, &["reset", "--hard", "--quiet", &clean.to_string()])
+                            .map_err(|e| Abort::Fail(e.to_string()))?;
+                        work_head = clean;
+                    }
                     synced = true;
                 }
             }
@@ -776,6 +793,11 @@ fn resolve_conflict(
         env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));
         env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
         env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
+        // The agents' own files stay out of what a conflict run stages, as out of the work itself.
+        if let Some(excludes) = crate::hooks::agent::write_excludes(wt, &r.run_dir()) {
+            env.extend(crate::hooks::agent::exclude_env(&excludes));
+        }
+        let before = git::contents(wt, &files);
         let out = r
             .run_agent(backend, wt, &prompt, env, timeout, &mut || keep_lease())
             .map_err(|e| Abort::Fail(e.to_string()))?;
@@ -809,7 +831,7 @@ fn resolve_conflict(
         }
         // The agent resolved the files but left the rebase stopped (no `git rebase --continue`): go on for it.
         let trailer = Some(("GIT_SWARM_TASK_ID", task.id.as_str()));
-        match git::continue_rebase(wt, trailer, &r.commit_ident) {
+        match git::continue_rebase(wt, trailer, &r.commit_ident, &before) {
             Ok(git::Rebased::Clean) => return Ok(()),
             Ok(git::Rebased::Conflict(left)) => files = left,
             Err(e) => {
