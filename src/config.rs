@@ -18,6 +18,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("swarm.agent", "this clone's agent id (as --agent; $GIT_SWARM_AGENT wins over it)."),
     ("swarm.transport", "git or gix: how a local-path remote is reached ($GIT_SWARM_TRANSPORT wins over it)."),
     (
+        "swarm.trusted",
+        "digests of shared settings this clone's runners may run (one entry each; `git swarm trust` adds them).",
+    ),
+    (
         "swarm.run.<key>",
         "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, agentHooks.",
     ),
@@ -64,7 +68,7 @@ const ROLES: &[&str] = &["default", "worker", "planner", "judge"];
 /// The keys of a role that choose its agent: one of them set locally replaces the shared role table.
 const AGENT_CHOICE: &[&str] = &["exec", "preset", "backend", "api"];
 /// Keys without a subsection that `Ctx` reads itself.
-const PLAIN: &[&str] = &["remote", "name", "agent", "transport"];
+const PLAIN: &[&str] = &["remote", "name", "agent", "transport", "trusted"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -307,7 +311,7 @@ const TOP: &[&str] = &["target", "lease", "max_attempts", "run", "roles"];
 /// and `config set` refuse settings that fail here, so that no runner meets them on the ref. Keys this version
 /// does not know are refused too (a typo in a shared file is a setting silently lost for the whole fleet).
 pub fn check(config: &Config) -> Result<(), String> {
-    config.validate()?;
+    config.check()?;
     crate::runner::RunSettings::from_config(config)?;
     for role in [crate::runner::Role::Worker, crate::runner::Role::Planner, crate::runner::Role::Judge] {
         crate::runner::settings::backend_for(config, role)?;

@@ -180,10 +180,17 @@ fn state_ref(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) -> Result<
                 swarm.check_seen(Some(seen), now).ok();
                 return Ok(None);
             }
-            match swarm.restore(now, seen) {
+            // The newest board any ref of the lineage holds, not an older one this clone happened to see last.
+            let to = swarm.newest_known(seen).unwrap_or(seen);
+            match swarm.restore(now, to) {
                 Ok(Publish::Done) => {
-                    out.push(f.fixed(format!("put {refname} back at {} on {remote}", sh(seen))));
-                    Ok(Some(seen))
+                    let newer = if to != seen {
+                        format!(" (newer than {}, which this clone saw)", sh(seen))
+                    } else {
+                        String::new()
+                    };
+                    out.push(f.fixed(format!("put {refname} back at {}{newer} on {remote}", sh(to))));
+                    Ok(Some(to))
                 }
                 Ok(Publish::LostRace(reason)) => {
                     out.push(f.hint(format!("the ref moved while doctor repaired it ({reason}); run doctor again")));
@@ -296,33 +303,88 @@ fn board(
         Err(e) => out.push(Finding::new("target", Severity::Warn, format!("cannot read {target}: {e}"))),
     }
     held(swarm, b, repairs, out);
-    side_refs(swarm, b, out);
+    side_refs(swarm, b, repairs, out);
     Ok(())
 }
 
+/// How far back on the target `doctor` looks for the code of tasks the board does not call done.
+pub const LANDED_DEPTH: usize = 10_000;
+
+/// The open or claimed tasks of `board` whose code is on the target (`target_tip`, first-parent, by their
+/// `Swarm-Task:` trailers): what a state ref restored from an older tip, or rewound by hand, shows as still to do
+/// although it landed. Each would land a second time. Task → commit.
+pub fn landed_but_not_done(
+    swarm: &Swarm,
+    board: &crate::ops::Board,
+    target_tip: ObjectId,
+) -> Result<std::collections::BTreeMap<String, ObjectId>, TxnError> {
+    let waiting: std::collections::BTreeSet<String> = board
+        .tasks
+        .values()
+        .filter(|s| matches!(s.task.status, Status::Open | Status::Claimed) && s.task.kind == crate::model::Kind::Work)
+        .map(|s| s.task.id.clone())
+        .collect();
+    if waiting.is_empty() {
+        return Ok(Default::default());
+    }
+    Ok(swarm.local.landed_commits(target_tip, &waiting, LANDED_DEPTH)?)
+}
+
+/// The finding about [`landed_but_not_done`]: a warning with the way to fix it, or what `--fix` did.
+pub fn landed_finding(found: &std::collections::BTreeMap<String, ObjectId>, fixed: Option<usize>) -> Finding {
+    let ids: Vec<&str> = found.keys().map(String::as_str).take(10).collect();
+    let more = if found.len() > 10 { ", …" } else { "" };
+    let f = Finding::new(
+        "board",
+        Severity::Error,
+        format!(
+            "{} task(s) are open or claimed although their code is on the target (a state ref restored or rewound to \
+             an older board?): {}{more}",
+            found.len(),
+            ids.join(", ")
+        ),
+    );
+    match fixed {
+        Some(n) => f.fixed(format!("finished {n} as done, with the commit that carries each")),
+        None => f.hint("`git swarm doctor --fix` finishes them as done (their code would otherwise land twice)"),
+    }
+}
+
 /// The refs beside the state ref: work kept for a person to look at, and archives of compacted history.
-fn side_refs(swarm: &Swarm, b: &crate::ops::Board, out: &mut Vec<Finding>) {
-    let work_prefix = format!("refs/swarm-work/{}/", swarm.name);
+fn side_refs(swarm: &Swarm, b: &crate::ops::Board, repairs: Repairs, out: &mut Vec<Finding>) {
+    let work_prefix = swarm.kept_work_prefix();
     match swarm.remote_refs(&work_prefix) {
         Ok(kept) if !kept.is_empty() => {
-            let ids: Vec<&str> = kept.iter().map(|(r, _)| r.trim_start_matches(work_prefix.as_str())).collect();
-            let done = ids.iter().filter(|id| b.closed.get(**id).is_some_and(|c| c.status == Status::Done)).count();
-            out.push(
-                Finding::new(
-                    "refs",
-                    Severity::Info,
-                    format!(
-                        "{} kept work branch(es) under {work_prefix} (work that could not land): {}{}",
-                        kept.len(),
-                        ids.join(", "),
-                        if done > 0 { format!("; {done} of them for tasks done since") } else { String::new() }
-                    ),
-                )
-                .hint(format!(
-                    "look with `git fetch {} {work_prefix}<id>`; delete with `git push --delete`",
-                    swarm.remote_label
-                )),
-            );
+            // `<id>/<epoch>` (one per attempt), or `<id>` as earlier versions kept them.
+            let names: Vec<&str> = kept.iter().map(|(r, _)| r.trim_start_matches(work_prefix.as_str())).collect();
+            let is_done = |name: &&&str| {
+                let id = name.split('/').next().unwrap_or_default();
+                b.closed.get(id).is_some_and(|c| c.status == Status::Done)
+                    || b.tasks.get(id).is_some_and(|t| t.task.status == Status::Done)
+            };
+            let done = names.iter().filter(is_done).count();
+            let mut f = Finding::new(
+                "refs",
+                Severity::Info,
+                format!(
+                    "{} kept work branch(es) under {work_prefix} (work that could not land): {}{}",
+                    kept.len(),
+                    names.join(", "),
+                    if done > 0 { format!("; {done} of them for tasks done since") } else { String::new() }
+                ),
+            )
+            .hint(format!("look with `git fetch {} {work_prefix}<id>/<epoch>`", swarm.remote_label));
+            if done > 0 {
+                if repairs.fix {
+                    match swarm.prune_kept_work(b) {
+                        Ok(gone) => f = f.fixed(format!("deleted the {} of tasks done since", gone.len())),
+                        Err(e) => f = f.hint(format!("could not delete those of done tasks: {e}")),
+                    }
+                } else {
+                    f = f.hint("`git swarm doctor --fix` (or `git swarm compact`) deletes those of tasks done since");
+                }
+            }
+            out.push(f);
         }
         Ok(_) => {}
         Err(e) => out.push(Finding::new("refs", Severity::Warn, format!("cannot list {work_prefix}: {e}"))),

@@ -19,14 +19,17 @@ pub mod board;
 pub mod config;
 pub mod doctor;
 pub mod escape;
+pub mod gitcmd;
 pub mod github;
 pub mod hooks;
 pub mod model;
 pub mod ops;
 pub mod remote;
 pub mod runner;
+pub mod secrets;
 pub mod store;
 pub mod time;
+pub mod trust;
 pub mod txn;
 
 use std::path::Path;

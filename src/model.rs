@@ -249,6 +249,23 @@ pub fn validate_label(label: &str) -> Result<(), String> {
     validate_word(label, "label")
 }
 
+/// The target: a branch name git accepts (`git check-ref-format --branch`): `refs/heads/<target>` a valid ref,
+/// not `HEAD`, not starting with `-`. A target such as `swarm/../x` would otherwise be stored and every worker
+/// fail later on a push the remote refuses.
+pub fn validate_branch(name: &str) -> Result<(), String> {
+    let shown = crate::escape::line(name);
+    if name.starts_with('-') {
+        return Err(format!("target '{shown}' is not a branch name: it starts with '-'"));
+    }
+    if name.starts_with("refs/") {
+        return Err(format!("target '{shown}' is not a branch name: name the branch without refs/heads/"));
+    }
+    let full = format!("refs/heads/{name}");
+    gix::validate::reference::branch_name(full.as_str().into())
+        .map(|_| ())
+        .map_err(|e| format!("target '{shown}' is not a branch name: {e}"))
+}
+
 /// Swarm names become a ref name component.
 pub fn validate_swarm_name(name: &str) -> Result<(), String> {
     validate_word(name, "swarm name")?;
@@ -336,6 +353,8 @@ impl Config {
                 self.version
             ));
         }
+        // Reading stays lenient about what a branch name is (a board written by an older version must stay
+        // readable, so that `config set target` can mend it); `check` below is the strict one.
         if self.target.is_empty() || self.target.chars().any(|c| c.is_control() || c == ' ') {
             return Err(format!("target '{}' is not a branch name", crate::escape::line(&self.target)));
         }
@@ -346,6 +365,13 @@ impl Config {
             return Err("max_attempts must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// [`Config::validate`] and a target that is a valid branch name: what `init`, `config set` and every runner
+    /// require.
+    pub fn check(&self) -> Result<(), String> {
+        self.validate()?;
+        validate_branch(&self.target)
     }
 }
 
@@ -360,6 +386,34 @@ mod tests {
         }
         for good in ["t-3f9a2c", "A.b_c-1", "x"] {
             assert!(validate_id(good).is_ok(), "{good:?} should pass");
+        }
+    }
+
+    #[test]
+    fn targets_must_be_branch_names() {
+        for bad in [
+            "swarm/../x",
+            "-x",
+            "a..b",
+            "x.lock",
+            "a/",
+            "/a",
+            "a//b",
+            "HEAD",
+            "refs/heads/x",
+            "a~1",
+            "a:b",
+            "@{x}",
+            "a\\b",
+            "a.",
+            "a?",
+            "a*b",
+            "a[b",
+        ] {
+            assert!(validate_branch(bad).is_err(), "{bad:?} should be refused");
+        }
+        for good in ["main", "swarm/x", "release-1.2", "feat/a_b", "Main"] {
+            assert!(validate_branch(good).is_ok(), "{good:?}: {:?}", validate_branch(good));
         }
     }
 

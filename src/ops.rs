@@ -152,6 +152,9 @@ pub enum DomainError {
     BadSetting(String),
     #[error("task {id} is {status}: only a failed or cancelled task can be retried")]
     NotRetryable { id: String, status: Status },
+    /// A dependency of a new task can never run: its dependencies form a cycle (made by hand on the ref).
+    #[error("dependency {dep} can never run: its dependencies form a cycle {}", cycle.join(" → "))]
+    DependencyCycle { dep: String, cycle: Vec<String> },
 }
 
 /// A task to add.
@@ -237,6 +240,14 @@ pub fn add(
         for dep in n.deps.iter().chain(n.parent.iter()) {
             if !board.contains(dep) && !taken.contains(dep) {
                 return Err(DomainError::UnknownTask(dep.clone()));
+            }
+        }
+        // A new task itself closes no cycle (nothing can name it yet), but it must not wait on one.
+        for dep in &n.deps {
+            if let Some(t) = board.tasks.get(dep)
+                && let Some(cycle) = dependency_cycle(board, &t.task)
+            {
+                return Err(DomainError::DependencyCycle { dep: dep.clone(), cycle });
             }
         }
         let id = fresh_id(board, &mut taken, mint)?;
@@ -572,6 +583,65 @@ pub fn done(
     })
 }
 
+/// Finish a task whose claim ran out and whose code is on the target already (`commit`, found by its `Swarm-Task:`
+/// trailer): a landing whose state half failed, its holder gone. Anyone may do it; the claim's epoch is recorded
+/// as the result's. A live claim is its holder's to finish.
+pub fn done_landed(board: &Board, actor: &Actor, id: &str, commit: String) -> Result<(Change, Task), DomainError> {
+    let s = get(board, id)?;
+    let c = s.task.claim.as_ref().ok_or(DomainError::NotClaimed { id: id.to_string(), status: s.task.status })?;
+    if s.task.expired_claim(actor.now).is_none() {
+        return Err(DomainError::ClaimedByOther { id: id.to_string(), agent: c.agent.clone(), until: c.lease_until });
+    }
+    let note = format!("rolled forward by {}: the code was on the target, the claim had run out", actor.agent);
+    Ok(finish_found(board, actor, s, c.epoch, commit, note, "rolled forward"))
+}
+
+/// Finish an open or claimed task whose code is on the target already (`commit`, found by its trailer), whoever
+/// holds it: what `doctor` does after it restored a state ref from an older tip, on which tasks that had landed
+/// are open again (their code would land twice). A live holder's next op is refused (done is final).
+pub fn done_found(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    commit: String,
+    why: &str,
+) -> Result<(Change, Task), DomainError> {
+    let s = get(board, id)?;
+    if s.task.status.is_final() {
+        return Err(DomainError::Final { id: id.to_string(), status: s.task.status });
+    }
+    let ep = s.task.claim.as_ref().map(|c| c.epoch).unwrap_or(s.task.epoch);
+    Ok(finish_found(board, actor, s, ep, commit, why.to_string(), "its code is on the target"))
+}
+
+/// `s` done with `commit` as its result, under `epoch`, with `note`.
+fn finish_found(
+    board: &Board,
+    actor: &Actor,
+    s: &Stored,
+    epoch: u64,
+    commit: String,
+    note: String,
+    how: &str,
+) -> (Change, Task) {
+    let mut t = s.task.clone();
+    t.claim = None;
+    t.status = Status::Done;
+    t.result = Some(TaskResult {
+        commit: Some(commit),
+        note: Some(note),
+        agent: Some(actor.agent.clone()),
+        epoch: Some(epoch),
+        at: Some(actor.now),
+    });
+    let summary = format!("done {}: {} ({how})", t.id, subject(&t.title));
+    let mut removes = vec![];
+    let w = place(board, t.clone(), &s.path, &mut removes);
+    let mut ch = change("done", actor, &t, summary, vec![w], removes);
+    ch.epoch = Some(epoch);
+    (ch, t)
+}
+
 /// My claimed task failed: one attempt spent; open again while attempts remain, else `failed`.
 pub fn fail(
     board: &Board,
@@ -645,9 +715,65 @@ pub fn retry(board: &Board, actor: &Actor, task: &Task, path: &str) -> Result<(C
     Ok((ch, t))
 }
 
+/// A cycle of dependencies that `task` is on or waits on, through tasks that are open or claimed (done ones are
+/// no longer waited on): the ids along it, its first id again at the end. Only a state ref edited by hand holds
+/// one (`add` and the planner refuse them), and no task on or behind it can ever run.
+pub fn dependency_cycle(board: &Board, task: &Task) -> Option<Vec<String>> {
+    use std::collections::HashMap;
+    #[derive(PartialEq)]
+    enum Mark {
+        OnPath,
+        Done,
+    }
+    let waits = |t: &Task| matches!(t.status, Status::Open | Status::Claimed);
+    if !waits(task) {
+        return None;
+    }
+    let mut marks: HashMap<&str, Mark> = HashMap::new();
+    // The depth-first path: a task and how many of its deps were looked at (no recursion: boards are large).
+    let mut path: Vec<(&str, &[String], usize)> = vec![(task.id.as_str(), task.deps.as_slice(), 0)];
+    marks.insert(task.id.as_str(), Mark::OnPath);
+    while let Some(top) = path.last_mut() {
+        let (node, deps, next) = (top.0, top.1, top.2);
+        let Some(dep) = deps.get(next) else {
+            marks.insert(node, Mark::Done);
+            path.pop();
+            continue;
+        };
+        top.2 += 1;
+        match marks.get(dep.as_str()) {
+            Some(Mark::OnPath) => {
+                let at = path.iter().position(|(n, _, _)| *n == dep.as_str()).unwrap_or(0);
+                let mut cycle: Vec<String> = path[at..].iter().map(|(n, _, _)| n.to_string()).collect();
+                cycle.push(dep.clone());
+                return Some(cycle);
+            }
+            Some(Mark::Done) => continue,
+            None => {}
+        }
+        match board.tasks.get(dep.as_str()).map(|s| &s.task).filter(|t| waits(t)) {
+            Some(t) => {
+                marks.insert(t.id.as_str(), Mark::OnPath);
+                path.push((t.id.as_str(), t.deps.as_slice(), 0));
+            }
+            None => {
+                marks.insert(dep.as_str(), Mark::Done);
+            }
+        }
+    }
+    None
+}
+
 /// Why `task` can never become ready: a dependency (or a dependency's dependency, through open tasks) failed or
-/// was cancelled. `None` while it can still run.
+/// was cancelled, or its dependencies form a cycle. `None` while it can still run.
 pub fn blocked_for_good(board: &Board, task: &Task) -> Option<String> {
+    if let Some(why) = blocked_by_failure(board, task) {
+        return Some(why);
+    }
+    dependency_cycle(board, task).map(|c| format!("its dependencies form a cycle {}", c.join(" → ")))
+}
+
+fn blocked_by_failure(board: &Board, task: &Task) -> Option<String> {
     let mut stack: Vec<&str> = task.deps.iter().map(String::as_str).collect();
     let mut seen = std::collections::BTreeSet::new();
     while let Some(d) = stack.pop() {
@@ -833,6 +959,44 @@ mod tests {
         assert!(matches!(
             claim1(&b, &actor("a", 100), Some(&ids[1]), Kind::Work, Duration::from_secs(5)),
             Err(DomainError::DepsNotDone { .. })
+        ));
+    }
+
+    #[test]
+    fn dependency_cycles_are_found_and_diamonds_are_not_cycles() {
+        let (mut b, ids) = board_with(5);
+        let set = |b: &mut Board, i: usize, deps: &[usize]| {
+            b.tasks.get_mut(&ids[i]).expect("present").task.deps = deps.iter().map(|d| ids[*d].clone()).collect();
+        };
+        // A diamond: 3 → {1, 2} → 0.
+        set(&mut b, 1, &[0]);
+        set(&mut b, 2, &[0]);
+        set(&mut b, 3, &[1, 2]);
+        for id in &ids {
+            assert_eq!(dependency_cycle(&b, &b.tasks[id].task), None, "{id}");
+        }
+        // 0 → 1 closes a cycle 0 → 1 → 0; 3 and 4 (4 → 3) wait on it, and can never run either.
+        set(&mut b, 0, &[1]);
+        set(&mut b, 4, &[3]);
+        let c = dependency_cycle(&b, &b.tasks[&ids[4]].task).expect("a cycle behind 4");
+        assert_eq!((c.first(), c.last()), (c.last(), c.first()), "{c:?}");
+        assert!(c.contains(&ids[0]) && c.contains(&ids[1]) && !c.contains(&ids[4]), "{c:?}");
+        let why = blocked_for_good(&b, &b.tasks[&ids[3]].task).expect("blocked");
+        assert!(why.contains("cycle"), "{why}");
+        // A task that is done ends the wait: no cycle through it.
+        b.tasks.get_mut(&ids[1]).expect("present").task.status = Status::Done;
+        assert_eq!(dependency_cycle(&b, &b.tasks[&ids[4]].task), None);
+        // `add` refuses a task that would wait on a cycle, naming it.
+        b.tasks.get_mut(&ids[1]).expect("present").task.status = Status::Open;
+        let new = NewTask { title: "x".into(), deps: vec![ids[3].clone()], ..NewTask::default() };
+        let mut n = 0;
+        let mut mint = || {
+            n += 1;
+            format!("t-new{n}")
+        };
+        assert!(matches!(
+            add(&b, &actor("a", 1), vec![new], &mut mint),
+            Err(DomainError::DependencyCycle { dep, .. }) if dep == ids[3]
         ));
     }
 

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
@@ -179,7 +180,10 @@ fn fetch_gix(local: &Store, url: &str, refs: &[(&str, &str)]) -> Result<Vec<Opti
         drop(prepared);
         return Ok(tips);
     }
-    let interrupt = AtomicBool::new(false);
+    // gix stops a fetch when `interrupt` is set: a watchdog sets it past the time limit, or [`STOP_GRACE`] after
+    // the process was told to stop (not at once: the release that follows a stop must still read the state).
+    let interrupt = std::sync::Arc::new(AtomicBool::new(false));
+    let _watchdog = Watchdog::start(std::sync::Arc::clone(&interrupt));
     prepared
         .receive(gix::progress::Discard, &interrupt)
         .map_err(|e| RemoteError::Fetch { remote: redact(url), message: e.to_string().replace(url, &redact(url)) })?;
@@ -191,25 +195,152 @@ fn fetch_gix(local: &Store, url: &str, refs: &[(&str, &str)]) -> Result<Vec<Opti
     Ok(tips)
 }
 
+/// How long one `git` command against a remote may run: `GIT_SWARM_GIT_TIMEOUT` seconds, else 10 minutes (a large
+/// push over a slow link fits; a hook or a server that hangs does not hold a runner for ever).
+pub fn git_timeout() -> Duration {
+    std::env::var("GIT_SWARM_GIT_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| *s > 0.0 && s.is_finite())
+        .map(Duration::from_secs_f64)
+        .unwrap_or(Duration::from_secs(600))
+}
+
+/// Once the process is stopping (SIGTERM, Ctrl-C), a `git` command against the remote gets this much more (from
+/// the stop, or from its own start if later): enough for a release to go through, never a hang.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+static STOP: std::sync::OnceLock<std::sync::Arc<AtomicBool>> = std::sync::OnceLock::new();
+
+/// The flag a signal handler sets when the process is to stop: `git` commands against the remote (and gix
+/// fetches) end by it, after [`STOP_GRACE`]. Set once per process; later calls are ignored.
+pub fn set_stop_flag(flag: std::sync::Arc<AtomicBool>) {
+    let _ = STOP.set(flag);
+}
+
+fn stopping() -> bool {
+    STOP.get().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Run `cmd` (a `git` against the remote) to its end, within [`git_timeout`] and [`STOP_GRACE`] after a stop; past
+/// that, its whole process group (the `git` and what it started: `ssh`, a local `receive-pack` and its hooks) is
+/// killed and the command counts as unreachable — for a push, one whose outcome the caller does not know.
+fn output_bounded(cmd: &mut Command) -> Result<std::process::Output, RemoteError> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let what = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .find(|a| matches!(a.as_str(), "push" | "fetch" | "ls-remote"));
+    let what = format!("git {}", what.unwrap_or_else(|| "command".into()));
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let mut child = cmd.spawn().map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let mut deadline = Deadline::new();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => return Err(RemoteError::Spawn(e.to_string())),
+        }
+        if deadline.passed() {
+            let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+            let why = if deadline.stopped_at.is_some() {
+                format!("{what} was stopped with the runner ({}s after the stop)", STOP_GRACE.as_secs())
+            } else {
+                let limit = crate::time::format_duration(deadline.limit);
+                format!("{what} did not finish within {limit} (GIT_SWARM_GIT_TIMEOUT)")
+            };
+            return Err(RemoteError::Unreachable { remote: String::new(), message: why });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Ok(std::process::Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() })
+}
+
+/// When a command against the remote has run long enough: [`git_timeout`] after its start, or [`STOP_GRACE`] after
+/// the process was told to stop.
+struct Deadline {
+    started: Instant,
+    limit: Duration,
+    stopped_at: Option<Instant>,
+}
+
+impl Deadline {
+    fn new() -> Deadline {
+        Deadline { started: Instant::now(), limit: git_timeout(), stopped_at: None }
+    }
+
+    fn passed(&mut self) -> bool {
+        if self.stopped_at.is_none() && stopping() {
+            self.stopped_at = Some(Instant::now());
+        }
+        self.started.elapsed() >= self.limit || self.stopped_at.is_some_and(|t| t.elapsed() >= STOP_GRACE)
+    }
+}
+
+/// Sets a flag once a fetch has run past [`git_timeout`], or [`STOP_GRACE`] past a stop; ends when dropped.
+struct Watchdog {
+    done: std::sync::Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(interrupt: std::sync::Arc<AtomicBool>) -> Watchdog {
+        use std::sync::atomic::Ordering::Relaxed;
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let finished = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut deadline = Deadline::new();
+            while !finished.load(Relaxed) {
+                if deadline.passed() {
+                    interrupt.store(true, Relaxed);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Watchdog { done }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// [`output_bounded`], its error naming `remote`.
+fn run_bounded(cmd: &mut Command, remote: &str) -> Result<std::process::Output, RemoteError> {
+    output_bounded(cmd).map_err(|e| match e {
+        RemoteError::Unreachable { message, .. } => unreachable(remote, message),
+        other => other,
+    })
+}
+
 /// `git` run against `local`'s repository, whatever the environment says (`GIT_DIR` of a caller included), never
 /// asking for a password on a terminal.
 fn git(local: &Store) -> Command {
-    let mut cmd = Command::new("git");
-    // No hooks of this repository: agents can write its hooks folder (a push also updates remote-tracking refs,
-    // which runs `reference-transaction`); `--no-verify` covers only `pre-push`.
-    cmd.args(["-c", "core.hooksPath=/dev/null"]);
+    // No hooks of this repository (`crate::gitcmd`): agents can write its hooks folder (a push also updates
+    // remote-tracking refs, which runs `reference-transaction`); `--no-verify` covers only `pre-push`.
+    let mut cmd = crate::gitcmd::base();
     // Absolute paths: `-C some/relative/dir` makes gix's paths relative, and git resolves GIT_DIR after it has
     // changed into the work tree.
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     // From the top of the work tree, as a relative remote path is meant (see `resolve_path`).
     cmd.current_dir(abs(local.repo.workdir().unwrap_or_else(|| local.repo.git_dir())))
-        .env("GIT_DIR", abs(local.repo.git_dir()))
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_NAMESPACE")
-        .stdin(Stdio::null());
+        .env("GIT_DIR", abs(local.repo.git_dir()));
     cmd
 }
 
@@ -231,7 +362,7 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
     for (i, (refname, _)) in refs.iter().enumerate() {
         cmd.arg(format!("+{refname}:{scratch}/{i}"));
     }
-    let out = cmd.output().map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    let out = run_bounded(&mut cmd, remote)?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("couldn't find remote ref") {
@@ -263,12 +394,8 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
 pub fn list(local: &Store, remote: &str, prefix: &str) -> Result<Vec<(String, ObjectId)>, RemoteError> {
     let mut cmd = git(local);
     let target = remote_arg(&mut cmd, remote);
-    let out = cmd
-        .args(["ls-remote", "--refs", "--"])
-        .arg(target)
-        .arg(format!("{prefix}*"))
-        .output()
-        .map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    cmd.args(["ls-remote", "--refs", "--"]).arg(target).arg(format!("{prefix}*"));
+    let out = run_bounded(&mut cmd, remote)?;
     if !out.status.success() {
         return Err(unreachable(remote, String::from_utf8_lossy(&out.stderr).trim()));
     }
@@ -334,7 +461,7 @@ pub fn push(
     for (refname, _, new) in updates {
         cmd.arg(format!("{new}:{refname}"));
     }
-    let out = cmd.output().map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    let out = run_bounded(&mut cmd, remote)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines = parse_porcelain(&stdout);
@@ -358,9 +485,36 @@ pub fn push_forced(
     };
     let target = remote_arg(&mut cmd, remote);
     cmd.arg("--").arg(target).arg(format!("{new}:{refname}"));
-    let out = cmd.output().map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    let out = run_bounded(&mut cmd, remote)?;
     let lines = parse_porcelain(&String::from_utf8_lossy(&out.stdout));
     classify(remote, std::iter::once(refname), &lines, out.status.success(), &String::from_utf8_lossy(&out.stderr))
+}
+
+/// Delete `refnames` on the remote (refs outside the protocol: kept work of landed tasks), in one push.
+pub fn push_delete(local: &Store, remote: &str, refnames: &[String]) -> Result<(), RemoteError> {
+    if refnames.is_empty() {
+        return Ok(());
+    }
+    let mut cmd = git(local);
+    cmd.args(["push", "--porcelain", "--no-verify"]);
+    let target = remote_arg(&mut cmd, remote);
+    cmd.arg("--").arg(target).args(refnames.iter().map(|r| format!(":{r}")));
+    let out = run_bounded(&mut cmd, remote)?;
+    let lines = parse_porcelain(&String::from_utf8_lossy(&out.stdout));
+    // Each ref deleted (`-`), or not there in the first place (git then says so and exits non-zero).
+    let left: Vec<&String> = refnames.iter().filter(|r| !lines.iter().any(|l| l.to == **r && l.flag == '-')).collect();
+    if left.is_empty() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    Err(RemoteError::Refused {
+        remote: redact(remote),
+        refname: left.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(" and "),
+        reason: crate::escape::line(&stderr.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("; "))
+            .chars()
+            .take(300)
+            .collect(),
+    })
 }
 
 /// One ref's line of `git push --porcelain`: `<flag>\t<from>:<to>\t<summary> (<reason>)`.
@@ -419,6 +573,27 @@ fn is_race(line: &PushLine) -> bool {
     false
 }
 
+/// A refusal that says the remote could not store what was sent (a full disk, an I/O error): it changed nothing,
+/// and may pass once there is room — not a rule that refuses the ref for good.
+pub fn is_storage_refusal(reason: &str) -> bool {
+    ["unpacker error", "No space left", "unable to write", "Input/output error", "Disk quota exceeded"]
+        .iter()
+        .any(|w| reason.contains(w))
+}
+
+/// What the remote itself printed (git's `remote: ` lines: a hook's message, a protection rule), one line, at most
+/// a few hundred characters.
+fn remote_says(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("remote:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '-' || c == '=' || c == '*'))
+        .take(4)
+        .collect();
+    crate::escape::line(&lines.join("; ")).chars().take(400).collect()
+}
+
 /// What a push did to our refs.
 pub fn classify<'a>(
     remote: &str,
@@ -429,6 +604,7 @@ pub fn classify<'a>(
 ) -> Result<Publish, RemoteError> {
     let mut race = None;
     let mut seen = 0;
+    let mut refused: Vec<(String, String)> = Vec::new();
     for refname in refs {
         let Some(line) = lines.iter().find(|l| l.to == refname) else {
             continue;
@@ -440,13 +616,23 @@ pub fn classify<'a>(
                 race.get_or_insert_with(|| format!("{} {}", line.summary, line.reason.as_deref().unwrap_or("")));
             }
             _ => {
-                return Err(RemoteError::Refused {
-                    remote: redact(remote),
-                    refname: refname.to_string(),
-                    reason: format!("{} {}", line.summary, line.reason.as_deref().unwrap_or("")).trim().to_string(),
-                });
+                let reason = format!("{} {}", line.summary, line.reason.as_deref().unwrap_or("")).trim().to_string();
+                if !refused.iter().any(|(r, _)| r == refname) {
+                    refused.push((refname.to_string(), reason));
+                }
             }
         }
+    }
+    if !refused.is_empty() {
+        // Every ref the remote refused is named (a pre-receive hook declines a whole atomic push: which of its refs
+        // it minded only its own message tells), with what the remote said about it.
+        let mut reason = refused[0].1.clone();
+        let said = remote_says(stderr);
+        if !said.is_empty() {
+            reason = format!("{reason}: {said}");
+        }
+        let refname = refused.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>().join(" and ");
+        return Err(RemoteError::Refused { remote: redact(remote), refname, reason });
     }
     if let Some(r) = race {
         return Ok(Publish::LostRace(r.trim().to_string()));
@@ -500,6 +686,22 @@ mod tests {
             classify("o", ["refs/swarm/x"].into_iter(), &hook, false, ""),
             Err(RemoteError::Refused { .. })
         ));
+        // Both refs of an atomic push declined by a hook that says why: both named, the hook's words kept.
+        let both = parse_porcelain(
+            "!\tb:refs/heads/main\t[remote rejected] (pre-receive hook declined)\n\
+             !\ta:refs/swarm/x\t[remote rejected] (pre-receive hook declined)\n",
+        );
+        let stderr = "remote: GH006: Protected branch update failed for refs/heads/main.\nremote: \nTo x\n";
+        match classify("o", ["refs/swarm/x", "refs/heads/main"].into_iter(), &both, false, stderr) {
+            Err(RemoteError::Refused { refname, reason, .. }) => {
+                assert_eq!(refname, "refs/swarm/x and refs/heads/main");
+                assert_eq!(
+                    reason,
+                    "[remote rejected] pre-receive hook declined: GH006: Protected branch update failed for refs/heads/main."
+                );
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(
             classify("o", ["refs/swarm/x"].into_iter(), &[], false, "fatal: could not read from remote"),
             Err(RemoteError::Unreachable { .. })

@@ -455,6 +455,12 @@ impl Store {
                         return Ok(false);
                     }
                 }
+                // A write that failed on the way (a reflog on a full or broken disk) may pass on the next try, as a
+                // remote's "failed to update ref" does: a refusal, which the loop retries (and gives up on, as
+                // stuck, when it keeps coming while the ref stands still).
+                if is_write_error(&e.to_string()) {
+                    return Ok(false);
+                }
                 let names: Vec<&str> = updates.iter().map(|u| u.0).collect();
                 Err(StoreError::Git {
                     context: format!("cannot update {}", names.join(" and ")),
@@ -562,7 +568,8 @@ impl Store {
         let loose_estimate = count(objects.join("17"), None) * 256;
         let packs = count(objects.join("pack"), Some("pack"));
         if loose_estimate > 6700 || packs > 50 {
-            let _ = std::process::Command::new("git")
+            // Through the crate's git builder: no hooks (`pre-auto-gc` is one an agent could plant).
+            let _ = crate::gitcmd::local(self.repo.common_dir())
                 .arg("--git-dir")
                 .arg(self.repo.common_dir())
                 .args(["gc", "--auto", "--quiet"])
@@ -587,6 +594,72 @@ impl Store {
             }
         }
         Ok(false)
+    }
+
+    /// The newest commit on the first-parent line from `tip` whose message carries the trailer `Swarm-Task: <task>`:
+    /// the code of a task that landed. The walk stops at `stop` (a commit known not to hold it), at the first commit
+    /// older than `since` (its committer time; the task did not exist before), or after `limit` commits.
+    pub fn landed_commit(
+        &self,
+        tip: ObjectId,
+        task: &str,
+        stop: Option<ObjectId>,
+        since: Option<Timestamp>,
+        limit: usize,
+    ) -> Result<Option<ObjectId>, StoreError> {
+        let trailer = format!("Swarm-Task: {task}");
+        let mut at = tip;
+        for _ in 0..limit {
+            if Some(at) == stop {
+                return Ok(None);
+            }
+            let c = self.repo.find_commit(at).git(|| format!("cannot read commit {at}"))?;
+            let decoded = c.decode().git(|| format!("cannot decode commit {at}"))?;
+            if since.is_some_and(|s| decoded.committer().map(|sig| sig.seconds()).unwrap_or(i64::MAX) < s.secs() as i64)
+            {
+                return Ok(None);
+            }
+            let message = c.message_raw_sloppy();
+            if message.lines().any(|l| l.trim_ascii() == trailer.as_bytes()) {
+                return Ok(Some(at));
+            }
+            match c.parent_ids().next() {
+                Some(p) => at = p.detach(),
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`Store::landed_commit`] for many tasks in one walk: for each of `tasks` whose trailer a commit of the
+    /// first-parent line from `tip` carries (within `limit` commits), the newest such commit.
+    pub fn landed_commits(
+        &self,
+        tip: ObjectId,
+        tasks: &std::collections::BTreeSet<String>,
+        limit: usize,
+    ) -> Result<BTreeMap<String, ObjectId>, StoreError> {
+        let mut found = BTreeMap::new();
+        let mut at = tip;
+        for _ in 0..limit {
+            if found.len() == tasks.len() {
+                break;
+            }
+            let c = self.repo.find_commit(at).git(|| format!("cannot read commit {at}"))?;
+            for line in c.message_raw_sloppy().lines() {
+                if let Some(id) =
+                    line.trim_ascii().strip_prefix(b"Swarm-Task: ").and_then(|v| std::str::from_utf8(v).ok())
+                    && tasks.contains(id.trim())
+                {
+                    found.entry(id.trim().to_string()).or_insert(at);
+                }
+            }
+            match c.parent_ids().next() {
+                Some(p) => at = p.detach(),
+                None => break,
+            }
+        }
+        Ok(found)
     }
 
     /// Point the private mirror ref at `new`, best effort: it is a cache (objects anchor, negotiation hint). A lock
@@ -681,6 +754,13 @@ struct Walk<'a> {
     full: bool,
     /// Under `tasks/<status>/` of a finished status.
     closed: Option<Status>,
+}
+
+/// An update that failed writing (not a mismatch, not a lock): a reflog, a full disk.
+fn is_write_error(message: &str) -> bool {
+    ["reflog", "No space left", "Operation not permitted", "Read-only file system", "Input/output error"]
+        .iter()
+        .any(|m| message.contains(m))
 }
 
 fn is_lock_error(msg: &str) -> bool {

@@ -19,11 +19,11 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::http::{Lighttpd, lighttpd_or_skip};
-use common::{Daemon, Env, file_url, finish, procs};
+use common::{Daemon, Env, file_url, finish, procs, wait_until};
 use serde_json::Value;
 
 fn agent_exec() -> String {
@@ -55,8 +55,12 @@ struct Plan {
     gap_ms: (u64, u64),
     /// How long the remote stays away, in ms (uniform).
     outage_ms: (u64, u64),
-    /// Relative weights of the faults: kill a runner, kill one of its git processes, take the remote away.
-    weights: [u32; 3],
+    /// Relative weights of the faults: kill a runner, kill one of its git processes, take the remote away, make
+    /// the remote fail the second ref of a landing (the state ref's reflog made immutable for a while: the target
+    /// moves, the state ref does not — a full disk's way).
+    weights: [u32; 4],
+    /// How long the remote fails the state ref's updates, in ms (uniform).
+    half_ms: (u64, u64),
     /// After the faults: how long the survivors and the restarted runners get to drain the board.
     settle: Duration,
 }
@@ -70,7 +74,8 @@ impl Plan {
             lease_secs: 5,
             gap_ms: (300, 1200),
             outage_ms: (1000, 4000),
-            weights: [4, 5, 1],
+            weights: [4, 5, 1, 1],
+            half_ms: (300, 1500),
             settle: Duration::from_secs(150),
         }
     }
@@ -83,7 +88,8 @@ impl Plan {
             lease_secs: 6,
             gap_ms: (250, 1250),
             outage_ms: (1000, 5000),
-            weights: [4, 6, 1],
+            weights: [4, 6, 1, 1],
+            half_ms: (300, 2000),
             settle: Duration::from_secs(600),
         }
     }
@@ -201,6 +207,11 @@ struct Stats {
     /// What the killed git processes were doing (`push`, `fetch`, `rebase`, …).
     git_killed: BTreeMap<String, u32>,
     outages: u32,
+    /// Windows in which the remote failed the state ref's updates (landings published half), and their total.
+    half_windows: u32,
+    half_ms: u128,
+    /// Tasks finished by a roll-forward (their code was on the target, their `done` was not).
+    rolled: usize,
     /// Outages not made because the remote was busy (`Server::down`).
     outages_skipped: u32,
     down_ms: u128,
@@ -467,6 +478,11 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
     let gap = |rng: &mut fastrand::Rng| Duration::from_millis(rng.u64(plan.gap_ms.0..=plan.gap_ms.1));
     let mut next_fault = Instant::now() + gap(&mut rng);
     let mut outage: Option<(Instant, Instant)> = None;
+    // The state ref's reflog on the remote: immutable while a half-landing window lasts (root only).
+    let reflog = bare.join("logs/refs/swarm/default");
+    let can_half = chattr(&reflog, true) && chattr(&reflog, false);
+    let _writable_at_the_end = Unflag(reflog.clone());
+    let mut half: Option<(Instant, Instant)> = None;
     let total_w: u32 = plan.weights.iter().sum();
     while Instant::now() < chaos_end {
         fleet.reap(&mut stats, true);
@@ -482,6 +498,13 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
             stats.down_ms += since.elapsed().as_millis();
             outage = None;
         }
+        if let Some((since, until)) = half
+            && now >= until
+        {
+            assert!(chattr(&reflog, false), "cannot make {} writable again", reflog.display());
+            stats.half_ms += since.elapsed().as_millis();
+            half = None;
+        }
         for i in 0..fleet.slots.len() {
             if fleet.slots[i].child.is_none() && fleet.slots[i].restart_at.is_some_and(|t| now >= t) {
                 stats.restarts += 1;
@@ -490,11 +513,22 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
         }
         if now >= next_fault {
             let mut w = rng.u32(..total_w);
-            if w < plan.weights[0] {
+            let half_w = plan.weights[3];
+            if w >= total_w - half_w {
+                // Never together with an outage (the file remote is moved away then): the flag would move with it.
+                if can_half && outage.is_none() && half.is_none() {
+                    assert!(chattr(&reflog, true), "cannot make {} immutable", reflog.display());
+                    stats.half_windows += 1;
+                    let len = Duration::from_millis(rng.u64(plan.half_ms.0..=plan.half_ms.1));
+                    half = Some((Instant::now(), Instant::now() + len));
+                } else {
+                    fleet.kill_git(&mut stats);
+                }
+            } else if w < plan.weights[0] {
                 fleet.kill_runner(&mut stats);
             } else {
                 w -= plan.weights[0];
-                if w < plan.weights[1] || outage.is_some() {
+                if w < plan.weights[1] || outage.is_some() || half.is_some() {
                     fleet.kill_git(&mut stats);
                 } else if !server.down() {
                     stats.outages_skipped += 1;
@@ -512,6 +546,10 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
     if let Some((since, _)) = outage.take() {
         server.up(env);
         stats.down_ms += since.elapsed().as_millis();
+    }
+    if let Some((since, _)) = half.take() {
+        assert!(chattr(&reflog, false), "cannot make {} writable again", reflog.display());
+        stats.half_ms += since.elapsed().as_millis();
     }
     let chaos_secs = faults_started.elapsed().as_secs_f64();
 
@@ -561,6 +599,15 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
         .flat_map(|s| s.logs.iter())
         .map(|l| std::fs::read_to_string(l).unwrap_or_default().matches(": lost the claim on ").count())
         .sum();
+    stats.rolled = fleet
+        .slots
+        .iter()
+        .flat_map(|s| s.logs.iter())
+        .map(|l| {
+            let log = std::fs::read_to_string(l).unwrap_or_default();
+            log.matches("forward: its code was on the target").count() + log.matches(": finishing it as done").count()
+        })
+        .sum();
     let panicked: Vec<String> = fleet
         .slots
         .iter()
@@ -578,7 +625,7 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
         .collect();
     println!(
         "chaos-stats: seed={seed} remote={} N={} tasks={} runner_sigkills={} git_sigkills={} outages={} ({:.1}s down, {} skipped: busy) \
-         restarts={} runner_errors={} duplicates={} lost={} takeovers={} fenced={} renewals={} min_renew_slack={} \
+         half_landing_windows={} ({:.1}s) rolled_forward={} restarts={} runner_errors={} duplicates={} lost={} takeovers={} fenced={} renewals={} min_renew_slack={} \
          known_bug_locks={} chaos={chaos_secs:.1}s wall={:.1}s git_killed={:?}",
         server.label(),
         plan.runners,
@@ -588,6 +635,9 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
         stats.outages,
         stats.down_ms as f64 / 1000.0,
         stats.outages_skipped,
+        stats.half_windows,
+        stats.half_ms as f64 / 1000.0,
+        stats.rolled,
         stats.restarts,
         stats.runner_errors,
         stats.duplicates,
@@ -628,7 +678,7 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
         fleet.tails()
     );
     assert!(
-        stats.runner_kills + stats.git_kills + stats.outages > 0,
+        stats.runner_kills + stats.git_kills + stats.outages + stats.half_windows > 0,
         "seed {seed}: no fault was injected; the run proves nothing"
     );
     stats
@@ -929,6 +979,22 @@ fn find_files(dir: &Path, want: impl Fn(&str) -> bool + Copy) -> Vec<PathBuf> {
     out
 }
 
+/// Set or clear the immutable flag of `file` (`chattr ±i`); false when this machine cannot (not root, or a
+/// filesystem without the flag).
+fn chattr(file: &Path, on: bool) -> bool {
+    let flag = if on { "+i" } else { "-i" };
+    Command::new("chattr").arg(flag).arg(file).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// Clears the immutable flag when dropped (a failed run must not leave a file nobody can delete).
+struct Unflag(PathBuf);
+
+impl Drop for Unflag {
+    fn drop(&mut self) {
+        chattr(&self.0, false);
+    }
+}
+
 /// A bare `origin.git` under `env`'s root, with one commit on main, keeping a reflog of every ref (more files that
 /// a killed writer could leave half-written or locked).
 fn origin(env: &Env) -> PathBuf {
@@ -1025,15 +1091,6 @@ fn a_work_tree_add_killed_half_way_does_not_break_the_clone() {
 }
 
 // --- clocks ------------------------------------------------------------------------------------------------
-
-#[track_caller]
-fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < Duration::from_secs(secs), "{what}: not within {secs}s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// A bare remote, two clones over `file://`, the swarm with `config`, and one task with `body`.
 fn two_clones(env: &Env, config: &str, body: &str) -> (PathBuf, PathBuf, PathBuf, String) {
@@ -1138,7 +1195,7 @@ fn a_fast_clock_takes_over_a_live_holder_who_is_then_fenced() {
     let trailers = env.git(&bare, &["log", "--format=%(trailers:key=Swarm-Task,valueonly)", "main"]);
     assert_eq!(trailers.lines().filter(|l| l.trim() == id).count(), 1, "{trailers}");
     assert_eq!(env.git(&bare, &["show", "main:fenced.txt"]), "landed once");
-    assert!(env.rev(&bare, &format!("refs/swarm-work/default/{id}")).is_some(), "the fenced work is not kept");
+    assert!(env.rev(&bare, &format!("refs/swarm-work/default/{id}/1")).is_some(), "the fenced work is not kept");
 }
 
 /// One runner's clock is behind: it sees a dead holder's lease run out late, and takes the task over that much

@@ -1555,7 +1555,10 @@ fn check_porcelain(out: &str) -> Result<(), TestCaseError> {
                 prop_assert!(seen.iter().any(|l| !ok(l)), "{res:?} for {lines:?}");
             }
             Err(RemoteError::Refused { refname, .. }) => {
-                prop_assert!(first(refname).is_some_and(|l| !ok(l)), "{res:?} for {lines:?}");
+                // Every ref refused is named (`a and b`: ref names hold no space).
+                for r in refname.split(" and ") {
+                    prop_assert!(first(r).is_some_and(|l| !ok(l)), "{res:?} for {lines:?}");
+                }
             }
             Err(RemoteError::Unreachable { .. }) => prop_assert!(!success || seen.is_empty(), "{res:?} for {lines:?}"),
             Err(e) => prop_assert!(false, "unexpected {e}"),

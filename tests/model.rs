@@ -61,6 +61,12 @@ struct Cfg {
     fence_with_epoch: bool,
     /// After a lost answer the writer looks for its commit on the ref before it re-applies (off: a mutant).
     settle_in_doubt: bool,
+    /// Landings that publish half, in all: the remote takes the target branch (the code) and fails the state ref,
+    /// and the writer reads a refusal.
+    half_landings: u8,
+    /// Whoever next looks at a claimed task whose code is on the target finishes it with a state-only `done`
+    /// instead of landing the code again (off: a mutant).
+    roll_forward: bool,
 }
 
 impl Cfg {
@@ -79,7 +85,14 @@ impl Cfg {
             cas_checks_base: true,
             fence_with_epoch: true,
             settle_in_doubt: true,
+            half_landings: 0,
+            roll_forward: true,
         }
+    }
+
+    /// A landing that publishes half, and a crash: the next claimant may be the one to roll it forward.
+    fn half_landings() -> Cfg {
+        Cfg { half_landings: 1, faults: 1, ..Cfg::base() }
     }
 
     /// A crash at any step or an interrupt, a lost push answer, a renewal.
@@ -174,6 +187,8 @@ struct Out {
     epoch: Option<u8>,
     /// A bit per task that this commit marks done.
     done: u8,
+    /// The tasks whose code was on the target when the op read it.
+    code_seen: u8,
 }
 
 /// Where a process is in its loop (`runner::worker::run_loop` around `txn::Swarm::transact`).
@@ -230,26 +245,41 @@ impl P {
 struct Ghost {
     /// Per task: landed commits that marked it done (counted up to 2).
     done: [u8; MAX_TASKS],
+    /// Per task: times its code landed on the target (counted up to 2).
+    landings: [u8; MAX_TASKS],
+    /// A `done` landed for a task whose code was on the target already (a roll-forward): by its holder
+    /// ([`ROLLED_BY_HOLDER`]: the landing's retry, a takeover), by a sweep ([`ROLLED_BY_SWEEP`]).
+    rolled: u8,
+    /// Per task (a bit each): failed while its code was on the target, by a sweep that read the target before the
+    /// code landed (a race docs/reliability.md names).
+    raced: u8,
     /// Rules seen broken when the ref moved, a bit each (`BROKE_*`); once set, they stay.
     broke: u8,
 }
+
+const ROLLED_BY_HOLDER: u8 = 1;
+const ROLLED_BY_SWEEP: u8 = 2;
 
 const BROKE_REWOUND: u8 = 1;
 const BROKE_LOST_ACK: u8 = 2;
 const BROKE_EPOCH_BACK: u8 = 4;
 const BROKE_UNFINAL: u8 = 8;
 const BROKE_STALE_LANDED: u8 = 16;
+const BROKE_FAILED_LANDED: u8 = 32;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct S {
     /// The board at the state ref's tip.
     tip: Vec<T>,
+    /// A bit per task whose code (a commit with its `Swarm-Task:` trailer) is on the target branch.
+    code: u8,
     /// The processes, sorted (their order means nothing; see [`Swarm::canonical`]).
     procs: Vec<P>,
     faults: u8,
     spawns: u8,
     lost_answers: u8,
     renews: u8,
+    half_landings: u8,
     ghost: Ghost,
 }
 
@@ -264,6 +294,9 @@ enum Action {
     Crash(usize),
     /// A new process with the agent id of process `i`, a frozen holder that may wake up.
     Spawn(usize),
+    /// The landing of process `i` publishes half: the target takes the code, the state ref fails; the process
+    /// reads a refusal.
+    HalfLanding(usize),
 }
 
 // -----------------------------------------------------------------------------------------------------------------
@@ -397,14 +430,22 @@ impl Swarm {
     }
 
     /// Run `op` of process `p` on the board `base` with the real ops, as `transact` does (read → apply).
-    fn compute(&self, base: &[T], p: &P, op: Op) -> Result<Out, DomainError> {
+    fn compute(&self, base: &[T], code: u8, p: &P, op: Op) -> Result<Out, DomainError> {
         let board = to_board(&self.cfg, base);
         let actor = Actor { agent: agent_name(p.agent), now: NOW };
         let lease = self.cfg.lease();
         let held_id = || task_id(usize::from(p.held.expect("a holder's op needs a claim").task));
         let epoch = p.held.filter(|_| self.cfg.fence_with_epoch).map(|h| u64::from(h.epoch));
         let (ch, next): (Change, Option<Task>) = match op {
-            Op::Claim => ops::claim(&board, &actor, None, Kind::Work, lease, None)?,
+            Op::Claim => {
+                // The worker loop looks up the expired claims a sweep would fail, on the target as it reads it now.
+                let landed = git_swarm::runner::worker::sweep_candidates(&board, NOW)
+                    .into_iter()
+                    .filter(|id| self.cfg.roll_forward && code & (1 << task_index(id)) != 0)
+                    .map(|id| (id, "c0de".to_string()))
+                    .collect();
+                git_swarm::runner::worker::claim_work(&board, &actor, lease, &landed)?
+            }
             Op::Finish => {
                 let (ch, _) = ops::done(&board, &actor, &held_id(), epoch, Some("c0de".into()), None)?;
                 git_swarm::runner::worker::then_claim(&board, &actor, ch, true, lease, None)
@@ -442,28 +483,28 @@ impl Swarm {
             .filter(|(i, t)| t.status == Status::Done && base.get(*i).is_none_or(|b| b.status != Status::Done))
             .fold(0u8, |m, (i, _)| m | (1 << i));
         let next = if matches!(op, Op::Release | Op::Add) { None } else { next.as_ref().and_then(held_of) };
-        Ok(Out { board, next, epoch: ch.epoch.map(|e| small(e, "epoch")), done })
+        Ok(Out { board, next, epoch: ch.epoch.map(|e| small(e, "epoch")), done, code_seen: code })
     }
 
     /// [`Swarm::compute`], remembered: the same few boards come up again and again.
-    fn compute_cached(&self, base: &[T], p: &P, op: Op) -> Result<Out, DomainError> {
-        type Key = (u64, Vec<T>, u8, Option<H>, Op);
+    fn compute_cached(&self, base: &[T], code: u8, p: &P, op: Op) -> Result<Out, DomainError> {
+        type Key = (u64, Vec<T>, u8, u8, Option<H>, Op);
         thread_local! {
             static SEEN: std::cell::RefCell<std::collections::HashMap<Key, Result<Out, DomainError>>> =
                 Default::default();
         }
-        let key = (self.cfg_key, base.to_vec(), p.agent, p.held, op);
+        let key = (self.cfg_key, base.to_vec(), code, p.agent, p.held, op);
         if let Some(hit) = SEEN.with(|m| m.borrow().get(&key).cloned()) {
             return hit;
         }
-        let res = self.compute(base, p, op);
+        let res = self.compute(base, code, p, op);
         SEEN.with(|m| m.borrow_mut().insert(key, res.clone()));
         res
     }
 
     /// Process `i` reads the tip and applies `op`: a commit in flight, or a refusal handled as the runner does.
     fn start(&self, s: &mut S, i: usize, op: Op) {
-        match self.compute_cached(&s.tip, &s.procs[i], op) {
+        match self.compute_cached(&s.tip, s.code, &s.procs[i], op) {
             Ok(out) => s.procs[i].pc = Pc::InFlight { op, out, stale: false, acked_since: false },
             Err(e) => refused(&mut s.procs[i], op, e),
         }
@@ -501,6 +542,28 @@ impl Swarm {
         for (t, n) in g.done.iter_mut().enumerate() {
             if out.done & (1 << t) != 0 {
                 *n = (*n + 1).min(2);
+            }
+        }
+        for (t, (old, new)) in s.tip.iter().zip(&out.board).enumerate() {
+            if s.code & (1 << t) != 0 && new.status == Status::Failed && old.status != Status::Failed {
+                if out.code_seen & (1 << t) != 0 {
+                    g.broke |= BROKE_FAILED_LANDED;
+                } else {
+                    g.raced |= 1 << t;
+                }
+            }
+        }
+        if *op == Op::Claim && out.done != 0 {
+            g.rolled |= ROLLED_BY_SWEEP;
+        }
+        if *op == Op::Finish {
+            let t = usize::from(s.procs[i].held.expect("a landing holds its task").task);
+            if s.code & (1 << t) != 0 && self.cfg.roll_forward {
+                // The code is there: the landing is the state half alone.
+                g.rolled |= ROLLED_BY_HOLDER;
+            } else {
+                s.code |= 1 << t;
+                g.landings[t] = (g.landings[t] + 1).min(2);
             }
         }
         s.tip = out.board.clone();
@@ -644,11 +707,13 @@ impl Model for Swarm {
         let open = T { status: Status::Open, epoch: 0, attempts: 0, claim: None };
         let s = S {
             tip: vec![open; usize::from(cfg.tasks_at_start)],
+            code: 0,
             procs,
             faults: cfg.faults,
             spawns: cfg.spawns,
             lost_answers: cfg.lost_answers,
             renews: cfg.renews,
+            half_landings: cfg.half_landings,
             ghost: Ghost::default(),
         };
         vec![self.canonical(s)]
@@ -660,7 +725,12 @@ impl Model for Swarm {
             match &p.pc {
                 Pc::Exited | Pc::Dead => continue,
                 Pc::Holding => {
-                    actions.extend([Action::Step(i, Some(Op::Finish)), Action::Step(i, Some(Op::Fail))]);
+                    actions.push(Action::Step(i, Some(Op::Finish)));
+                    // A takeover of a task whose code is on the target rolls it forward before any agent runs:
+                    // nothing can fail it.
+                    if !(self.cfg.roll_forward && p.held.is_some_and(|h| s.code & (1 << h.task) != 0)) {
+                        actions.push(Action::Step(i, Some(Op::Fail)));
+                    }
                     if s.renews > 0 {
                         actions.push(Action::Step(i, Some(Op::Renew)));
                     }
@@ -671,10 +741,15 @@ impl Model for Swarm {
                         actions.push(Action::Spawn(i));
                     }
                 }
-                Pc::InFlight { .. } => {
+                Pc::InFlight { op, .. } => {
                     actions.push(Action::Step(i, None));
                     if s.lost_answers > 0 {
                         actions.push(Action::CasAnswerLost(i));
+                    }
+                    // Only a landing that pushes code can publish half (a roll-forward pushes the state ref alone).
+                    let pushes_code = p.held.is_some_and(|h| s.code & (1 << h.task) == 0 || !self.cfg.roll_forward);
+                    if *op == Op::Finish && s.half_landings > 0 && pushes_code {
+                        actions.push(Action::HalfLanding(i));
                     }
                 }
                 _ => actions.push(Action::Step(i, None)),
@@ -712,13 +787,25 @@ impl Model for Swarm {
                 s.spawns -= 1;
                 s.procs.push(P { agent: s.procs[i].agent, pc: Pc::Idle, held: None });
             }
+            Action::HalfLanding(i) => {
+                s.half_landings -= 1;
+                let t = usize::from(s.procs[i].held.expect("a landing holds its task").task);
+                s.code |= 1 << t;
+                s.ghost.landings[t] = (s.ghost.landings[t] + 1).min(2);
+                // The target moved: every landing in flight (this one too) is refused there, and tried again.
+                for p in &mut s.procs {
+                    if let Pc::InFlight { op: Op::Finish, .. } = p.pc {
+                        p.pc = Pc::Ready(Op::Finish);
+                    }
+                }
+            }
             Action::CasAnswerLost(i) => {
                 s.lost_answers -= 1;
                 let Pc::InFlight { op, out, .. } = s.procs[i].pc.clone() else { unreachable!("offered in flight") };
                 let landed = self.cas(&mut s, i);
                 // What the process will learn if it finds its commit: only `next` is read, so the board is dropped
                 // (it would only tell otherwise equal states apart).
-                let out = Out { board: vec![], epoch: None, done: 0, next: out.next.filter(|_| landed) };
+                let out = Out { board: vec![], epoch: None, done: 0, code_seen: 0, next: out.next.filter(|_| landed) };
                 s.procs[i].pc = Pc::Doubt { op, landed, out };
             }
             Action::Step(i, choice) => match s.procs[i].pc.clone() {
@@ -764,6 +851,19 @@ impl Model for Swarm {
     fn properties(&self) -> Vec<Property<Self>> {
         let mut rules = vec![
             Property::always("done at most once", |_, s: &S| s.ghost.done.iter().all(|n| *n <= 1)),
+            Property::always("code lands at most once", |_, s: &S| s.ghost.landings.iter().all(|n| *n <= 1)),
+            Property::always("a task whose code is seen on the target is never failed", |_, s: &S| {
+                s.ghost.broke & BROKE_FAILED_LANDED == 0
+            }),
+            Property::always(
+                "a finished run leaves every task whose code landed done (but for a raced sweep)",
+                |_, s: &S| {
+                    !ended(s)
+                        || s.tip.iter().enumerate().all(|(t, x)| {
+                            s.code & (1 << t) == 0 || x.status == Status::Done || s.ghost.raced & (1 << t) != 0
+                        })
+                },
+            ),
             Property::always("a finished run leaves every task done or failed", |_, s: &S| {
                 !ended(s) || s.tip.iter().all(|t| matches!(t.status, Status::Done | Status::Failed))
             }),
@@ -810,6 +910,23 @@ impl Model for Swarm {
         if cfg.lost_answers > 0 {
             rules.push(Property::sometimes("a landed push whose answer was lost", |_, s: &S| {
                 s.procs.iter().any(|p| matches!(p.pc, Pc::Doubt { landed: true, .. }))
+            }));
+        }
+        if cfg.half_landings > 0 {
+            rules.push(Property::sometimes("a half-published landing rolled forward by its holder", |_, s: &S| {
+                s.ghost.rolled & ROLLED_BY_HOLDER != 0
+            }));
+            rules.push(Property::sometimes("a half-published landing rolled forward by a sweep", |_, s: &S| {
+                s.ghost.rolled & ROLLED_BY_SWEEP != 0
+            }));
+            // The race docs/reliability.md names: it exists (the model finds it), and ends with the code once.
+            rules.push(Property::sometimes("a sweep that read the target just before a half landing", |_, s: &S| {
+                s.ghost.raced != 0
+            }));
+            rules.push(Property::sometimes("a half-published task taken over by another agent", |_, s: &S| {
+                s.procs
+                    .iter()
+                    .any(|p| p.pc == Pc::Holding && p.held.is_some_and(|h| s.code & (1 << h.task) != 0 && h.epoch > 1))
             }));
         }
         if cfg.faults > 0 {
@@ -933,6 +1050,7 @@ fn story(path: stateright::Path<S, Action>) -> String {
                 Action::CasAnswerLost(i) => format!("{} pushes, the answer is lost", who(i)),
                 Action::Crash(i) => format!("{} crashes", who(i)),
                 Action::Spawn(i) => format!("a second {} starts", who(i)),
+                Action::HalfLanding(i) => format!("{} lands its code, its state half fails", who(i)),
             };
             out.push_str(&format!("-> {what}\n"));
         }
@@ -981,6 +1099,7 @@ fn explore() {
             "spawns" => cfg.spawns = n,
             "lost" => cfg.lost_answers = n,
             "renews" => cfg.renews = n,
+            "half" => cfg.half_landings = n,
             "symmetry" => symmetry = n == 1,
             _ => panic!("unknown key {k}"),
         }
@@ -1016,6 +1135,24 @@ fn three_tasks_on_request() {
 #[ignore = "long (minutes): cargo test --locked --test model on_request -- --ignored --nocapture"]
 fn everything_at_once_on_request() {
     check_all(Swarm::new(Cfg::everything()), usize::MAX);
+}
+
+/// 3 agents, 2 tasks, a landing that publishes half (code on the target, the state ref's update failed) and a crash:
+/// the worker's retry, or the next claimant, finishes it without landing the code again.
+#[test]
+fn the_protocol_holds_when_a_landing_publishes_half() {
+    let r = check_all(Swarm::new(Cfg::half_landings()), usize::MAX);
+    assert!(r.unique > 50_000, "the model explored too little: {r}");
+}
+
+/// Mutant: a claimant that does not look for the task's code on the target redoes a half-published landing.
+#[test]
+fn redoing_a_half_published_landing_is_caught() {
+    for rule in ["code lands at most once", "a task whose code is seen on the target is never failed"] {
+        let (broken, story) = first_failure(Cfg { roll_forward: false, ..Cfg::half_landings() }, &[rule]);
+        eprintln!("no roll-forward: '{broken}' broken by\n{story}");
+        assert_eq!(broken, rule, "{story}");
+    }
 }
 
 /// Mutant: a CAS that does not compare the ref with the writer's base (a plain force push).

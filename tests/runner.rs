@@ -260,7 +260,7 @@ fn a_failing_check_fails_the_task_and_keeps_its_work_for_a_person() {
     let t = env.sw(c, &["show", &id, "--json"]).ok().json();
     assert_eq!(t["status"], "open", "one attempt left: {t}");
     assert!(t["failures"][0]["reason"].as_str().unwrap_or_default().contains("broken.txt must not exist"), "{t}");
-    let kept = env.rev(&bare, &format!("refs/swarm-work/default/{id}")).expect("the work is kept on the remote");
+    let kept = env.rev(&bare, &format!("refs/swarm-work/default/{id}/1")).expect("the work is kept on the remote");
     assert!(env.git(&bare, &["show", &format!("{kept}:broken.txt")]).contains("oops"));
     assert_eq!(env.git(&bare, &["rev-list", "--count", "main"]), "1", "nothing landed");
     // --once with nothing ready: exit 3 (before that, the last attempt fails: exit 1).
@@ -554,7 +554,7 @@ fn a_conflict_run_that_aborts_the_rebase_cannot_rewind_the_branch() {
     // The landed task's commit is still on main: nothing was rewound.
     landed_on_main(&env, &bare, &list);
     let id = failed[0]["id"].as_str().expect("id");
-    assert!(env.rev(&bare, &format!("refs/swarm-work/default/{id}")).is_some(), "the failed work is kept");
+    assert!(env.rev(&bare, &format!("refs/swarm-work/default/{id}/1")).is_some(), "the failed work is kept");
 }
 
 #[test]

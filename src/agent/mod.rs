@@ -7,6 +7,8 @@
 //! The command line comes from configuration only; task text reaches the agent through stdin, the prompt file and
 //! environment variables, never through the command line.
 
+pub mod contain;
+pub mod files;
 pub mod http;
 pub mod preset;
 
@@ -369,7 +371,7 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
             let timeout = inv.timeout.unwrap_or(Duration::from_secs(600));
             let text = http::complete(h, system, user, timeout)?;
             if let Some(log) = &inv.log {
-                append(log, text.as_bytes());
+                append(log, crate::secrets::scrub(&text).as_bytes());
             }
             let tail = last_lines(&text, TAIL_LINES);
             let stdout_tail = text.clone();
@@ -392,7 +394,7 @@ fn last_lines(text: &str, n: usize) -> Vec<String> {
 }
 
 fn append(path: &Path, bytes: &[u8]) {
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    if let Ok(mut f) = crate::secrets::private_file(path, true) {
         let _ = f.write_all(bytes);
     }
 }
@@ -417,6 +419,9 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     for (k, v) in &inv.env {
         cmd.env(k, v);
     }
+    // The mark of this run's processes: what still runs with it when the run is over is ended with it.
+    let mark = contain::new_mark();
+    cmd.env(contain::MARK_VAR, &mark);
     let mut child = cmd.spawn().map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
     let pid = child.id();
     // Where a later runner finds the group, should this runner be killed before it could stop the agent.
@@ -429,7 +434,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
             let _ = stdin.write_all(prompt.as_bytes());
         });
     }
-    let log = inv.log.as_ref().and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+    let log = inv.log.as_ref().and_then(|p| crate::secrets::private_file(p, true).ok());
     let shared = Arc::new(Shared {
         log: Mutex::new(log),
         tail: Mutex::new(VecDeque::with_capacity(TAIL_LINES)),
@@ -475,8 +480,9 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    // Whatever the agent left running in its group goes with it.
+    // Whatever the agent left running in its group goes with it, and so does what left the group (`setsid`).
     signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+    contain::end_run(&mark, &[]);
     let _ = std::fs::remove_file(&pgid_file);
     // Let the readers drain the pipes; a grandchild that escaped the group may hold one open, so not for ever.
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -523,6 +529,16 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: A
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         let mut line: Vec<u8> = Vec::new();
+        // What reaches the log is scrubbed of this process's secrets (an API key a server echoes back).
+        let mut scrubber = crate::secrets::LogScrubber::new();
+        let write_log = |bytes: &[u8]| {
+            if !bytes.is_empty()
+                && let Ok(mut g) = shared.log.lock()
+                && let Some(f) = g.as_mut()
+            {
+                let _ = f.write_all(bytes);
+            }
+        };
         let push_line = |line: &mut Vec<u8>| {
             if let Ok(mut t) = shared.tail.lock() {
                 if t.len() == TAIL_LINES {
@@ -538,11 +554,7 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: A
                 Ok(n) => n,
             };
             let chunk = &buf[..n];
-            if let Ok(mut g) = shared.log.lock()
-                && let Some(f) = g.as_mut()
-            {
-                let _ = f.write_all(chunk);
-            }
+            write_log(&scrubber.feed(chunk));
             if is_stdout && let Ok(mut out) = shared.stdout.lock() {
                 let room = MAX_OUTPUT.saturating_sub(out.len());
                 out.extend_from_slice(&chunk[..chunk.len().min(room)]);
@@ -563,6 +575,7 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: A
         if !line.is_empty() {
             push_line(&mut line);
         }
+        write_log(&scrubber.finish());
         shared.finished.fetch_add(1, Ordering::Release);
     });
 }

@@ -289,8 +289,9 @@ impl LastMessage {
     pub fn read(&self, stdout_tail: &str) -> Option<String> {
         let text = match self {
             LastMessage::Hooks => None,
-            LastMessage::File(p) => std::fs::read_to_string(p).ok(),
-            LastMessage::AiderHistory(p) => std::fs::read_to_string(p).ok().and_then(|h| last_aider_reply(&h)),
+            // Files the CLI (and so the agent) writes: read as [`super::files`] reads an agent's file.
+            LastMessage::File(p) => super::files::read_text(p, 1 << 20),
+            LastMessage::AiderHistory(p) => super::files::read_tail(p, 4 << 20).ok().and_then(|h| last_aider_reply(&h)),
             LastMessage::OpencodeEvents => last_opencode_text(stdout_tail),
         };
         text.filter(|t| !t.trim().is_empty())

@@ -127,6 +127,19 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
     o.timeout_minutes = a.timeout;
     o.runs_on = a.runs_on.clone();
     o.regenerate = regenerate_line(ctx, &a);
+    // The fleet runs the shared settings as they are now, pinned by their digest; a later change needs this file
+    // regenerated (docs/github-actions.md, *Trust*).
+    o.trust = match ctx.swarm().and_then(|s| super::trust::document(&s)) {
+        Ok(doc) => Some(doc.digest),
+        Err(e) => {
+            ctx.out.warn(format!(
+                "the swarm's settings cannot be read ({}): the workflow pins no trust digest, and its runners will \
+                 not run shared agent commands; run this again after `git swarm init`",
+                e.message
+            ));
+            None
+        }
+    };
     let text = workflow::render(&o).map_err(|e| CliError::usage(e.to_string()))?;
 
     // The push budget at 5-minute tasks and the default lease (10m), counting the benchmark's contended races.

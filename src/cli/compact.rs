@@ -19,6 +19,17 @@ pub fn run(ctx: &mut Ctx, args: CompactArgs) -> CliResult<()> {
     let clock = ctx.clock();
     let done = swarm.compact(&ctx.retry, &who, &clock, &agent, args.if_longer_than)?;
     let refname = swarm.ref_name();
+    // Kept work of tasks that have landed since is pruned with the history (a failure to delete is said, not fatal).
+    let pruned = match swarm.read(true).and_then(|s| swarm.prune_kept_work(&s.board)) {
+        Ok(p) => p,
+        Err(e) => {
+            ctx.out.warn(format!("could not prune the kept work of done tasks: {e}"));
+            vec![]
+        }
+    };
+    if !pruned.is_empty() {
+        ctx.out.line(format!("deleted {} kept work ref(s) of tasks done since", pruned.len()));
+    }
     match &done {
         Some(c) => ctx.out.line(format!(
             "compacted {refname} on {}: {} op(s) archived at {}; the new root is {}",
@@ -34,8 +45,8 @@ pub fn run(ctx: &mut Ctx, args: CompactArgs) -> CliResult<()> {
     }
     ctx.out.doc(&match done {
         Some(c) => json!({"compacted": true, "ref": refname, "archive": c.archive, "archived": c.archived,
-                          "ops": c.ops, "root": c.root}),
-        None => json!({"compacted": false, "ref": refname}),
+                          "ops": c.ops, "root": c.root, "pruned": pruned}),
+        None => json!({"compacted": false, "ref": refname, "pruned": pruned}),
     });
     Ok(())
 }

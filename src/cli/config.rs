@@ -64,13 +64,17 @@ fn plain(v: &toml::Value) -> String {
 
 fn edit(ctx: &mut Ctx, key: &str, value: Option<&str>) -> CliResult<()> {
     let mut before = None;
-    let (_swarm, c) = ctx.transact(|snap, now, agent| {
+    let (swarm, c) = ctx.transact(|snap, now, agent| {
         let edited = git_swarm::config::edit(&snap.board.config, key, value).map_err(ops::DomainError::BadSetting)?;
         before = git_swarm::config::get(&snap.board.config, key);
         let actor = ops::Actor { agent: agent.to_string(), now };
         Ok((ops::configure(&snap.board, &actor, &edited, key)?, git_swarm::config::get(&edited, key)))
     })?;
     let after = c.value;
+    // This clone wrote them: its runners trust them (docs/security.md, *Trust*).
+    if c.commit.is_some() {
+        super::trust::trust_own(ctx, &swarm);
+    }
     let shown = |v: &Option<toml::Value>| v.as_ref().map(plain).unwrap_or_else(|| "(unset)".into());
     let what = if c.commit.is_some() { "" } else { " (nothing changed)" };
     ctx.out.line(format!("{key}: {} → {}{what}", shown(&before), shown(&after)));

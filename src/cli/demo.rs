@@ -3,7 +3,6 @@
 //! board and a closing summary. A newcomer sees the system work in under a minute.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use git_swarm::model::{Config, Status};
@@ -35,13 +34,8 @@ const CHECK: &str = "#!/bin/sh\n# The demo's check: every script under src/ is n
 [ -e \"$f\" ] || continue\n    [ -s \"$f\" ] || { echo \"$f is empty\"; exit 1; }\ndone\necho ok\n";
 
 fn git(dir: &Path, args: &[&str]) -> CliResult<String> {
-    let out = Command::new("git")
-        .current_dir(dir)
+    let out = git_swarm::gitcmd::local(dir)
         .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
         .output()
         .map_err(|e| CliError::io(format!("cannot run git: {e}")).hint("git swarm needs git on the PATH"))?;
     if !out.status.success() {

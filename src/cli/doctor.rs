@@ -23,6 +23,10 @@ pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let repairs = Repairs { fix: args.fix, accept_remote: args.accept_remote };
     let mut findings = git_swarm::doctor::examine(&swarm, ctx.now(), repairs)?;
+    // After a restore too: tasks the board calls open whose code is on the target are finished, never redone.
+    if let Some(f) = landed_but_not_done(ctx, &swarm, args.fix)? {
+        findings.push(f);
+    }
     // The agents each role would run from this clone, and whether they can start here.
     if let Ok(Some(snap)) = swarm.try_read(false) {
         let run_dir = git_swarm::runner::Places::of(swarm.local.repo.common_dir()).run_dir("doctor");
@@ -49,4 +53,41 @@ pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
         return Err(CliError::io(format!("{open} problem(s) doctor could not repair")).documented());
     }
     Ok(())
+}
+
+/// [`git_swarm::doctor::landed_but_not_done`] on the newest board, and with `fix` the `done` of each (one op).
+fn landed_but_not_done(
+    ctx: &Ctx,
+    swarm: &git_swarm::txn::Swarm,
+    fix: bool,
+) -> CliResult<Option<git_swarm::doctor::Finding>> {
+    let Ok(Some(snap)) = swarm.try_read(false) else { return Ok(None) };
+    let target = format!("refs/heads/{}", snap.board.config.target);
+    let Ok(Some(tip)) = swarm.fetch_branch(&target) else { return Ok(None) };
+    let found = git_swarm::doctor::landed_but_not_done(swarm, &snap.board, tip)?;
+    if found.is_empty() {
+        return Ok(None);
+    }
+    if !fix {
+        return Ok(Some(git_swarm::doctor::landed_finding(&found, None)));
+    }
+    let agent = ctx.agent().to_string();
+    let who = Ctx::identity(swarm, &agent);
+    let clock = ctx.clock();
+    let why = format!("finished by doctor ({agent}): its code is on {}", snap.board.config.target);
+    let c = swarm.transact(&ctx.retry, &who, &clock, |snap, now| {
+        let actor = git_swarm::ops::Actor { agent: agent.clone(), now };
+        let mut after = snap.board.clone();
+        let mut ch = git_swarm::ops::Change::default();
+        let mut n = 0;
+        for (id, commit) in &found {
+            if let Ok((done, _)) = git_swarm::ops::done_found(&after, &actor, id, commit.to_string(), &why) {
+                git_swarm::ops::apply(&mut after, &done);
+                ch = ch.then(done);
+                n += 1;
+            }
+        }
+        Ok((ch, n))
+    })?;
+    Ok(Some(git_swarm::doctor::landed_finding(&found, Some(c.value))))
 }

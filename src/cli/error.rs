@@ -102,6 +102,9 @@ impl From<DomainError> for CliError {
             DomainError::NotRetryable { .. } => {
                 CliError::new(Exit::Refused, msg).hint("`git swarm list --status failed` lists the tasks to retry")
             }
+            DomainError::DependencyCycle { .. } => CliError::new(Exit::Refused, msg).hint(
+                "`git swarm doctor` shows the cycle (made by hand on the state ref); a planner cancels the tasks on it",
+            ),
             DomainError::BadSetting(_) => {
                 CliError::new(Exit::Usage, msg).hint("the settings: docs/agents.md (swarm.toml), `git swarm config`")
             }
@@ -138,8 +141,16 @@ impl From<TxnError> for CliError {
             TxnError::Lineage { .. } => CliError::io(msg)
                 .hint("`git swarm doctor` shows what changed; `git swarm doctor --fix` puts back what this clone saw")
                 .hint("to take the remote's state as it is: `git swarm doctor --accept-remote`"),
-            TxnError::Remote(RemoteError::Refused { .. }) => {
-                CliError::io(msg).hint("the remote's hooks or protection rules must allow pushes to refs/swarm/*")
+            TxnError::Remote(RemoteError::Refused { reason, .. })
+                if git_swarm::remote::is_storage_refusal(reason.as_str()) =>
+            {
+                CliError::io(msg)
+                    .hint("the remote could not store what was pushed (a full disk?); nothing was changed there")
+            }
+            TxnError::Remote(RemoteError::Refused { refname, .. }) => {
+                let what = if refname.contains("refs/heads/") { refname.as_str() } else { "refs/swarm/*" };
+                CliError::io(msg)
+                    .hint(format!("the remote's hooks or protection rules must let the swarm's runners push {what}"))
             }
             _ => CliError::io(msg),
         }

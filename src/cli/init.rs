@@ -55,6 +55,10 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     let clock = ctx.clock();
     let (commit, created) = swarm.init(&ctx.retry, &who, &clock, &config, &agent)?;
     let refname = swarm.ref_name();
+    // The settings this clone wrote are trusted by it (not those of a swarm that was there already).
+    if created {
+        super::trust::trust_own(ctx, &swarm);
+    }
     if created {
         ctx.out.line(format!(
             "initialized swarm '{}' on {} ({refname} at {})",

@@ -135,6 +135,8 @@ fn extra_sections() -> Roff {
         ("GIT_SWARM_AGENT", "this agent's id (as --agent)."),
         ("GIT_SWARM_TRANSPORT", "git or gix: how a local-path remote is reached (as git config swarm.transport)."),
         ("GIT_SWARM_MAX_RETRY_SECS", "how long an op retries lost races and unreachable remotes."),
+        ("GIT_SWARM_TRUST", "digests of shared settings this runner may run, comma-separated (any: all)."),
+        ("GIT_SWARM_GIT_TIMEOUT", "seconds one git push or fetch against the remote may take (default 600)."),
         ("GIT_DIR, GIT_WORK_TREE, GIT_COMMON_DIR", "as in git: which repository the command works in."),
     ] {
         item(&mut r, key, what);

@@ -31,6 +31,7 @@ mod runs;
 mod setup;
 mod show;
 mod status;
+mod trust;
 mod up;
 mod watch;
 
@@ -137,6 +138,8 @@ pub enum Command {
     Compact(compact::CompactArgs),
     /// The swarm's shared settings (swarm.toml on the state ref): show them, get, set or unset one.
     Config(config::ConfigArgs),
+    /// Show what this clone's runners would run of the shared settings, and trust it (--yes).
+    Trust(trust::TrustArgs),
     /// Check the swarm and this clone (a state ref rewound or deleted, stale locks, stray work trees); --fix repairs.
     Doctor(doctor::DoctorArgs),
     /// Run an agent loop: a worker, a planner or a judge.
@@ -376,6 +379,25 @@ impl Ctx {
         }
     }
 
+    /// Refuse a holder op (`claim`, `done`, `fail`, `release`) under the agent id of a runner that runs in this
+    /// clone: its agent inherits the id, and an agent that finishes its own task would have it done without its
+    /// code (the landing then refused). `renew` stays open to the agent's hooks.
+    pub fn refuse_a_runners_id(&self, agent: &str, what: &str) -> CliResult<()> {
+        let Some(common) = self.repo.as_ref().map(|r| r.common_dir().to_path_buf()) else { return Ok(()) };
+        let Some(pid) = git_swarm::runner::live_runner(&git_swarm::runner::Places::of(&common), agent) else {
+            return Ok(());
+        };
+        Err(CliError::new(
+            error::Exit::Refused,
+            format!(
+                "{what}: {agent} is the agent id of a runner that runs in this clone (pid {pid}); its claims are the \
+                 runner's to claim, finish and give back"
+            ),
+        )
+        .hint("an agent of a runner just exits, its hand-off written: the runner lands or fails its task")
+        .hint("to act by hand, stop that runner first, or use another id (--agent)"))
+    }
+
     /// The shape of `release`, `done` and `fail`: an op by the holder of `id`, under `epoch` (the flag, else the
     /// recorded one), then the task printed as `<verb> <id>` or as JSON.
     pub fn holder_op(
@@ -390,6 +412,12 @@ impl Ctx {
         ) -> Result<(git_swarm::ops::Change, git_swarm::model::Task), DomainError>,
     ) -> CliResult<Swarm> {
         let agent = self.agent().to_string();
+        let what = match verb {
+            "failed" => "fail",
+            "released" => "release",
+            v => v,
+        };
+        self.refuse_a_runners_id(&agent, what)?;
         let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
         let (swarm, c) = self.transact(|snap, now, agent| {
             let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
@@ -575,6 +603,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Compact(a) => compact::run(&mut ctx, a),
         Command::Doctor(a) => doctor::run(&mut ctx, a),
         Command::Config(a) => config::run(&mut ctx, a),
+        Command::Trust(a) => trust::run(&mut ctx, a),
         Command::Run(a) => run::run(&mut ctx, a),
         Command::Up(a) => up::run(&mut ctx, a),
         Command::Watch(a) => watch::run(&mut ctx, a),

@@ -95,6 +95,8 @@ pub fn stop_flag() -> Arc<AtomicBool> {
         let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag));
         let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
     }
+    // A push or fetch in flight ends with the stop too (a remote hook that hangs must not hold the runner).
+    git_swarm::remote::set_stop_flag(Arc::clone(&flag));
     flag
 }
 
@@ -143,6 +145,8 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         commit_ident,
         git_config,
         probes: Default::default(),
+        pid_lock: None,
+        trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
     };
     // `run worker --once`: did its one task land? (A failed or lost task is a failed run for a script.)
     let mut not_landed: Option<String> = None;
@@ -227,6 +231,14 @@ fn run_error(e: RunError) -> CliError {
         }
         RunError::Usage(_) => CliError::usage(e.to_string())
             .hint("`git swarm status` shows the goal; `git swarm goal <text>` sets a new one"),
+        RunError::Untrusted { .. } => CliError::io(e.to_string())
+            .hint("`git swarm trust` shows what this clone's runners would run; `git swarm trust --yes` trusts it")
+            .hint("or run your own agent and check here: --exec, --check, git config swarm.roles.<role>.*"),
+        RunError::AlreadyRunning { .. } => CliError::io(e.to_string())
+            .hint("each runner of a clone needs its own agent id: pass --agent <id> (or stop the other one)"),
+        RunError::Settings(ref m) if m.starts_with("target") => {
+            CliError::io(e.to_string()).hint("`git swarm config set target <branch>` names the branch tasks land on")
+        }
         RunError::Settings(_) => {
             CliError::io(e.to_string()).hint("see docs/agents.md for the [run] and [roles] tables")
         }
@@ -268,5 +280,7 @@ pub fn print_event(agent: &str, e: &Event, _json: bool) {
         Event::Waiting { why } => format!("waiting: {}", line(why)),
         Event::Warning(w) => format!("warning: {}", line(w)),
     };
+    // What a runner says may quote an agent (a failure's last lines): scrubbed as its log is.
+    let msg = git_swarm::secrets::scrub(&msg);
     let _ = writeln!(std::io::stderr().lock(), "{agent}: {msg}");
 }

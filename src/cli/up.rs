@@ -214,7 +214,8 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         let out = f.logs.join(format!("{agent}.out"));
         let err = f.logs.join(format!("{agent}.runner.log"));
         let file = |p: &Path| {
-            std::fs::File::create(p).map_err(|e| CliError::io(format!("cannot create {}: {e}", p.display())))
+            git_swarm::secrets::private_file(p, false)
+                .map_err(|e| CliError::io(format!("cannot create {}: {e}", p.display())))
         };
         let mut cmd = Command::new(&exe);
         cmd.arg("-C").arg(&f.dir).args(["--swarm", &f.swarm, "--agent", &agent, "--json"]);

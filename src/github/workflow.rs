@@ -54,6 +54,9 @@ pub struct Options {
     pub setup: Vec<String>,
     /// The command line that regenerates this file (for the header comment).
     pub regenerate: String,
+    /// The digest of the shared settings the fleet may run (`git swarm trust --digest`), pinned as
+    /// `GIT_SWARM_TRUST` of every runner job: the workflow file is under branch protection, the state ref is not.
+    pub trust: Option<String>,
 }
 
 impl Options {
@@ -73,6 +76,7 @@ impl Options {
             secrets: DEFAULT_SECRETS.iter().map(|s| s.to_string()).collect(),
             setup: Vec::new(),
             regenerate: format!("git swarm ci github --workers {workers} --force"),
+            trust: None,
         }
     }
 }
@@ -280,6 +284,12 @@ fn runner_env(out: &mut String, o: &Options, agent: &str, extra: &[(&str, &str)]
     }
     for (k, v) in extra {
         let _ = writeln!(out, "      {k}: {v}");
+    }
+    if let Some(d) = &o.trust {
+        // Only hex reaches the file (validated where it is set); a change of the shared settings needs this file
+        // regenerated (and reviewed) before the fleet runs them.
+        let d: String = d.chars().filter(char::is_ascii_hexdigit).collect();
+        let _ = writeln!(out, "      GIT_SWARM_TRUST: {d}");
     }
 }
 

@@ -167,12 +167,8 @@ pub fn exclude_env(excludes: &Path) -> Vec<(String, String)> {
 
 /// The excludes file git would use: `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore` (`~/.config/…`).
 fn user_excludes_file(wt: &Path) -> Option<PathBuf> {
-    let out = std::process::Command::new("git")
-        .args(["config", "--path", "--get", "core.excludesFile"])
-        .current_dir(wt)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()?;
+    let out =
+        crate::gitcmd::base().args(["config", "--path", "--get", "core.excludesFile"]).current_dir(wt).output().ok()?;
     let configured = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if out.status.success() && !configured.is_empty() {
         return Some(PathBuf::from(configured));
@@ -264,9 +260,11 @@ pub fn record_handoff(file: &Path, text: &str) -> std::io::Result<Handoff> {
         return Ok(Handoff::Empty);
     }
     let marker = auto_marker(file);
-    if let Ok(current) = std::fs::read_to_string(file)
+    // What is at the path is the agent's: read as an agent's file is (no symlink, no FIFO, bounded).
+    let read = |f: &Path| crate::agent::files::read(f, MAX_HANDOFF + 1).ok().map(|(t, _)| t);
+    if let Some(current) = read(file)
         && !current.trim().is_empty()
-        && std::fs::read_to_string(&marker).ok().as_deref() != Some(current.as_str())
+        && read(&marker).as_deref() != Some(current.as_str())
     {
         return Ok(Handoff::AgentWrote);
     }
@@ -280,8 +278,8 @@ pub fn record_handoff(file: &Path, text: &str) -> std::io::Result<Handoff> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(&marker, &t)?;
-    std::fs::write(file, &t)?;
+    crate::agent::files::write(&marker, &t)?;
+    crate::agent::files::write(file, &t)?;
     Ok(Handoff::Written)
 }
 

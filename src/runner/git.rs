@@ -14,27 +14,12 @@ pub struct GitError {
     pub message: String,
 }
 
-/// `git` with a clean environment: no caller's `GIT_DIR`, no prompts, no pager, C locale, no editor.
+/// `git` in `dir` as the crate builds it for local work ([`crate::gitcmd::local`]): hooks and fsmonitor off
+/// (an agent can write `.git/hooks` or `core.fsmonitor` in the shared git directory, and the runner's own git
+/// commands, outside the agent's process group and time limit, must not run them), no prompts, no pager, no
+/// editor, no system config, C locale, a process group of its own.
 pub fn git_in(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    // No hooks and no fsmonitor: an agent can write `.git/hooks` or `core.fsmonitor` in the shared git directory,
-    // and the runner's own git commands (outside the agent's process group and time limit) must not run them.
-    cmd.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_NAMESPACE")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_EDITOR", "true")
-        .env("GIT_SEQUENCE_EDITOR", "true")
-        .env("GIT_PAGER", "cat")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null());
-    // A process group of its own: the terminal's Ctrl-C is for the runner, which finishes or stops its git work
-    // in order, not for a rebase or push half done.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    cmd
+    crate::gitcmd::local(dir)
 }
 
 fn describe(args: &[&str]) -> String {
@@ -206,7 +191,7 @@ pub fn clear_stale_registrations(common_dir: &Path, home: &Path, gone: &dyn Fn(&
 }
 
 /// The git dir of the work tree at `wt` (what its `.git` file names).
-fn worktree_git_dir(wt: &Path) -> Option<PathBuf> {
+pub(crate) fn worktree_git_dir(wt: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(wt.join(".git")).ok()?;
     let dir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
     Some(if dir.is_absolute() { dir } else { wt.join(dir) })

@@ -109,7 +109,9 @@ pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Run
 }
 
 fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
-    let config = r.read(false)?.board.config;
+    let snap = r.read(false)?;
+    r.check_trust(&snap, Role::Judge)?;
+    let config = snap.board.config;
     r.settings(&config)?;
     r.backend(&config, Role::Judge)?;
     let mut verdicts = 0u64;
@@ -123,6 +125,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
         if let Some(cycle) = r.stopped_at(&full) {
             return Ok((RunEnd::SwarmStopped { cycle }, verdicts));
         }
+        r.check_trust(&full, Role::Judge)?;
         let settings = r.settings(&full.board.config)?;
         let view = cycle_view(r, &full);
         let now = (r.clock)();
@@ -282,7 +285,10 @@ fn judge_once(
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
     let out = r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, &mut || true);
     git::remove_worktree(&common, &wt);
-    let out = out?;
+    let (out, planted) = out?;
+    for p in planted {
+        r.emit(Event::Warning(p));
+    }
     // A judge that cannot start gives no verdict three times and stops the swarm: a runner error instead.
     super::cannot_start(Role::Judge, &backend, &out)?;
     r.emit(Event::AgentExited {

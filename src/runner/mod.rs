@@ -9,6 +9,7 @@ pub mod git;
 pub mod goal;
 pub mod judge;
 pub mod planner;
+pub mod planted;
 pub mod prompts;
 pub mod rebase;
 pub mod settings;
@@ -117,6 +118,15 @@ pub enum RunError {
     CannotStart { role: Role, error: agent::CannotStart },
     #[error("{0}")]
     Setup(String),
+    /// The shared settings this runner would run are not trusted by its clone (`crate::trust`): nothing claimed.
+    #[error(
+        "the swarm's shared settings are not trusted in this clone (digest {short}): {}",
+        changes.iter().take(6).cloned().collect::<Vec<_>>().join("; ")
+    )]
+    Untrusted { short: String, digest: String, changes: Vec<String> },
+    /// Another runner of this clone runs under the same agent id (it holds the id's pid file locked).
+    #[error("a runner with the agent id {agent} already runs in this clone{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    AlreadyRunning { agent: String, pid: Option<u32> },
     /// A request that cannot be met as asked (exit 2 in the CLI).
     #[error("{0}")]
     Usage(String),
@@ -158,6 +168,11 @@ pub struct Runner<'a> {
     pub git_config: crate::config::Local,
     /// What this runner found out about its agents' CLIs (versions), once.
     pub probes: agent::Probes,
+    /// The lock on this runner's pid file, held while it runs ([`Runner::setup`]): no second runner of this clone
+    /// can take the same agent id (its work tree and its agent's process group).
+    pub pid_lock: Option<nix::fcntl::Flock<std::fs::File>>,
+    /// The digests of shared settings this clone trusts (`git config swarm.trusted`; `crate::trust`).
+    pub trusted: Vec<String>,
 }
 
 impl Runner<'_> {
@@ -223,6 +238,7 @@ impl Runner<'_> {
     }
 
     pub fn settings(&self, config: &Config) -> Result<RunSettings, RunError> {
+        config.check().map_err(RunError::Settings)?;
         let mut s = RunSettings::from_config(&self.git_config.apply(config)).map_err(RunError::Settings)?;
         if let Some(c) = &self.check {
             s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
@@ -231,26 +247,83 @@ impl Runner<'_> {
         Ok(s)
     }
 
+    /// Refuse to go on (before a claim, or before the agent of a claim runs) when this runner would run shared
+    /// settings of the ref — the role's agent, the check, a prompt override — that its clone does not trust. What
+    /// comes from this clone (`--exec`, `--check`, `git config swarm.*`) needs no trust.
+    pub fn check_trust(&self, snap: &Snapshot, role: Role) -> Result<(), RunError> {
+        let config = &snap.board.config;
+        let applied = self.git_config.apply(config);
+        let agent_shared = self.exec.is_none()
+            && settings::backend_for(&applied, role).ok().flatten()
+                == settings::backend_for(config, role).ok().flatten()
+            && settings::backend_for(config, role).ok().flatten().is_some();
+        let check_of = |c: &Config| RunSettings::from_config(c).ok().and_then(|s| s.check);
+        let check_shared = matches!(role, Role::Worker | Role::Judge)
+            && self.check.is_none()
+            && check_of(config).is_some()
+            && check_of(&applied) == check_of(config);
+        let prompts = self.swarm.store().list_dir(snap.commit, "prompts").unwrap_or_default();
+        let mine: &[&str] = match role {
+            Role::Worker => &["worker.md", "conflict.md"],
+            Role::Planner => &["planner.md", "sub-planner.md"],
+            Role::Judge => &["judge.md"],
+        };
+        let prompt_shared = prompts.iter().any(|(name, _)| mine.contains(&name.as_str()));
+        if !(agent_shared || check_shared || prompt_shared) {
+            return Ok(());
+        }
+        let doc = crate::trust::Document::of(config, &prompts);
+        if crate::trust::is_trusted(&doc, &crate::trust::trusted_digests(&self.trusted)) {
+            return Ok(());
+        }
+        // What changed since the newest document this clone trusted (kept by `git swarm trust`).
+        let before = crate::trust::last_trusted(&self.home, &self.trusted);
+        Err(RunError::Untrusted {
+            short: doc.short().to_string(),
+            digest: doc.digest.clone(),
+            changes: crate::trust::changes(before.as_ref(), &doc),
+        })
+    }
+
     /// Prepare this runner's folders: logs, run files, and no stray work tree of a runner that died.
     pub fn setup(&mut self) -> Result<(), RunError> {
         let places = self.places();
         for d in [self.home.join("logs"), self.run_dir(), places.trees()] {
             std::fs::create_dir_all(&d).map_err(|e| RunError::Setup(format!("cannot create {}: {e}", d.display())))?;
         }
+        // Logs and run files hold what agents print and read: their owner's alone.
+        for d in [self.home.join("logs"), self.run_dir()] {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+        }
+        // Orphans of the agents become this runner's children, so that none outlives its run (`agent::contain`).
+        crate::agent::contain::become_subreaper();
         let pid_file = places.pid_file(&self.agent);
+        // First the id: a second runner with it would kill the first one's agent and delete its work tree.
+        if self.pid_lock.is_none() {
+            self.pid_lock = Some(lock_pid_file(&pid_file, &self.agent)?);
+        }
         // What a `git worktree add` killed half-way left goes first: until then git fails every work tree command.
         let gone = |name: &str| name == self.agent || !runner_alive(&places, name);
         git::clear_stale_registrations(&self.common_dir(), &places.trees(), &gone);
         // Work trees of runners that are gone (their pid file names a process that no longer runs) are removed;
         // so is ours, whatever state a killed predecessor with our name left it in.
         for (name, path, alive) in worktrees(&places) {
-            if name == self.agent || !alive {
+            if name == self.agent {
+                clear_own_worktree(&places, &self.common_dir(), &name, &path);
+            } else if !alive {
                 remove_runner_worktree(&places, &self.common_dir(), &name, &path);
             }
         }
         sweep_legacy_worktrees(&self.home, &self.common_dir());
         let _ = git::run(&self.common_dir(), &["worktree", "prune"]);
-        let _ = std::fs::write(pid_file, std::process::id().to_string());
+        if let Some(lock) = self.pid_lock.as_mut() {
+            use std::io::{Seek, Write};
+            let f: &mut std::fs::File = lock;
+            let _ = f.set_len(0);
+            let _ = f.seek(std::io::SeekFrom::Start(0));
+            let _ = f.write_all(std::process::id().to_string().as_bytes());
+        }
         Ok(())
     }
 
@@ -323,7 +396,8 @@ impl Runner<'_> {
     }
 
     /// Run an agent; `poll` as in [`agent::run`], also stopped by the stop flag. The caller checks the outcome with
-    /// [`cannot_start`]: an agent that could not be started at all (exit 126 or 127) is a runner error.
+    /// [`cannot_start`]: an agent that could not be started at all (exit 126 or 127) is a runner error. With the
+    /// outcome, what the agent changed in the git directory and [`planted::Guard`] put back (to be said).
     pub fn run_agent(
         &self,
         agent: &agent::Prepared,
@@ -332,10 +406,11 @@ impl Runner<'_> {
         mut env: Vec<(String, String)>,
         timeout: Duration,
         poll: &mut dyn FnMut() -> bool,
-    ) -> Result<agent::Outcome, RunError> {
+    ) -> Result<(agent::Outcome, Vec<String>), RunError> {
         let stop = Arc::clone(&self.stop);
         env.extend(agent.env.iter().cloned());
         agent.clear_last_message();
+        let guard = planted::Guard::take(&self.common_dir(), cwd);
         let inv = agent::Invocation {
             cwd,
             prompt,
@@ -345,7 +420,9 @@ impl Runner<'_> {
             timeout: Some(timeout),
             grace: Duration::from_secs(10),
         };
-        Ok(agent::run(&agent.backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll())?)
+        let out = agent::run(&agent.backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll());
+        let planted = guard.restore();
+        Ok((out?, planted))
     }
 
     /// Renew my claim on `task` when less than a third of its lease is left. `Err` when the claim is lost.
@@ -538,12 +615,47 @@ pub fn worktrees(places: &Places) -> Vec<(String, PathBuf, bool)> {
     out
 }
 
-/// Does the runner `name` of this clone run (its pid file names a live process other than this one)?
+/// Take the lock on a runner's pid file (created if missing), or say which runner holds it. A lock, not the pid
+/// alone: it ends with its process whatever way that dies, and a pid the system gave to another process since
+/// does not count. The file is opened close-on-exec, so no agent (nor a daemon it leaves) holds it.
+fn lock_pid_file(path: &Path, agent: &str) -> Result<nix::fcntl::Flock<std::fs::File>, RunError> {
+    use nix::fcntl::{Flock, FlockArg};
+    let open = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| RunError::Setup(format!("cannot open {}: {e}", path.display())))
+    };
+    // A reader that checks whether the runner is alive holds the lock for a moment: try a few times.
+    for _ in 0..5 {
+        match Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => std::thread::sleep(Duration::from_millis(40)),
+            Err((_, e)) => return Err(RunError::Setup(format!("cannot lock {}: {e}", path.display()))),
+        }
+    }
+    let pid = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<u32>().ok());
+    Err(RunError::AlreadyRunning { agent: agent.to_string(), pid })
+}
+
+/// The pid of the runner `name` of this clone, when one runs (another process holds its pid file locked; `0` when
+/// the file does not say which). The CLI refuses its holder ops under such an id: they are the runner's to make.
+pub fn live_runner(places: &Places, name: &str) -> Option<u32> {
+    runner_alive(places, name)
+        .then(|| std::fs::read_to_string(places.pid_file(name)).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0))
+}
+
+/// Does the runner `name` of this clone run (another process holds its pid file locked)?
 fn runner_alive(places: &Places, name: &str) -> bool {
-    std::fs::read_to_string(places.pid_file(name))
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .is_some_and(|pid| pid != std::process::id() && process_alive(pid))
+    use nix::fcntl::{Flock, FlockArg};
+    let Ok(file) = std::fs::File::open(places.pid_file(name)) else { return false };
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        Ok(_unlocked_on_drop) => false,
+        Err((_, e)) => e == nix::errno::Errno::EWOULDBLOCK,
+    }
 }
 
 /// Work trees that runners of an earlier version left under `<git dir>/swarm/worktrees/` (killed before they could
@@ -572,9 +684,14 @@ pub fn sweep_legacy_worktrees(home: &Path, common_dir: &Path) -> usize {
 
 /// Remove a runner's work tree: first stop an agent its killed runner could not stop, which may still work in it.
 pub fn remove_runner_worktree(places: &Places, common_dir: &Path, name: &str, path: &Path) {
+    clear_own_worktree(places, common_dir, name, path);
+    let _ = std::fs::remove_file(places.pid_file(name));
+}
+
+/// [`remove_runner_worktree`] for the runner that calls it: its pid file stays (it holds the lock on it).
+fn clear_own_worktree(places: &Places, common_dir: &Path, name: &str, path: &Path) {
     agent::kill_leftover(&places.run_dir(name).join("agent.pgid"), path);
     git::remove_worktree(common_dir, path);
-    let _ = std::fs::remove_file(places.pid_file(name));
 }
 
 /// Does a process with this id run? (Signal 0: no signal is sent, only the check.)
@@ -762,65 +879,10 @@ pub fn reason_from(what: &str, tail: &[String]) -> String {
 }
 
 /// Text that goes from an agent into the state ref (failure reasons, hand-offs) with what looks like a secret
-/// replaced by `[redacted]`: the values of this process's environment variables whose names say key, token,
-/// secret or password, and well-known token shapes (`sk-…`, `ghp_…`, `github_pat_…`, `AKIA…`, `xox?-…`). Best
-/// effort: the state ref is readable by everyone who can fetch the repository.
+/// replaced by `[redacted]` ([`crate::secrets`]: this process's secrets by name and by value, and secret shapes).
+/// Best effort: the state ref is readable by everyone who can fetch the repository.
 pub fn redact_secrets(text: &str) -> String {
-    let mut out = redact_url_credentials(text);
-    for (k, v) in std::env::vars() {
-        let k = k.to_ascii_uppercase();
-        let named = ["KEY", "TOKEN", "SECRET", "PASSW", "CREDENTIAL", "AUTH"].iter().any(|w| k.contains(w));
-        // `DATABASE_URL=postgres://user:pass@host/db` and the like: a value that carries credentials itself.
-        let carries = redact_url_credentials(&v) != v;
-        if v.len() >= 8 && (named || carries) && out.contains(&v) {
-            out = out.replace(&v, "[redacted]");
-        }
-    }
-    const PREFIXES: &[&str] =
-        &["sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "AKIA", "xoxb-", "xoxp-", "glpat-"];
-    let bytes = out.as_bytes();
-    let mut res = String::with_capacity(out.len());
-    let mut i = 0;
-    while i < out.len() {
-        let word_start =
-            i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b'-');
-        let hit = if word_start { PREFIXES.iter().find(|p| out[i..].starts_with(**p)) } else { None };
-        if let Some(p) = hit {
-            let rest = &out[i + p.len()..];
-            let n = rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-').count();
-            if n >= 16 {
-                res.push_str("[redacted]");
-                i += p.len() + n;
-                continue;
-            }
-        }
-        let ch = out[i..].chars().next().unwrap_or(' ');
-        res.push(ch);
-        i += ch.len_utf8();
-    }
-    res
-}
-
-/// `scheme://user:password@host…` → `scheme://[redacted]@host…`, wherever it appears in `text`.
-fn redact_url_credentials(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("://") {
-        let (head, tail) = rest.split_at(i + 3);
-        out.push_str(head);
-        // The authority ends at the first '/', whitespace or quote; credentials are what comes before its last '@'.
-        let end =
-            tail.find(|c: char| c == '/' || c.is_whitespace() || matches!(c, '"' | '\'' | '`')).unwrap_or(tail.len());
-        match tail[..end].rfind('@') {
-            Some(at) if at > 0 => {
-                out.push_str("[redacted]");
-                rest = &tail[at..];
-            }
-            _ => rest = tail,
-        }
-    }
-    out.push_str(rest);
-    out
+    crate::secrets::scrub(text)
 }
 
 /// Redact secrets from everything a runner writes into the state ref: files (hand-offs, verdicts), the summary,
@@ -846,31 +908,4 @@ pub fn scrub(mut ch: Change) -> Change {
         }
     }
     ch
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credentials_in_urls_are_redacted() {
-        assert_eq!(
-            redact_secrets("fatal: https://bob:hunter22@example.com/r.git and postgres://u:p4ssw0rd@db:5432/x ok"),
-            "fatal: https://[redacted]@example.com/r.git and postgres://[redacted]@db:5432/x ok"
-        );
-        assert_eq!(
-            redact_secrets("see https://example.com/a@b and git@host:x"),
-            "see https://example.com/a@b and git@host:x"
-        );
-    }
-
-    #[test]
-    fn secrets_are_redacted_from_text_bound_for_the_state_ref() {
-        let t = redact_secrets(
-            "auth failed for sk-ant-api03-abcdefghijklmnop1234 and ghp_ABCDEFGHIJKLMNOPQRSTUVWX; task-sk-short ok",
-        );
-        assert!(!t.contains("abcdefghijklmnop") && !t.contains("ABCDEFGHIJKLMNOP"), "{t}");
-        assert!(t.contains("task-sk-short ok"), "{t}");
-        assert_eq!(redact_secrets("naïve text, no secrets"), "naïve text, no secrets");
-    }
 }

@@ -310,7 +310,9 @@ fn depth(board: &Board, task: &Task) -> u32 {
 
 pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, PlannerStats), RunError> {
     r.setup()?;
-    let config = r.read(false)?.board.config;
+    let snap = r.read(false)?;
+    r.check_trust(&snap, Role::Planner)?;
+    let config = snap.board.config;
     r.settings(&config)?;
     r.backend(&config, Role::Planner)?;
     let mut stats = PlannerStats::default();
@@ -487,6 +489,7 @@ fn plan_round(
     stats: &mut PlannerStats,
 ) -> Result<RoundEnd, RunError> {
     let full = r.read(true)?;
+    r.check_trust(&full, Role::Planner)?;
     let config = full.board.config.clone();
     let settings = r.settings(&config)?;
     let backend = r.backend(&config, Role::Planner)?;
@@ -551,6 +554,7 @@ fn plan_round(
             timeout: Some(settings.plan_timeout),
             grace: Duration::from_secs(10),
         };
+        let guard = super::planted::Guard::take(&r.common_dir(), &cwd);
         let res = crate::agent::run(&backend.backend, &inv, &mut || {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
@@ -568,7 +572,11 @@ fn plan_round(
                 }
             }
         });
+        let planted = guard.restore();
         git::remove_worktree(&common, &wt);
+        for p in planted {
+            r.emit(Event::Warning(p));
+        }
         res?
     };
     h.until = until;

@@ -67,6 +67,9 @@ enum Abort {
     LostClaim(String),
     /// The conflict run's agent could not start (exit 126/127): a runner error, no attempt spent.
     CannotStart(RunError),
+    /// The target holds this task's code already (`Swarm-Task:` on a commit since the work's base): a landing whose
+    /// state half failed (the remote took the branch and not the state ref). It is finished, never landed again.
+    AlreadyLanded(ObjectId),
 }
 
 pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
@@ -80,7 +83,9 @@ pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerSt
 fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
     guard_checked_out_target(r)?;
     // A missing agent or broken settings are found before anything is claimed.
-    let config = r.read(false)?.board.config;
+    let snap = r.read(false)?;
+    r.check_trust(&snap, Role::Worker)?;
+    let config = snap.board.config;
     r.settings(&config)?;
     r.backend(&config, Role::Worker)?;
     if r.swarm.fetch_branch(&format!("refs/heads/{}", config.target))?.is_none() {
@@ -90,6 +95,9 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     let mut held: Option<Held> = None;
     let mut done_tasks = 0u64;
     let mut backoff = super::MIN_POLL;
+    // Expired claims with no attempts left, looked up on the target (their code, when it landed): a sweep finishes
+    // those as done rather than failing them.
+    let mut looked_up: std::collections::BTreeMap<String, Option<ObjectId>> = Default::default();
     loop {
         if r.stopping() {
             if let Some(h) = held.take() {
@@ -106,15 +114,44 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
                 let claimed = r.transact(|snap, actor| {
                     if let Some(c) = super::last_cycle(store, snap.commit).filter(|c| c.verdict == super::Verdict::Stop)
                     {
-                        return Ok((Change::default(), Err(c.cycle)));
+                        return Ok((Change::default(), Claimed::Stopped(c.cycle)));
                     }
+                    let unknown: Vec<String> = sweep_candidates(&snap.board, actor.now)
+                        .into_iter()
+                        .filter(|id| !looked_up.contains_key(id))
+                        .collect();
+                    if !unknown.is_empty() {
+                        return Ok((Change::default(), Claimed::LookUp(unknown)));
+                    }
+                    let landed = looked_up.iter().filter_map(|(id, c)| Some((id.clone(), (*c)?.to_string()))).collect();
                     let lease = snap.board.config.lease;
-                    ops::claim(&snap.board, actor, None, Kind::Work, lease, None).map(|(ch, t)| (ch, Ok(t)))
+                    claim_work(&snap.board, actor, lease, &landed).map(|(ch, t)| (ch, Claimed::Task(t.map(Box::new))))
                 });
                 match claimed {
                     Ok(c) => match c.value {
-                        Err(cycle) => return Ok((RunEnd::SwarmStopped { cycle }, stats)),
-                        Ok(t) => match t.and_then(Held::from) {
+                        Claimed::Stopped(cycle) => return Ok((RunEnd::SwarmStopped { cycle }, stats)),
+                        Claimed::LookUp(ids) => {
+                            let target = format!("refs/heads/{}", config.target);
+                            let tip =
+                                r.swarm.fetch_branch(&target)?.ok_or_else(|| missing_target(r, &config.target))?;
+                            for id in ids {
+                                let code = r
+                                    .swarm
+                                    .local
+                                    .landed_commit(tip, &id, None, None, ROLL_FORWARD_DEPTH)
+                                    .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", config.target)))?;
+                                if let Some(code) = code {
+                                    r.emit(Event::Warning(format!(
+                                        "{id}: its claim ran out with no attempts left, and its code is on {} \
+                                         ({code}): finishing it as done",
+                                        config.target
+                                    )));
+                                }
+                                looked_up.insert(id, code);
+                            }
+                            continue;
+                        }
+                        Claimed::Task(t) => match t.and_then(|t| Held::from(*t)) {
                             Some(h) => h,
                             None => continue, // a sweep of exhausted claims; look again
                         },
@@ -167,6 +204,56 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     }
 }
 
+/// What the worker loop's claim found.
+enum Claimed {
+    /// The judge stopped the swarm in this cycle.
+    Stopped(u64),
+    /// These expired claims with no attempts left are to be looked up on the target first.
+    LookUp(Vec<String>),
+    /// A claim (or a sweep alone: `None`).
+    Task(Option<Box<Task>>),
+}
+
+/// The expired work claims whose attempts are spent: a claim without id sweeps them (as failed, unless their code
+/// is on the target). Public for the model check (`tests/model.rs`).
+pub fn sweep_candidates(board: &Board, now: Timestamp) -> Vec<String> {
+    board
+        .tasks
+        .values()
+        .map(|s| &s.task)
+        .filter(|t| {
+            t.kind == Kind::Work
+                && t.expired_claim(now).is_some()
+                && t.attempts.saturating_add(1) >= board.config.max_attempts
+        })
+        .map(|t| t.id.clone())
+        .collect()
+}
+
+/// The worker loop's claim: first finish the expired claims whose code is on the target (`landed`: task → commit,
+/// a landing whose state half failed and whose holder is gone), then claim the best ready work task, sweeping the
+/// other exhausted claims as failed. Public for the model check (`tests/model.rs`).
+pub fn claim_work(
+    board: &Board,
+    actor: &Actor,
+    lease: Duration,
+    landed: &std::collections::BTreeMap<String, String>,
+) -> Result<(Change, Option<Task>), DomainError> {
+    let mut after = board.clone();
+    let mut ch = Change::default();
+    for (id, commit) in landed {
+        if let Ok((done, _)) = ops::done_landed(&after, actor, id, commit.clone()) {
+            ops::apply(&mut after, &done);
+            ch = ch.then(done);
+        }
+    }
+    match ops::claim(&after, actor, None, Kind::Work, lease, None) {
+        Ok((next, task)) => Ok((ch.then(next), task)),
+        Err(DomainError::NothingReady { .. }) if !ch.is_empty() => Ok((ch, None)),
+        Err(e) => Err(e),
+    }
+}
+
 /// With the repository itself as the remote, landing moves the target branch in this repository: refuse when it is
 /// checked out in a work tree, whose files would silently fall behind (git refuses such a push for the same reason).
 fn guard_checked_out_target(r: &mut Runner<'_>) -> Result<(), RunError> {
@@ -204,6 +291,8 @@ fn guard_checked_out_target(r: &mut Runner<'_>) -> Result<(), RunError> {
 /// claimed in the same push.
 fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd, Option<Held>), RunError> {
     let snap = r.read(false)?;
+    // Settings changed on the ref since the claim, and not trusted here: the claim goes back unspent.
+    r.check_trust(&snap, Role::Worker)?;
     let config = snap.board.config.clone();
     let settings = r.settings(&config)?;
     let backend = r.backend(&config, Role::Worker)?;
@@ -214,11 +303,113 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
         Some(b) => b,
         None => return Err(missing_target(r, &config.target)),
     };
+    // A task claimed before (a takeover) may have landed its code already, its `done` lost with half a landing
+    // (the remote took the branch and failed the state ref, then the holder died): finish it, never redo it.
+    if h.task.epoch > 1 {
+        // No cut-off by date: committer clocks are whatever the machines that landed said.
+        let landed = r
+            .swarm
+            .local
+            .landed_commit(base, &h.task.id, None, None, ROLL_FORWARD_DEPTH)
+            .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", config.target)))?;
+        if let Some(code) = landed {
+            return roll_forward(r, &h, code, None, None, claim_next, config.lease, Instant::now());
+        }
+    }
     // The work tree is this runner's for its whole life (reset and cleaned for each task, removed at the end).
+    // Nothing may still work in it: a process of an earlier run that escaped (a killed runner's agent's daemon)
+    // would write into this task's work.
+    crate::agent::contain::kill_working_in(&wt);
     git::fresh_worktree(&common, &wt, base)?;
     let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &wt, &config)?;
     let job = Job { settings: &settings, config: &config, state: snap.commit, backend: &backend };
     finish(r, &job, &mut h, &wt, base, &branch, outcome, claim_next)
+}
+
+/// How far back (first-parent commits of the target) a takeover looks for the task's code before it runs an agent.
+const ROLL_FORWARD_DEPTH: usize = 10_000;
+
+/// The op of a landing: `done` with the landed commit and the hand-off, and the next claim in the same commit.
+#[allow(clippy::too_many_arguments)]
+fn landing_op(
+    snap: &Snapshot,
+    actor: &Actor,
+    store: &crate::store::Store,
+    id: &str,
+    epoch: u64,
+    code: ObjectId,
+    note: Option<&str>,
+    claim_next: bool,
+    lease: Duration,
+) -> Result<(Change, Option<Task>), DomainError> {
+    let (ch, _) = ops::done(&snap.board, actor, id, Some(epoch), Some(code.to_string()), note.map(first_line))?;
+    let ch = with_note(ch, id, note);
+    let go_on = claim_next && !judge_stopped(store, snap);
+    let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, None);
+    Ok((super::scrub(ch), next))
+}
+
+/// Finish a task whose code is on the target already (`code`): `done` alone, in one update of the state ref.
+/// `handoff`: the agent's, when this runner ran it; else a note saying what happened.
+#[allow(clippy::too_many_arguments)]
+fn roll_forward(
+    r: &mut Runner<'_>,
+    h: &Held,
+    code: ObjectId,
+    handoff: Option<String>,
+    work: Option<(&Path, ObjectId)>,
+    claim_next: bool,
+    lease: Duration,
+    since: Instant,
+) -> Result<(TaskEnd, Option<Held>), RunError> {
+    let (id, epoch) = (h.task.id.clone(), h.epoch);
+    let note = handoff.unwrap_or_else(|| {
+        format!(
+            "Status: done\n\nRolled forward by {}: the code of this task was on the target already ({code}), its \
+             `done` was not (a landing whose state half failed).\n",
+            r.agent
+        )
+    });
+    let store = r.swarm.store();
+    let res =
+        r.transact(|snap, actor| landing_op(snap, actor, store, &id, epoch, code, Some(&note), claim_next, lease));
+    match res {
+        Ok(c) => {
+            let next = say_landed(r, id, code, c.lost_races, since, c.value);
+            r.emit(Event::Warning(format!("rolled {} forward: its code was on the target already", h.task.id)));
+            Ok((TaskEnd::Landed, next))
+        }
+        Err(TxnError::Domain(e)) => {
+            // The code on the target is a twin's (whoever took the task over from us landed it): ours is kept
+            // aside, as any fenced holder's is.
+            if let Some((wt, tip)) = work {
+                keep_aside(r, h, wt, tip);
+            }
+            r.emit(Event::LostClaim { task: id, why: e.to_string() });
+            Ok((TaskEnd::Gone, None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Say that `id` landed as `code` (and which task was claimed with it); the next task held.
+fn say_landed(
+    r: &mut Runner<'_>,
+    id: String,
+    code: ObjectId,
+    lost_races: u32,
+    since: Instant,
+    next: Option<Task>,
+) -> Option<Held> {
+    let next = next.and_then(Held::from);
+    r.emit(Event::Landed {
+        task: id,
+        commit: code.to_string(),
+        lost_races,
+        exit_to_landed: since.elapsed(),
+        next: next.as_ref().map(|n| n.task.id.clone()),
+    });
+    next
 }
 
 /// What `finish` needs of the task's start: settings, config and the state it was read from (no second read).
@@ -326,7 +517,8 @@ fn run_worker_agent(
             timeout: Some(settings.task_timeout),
             grace: Duration::from_secs(10),
         };
-        crate::agent::run(&backend.backend, &inv, &mut || {
+        let guard = super::planted::Guard::take(&r.common_dir(), wt);
+        let out = crate::agent::run(&backend.backend, &inv, &mut || {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
             }
@@ -337,8 +529,13 @@ fn run_worker_agent(
                     false
                 }
             }
-        })
+        });
+        (out, guard.restore())
     };
+    let (out, planted) = out;
+    for p in planted {
+        r.emit(Event::Warning(p));
+    }
     // Before anything is committed: the settings files are not part of the work.
     crate::hooks::agent::remove(&hooks);
     let out = out?;
@@ -354,11 +551,27 @@ fn run_worker_agent(
     // A command that could not start did no work: the claim goes back with no attempt spent, the runner stops.
     super::cannot_start(Role::Worker, backend, &out)?;
     // The CLI's own record of its last message is the hand-off when neither the agent nor a hook wrote one.
-    let written = std::fs::read_to_string(&handoff).is_ok_and(|t| !t.trim().is_empty());
+    let written = crate::agent::files::read_text(&handoff, HANDOFF_READ).is_some();
     if !written && let Some(text) = backend.last_message.read(&out.stdout_tail) {
         let _ = crate::hooks::agent::record_handoff(&handoff, &text);
     }
     Ok(AgentRun::Exited { exit: out.exit, tail: out.tail, at })
+}
+
+/// How much of a hand-off file is read (what is kept of it is less: 64 KiB).
+const HANDOFF_READ: usize = 1 << 20;
+
+/// The hand-off the agent left at `file`: a regular file, read bounded ([`crate::agent::files`]); anything else at
+/// that path is said and ignored.
+fn read_handoff(r: &mut Runner<'_>, file: &Path) -> Option<String> {
+    match crate::agent::files::read(file, HANDOFF_READ) {
+        Ok((t, _)) => Some(t).filter(|t| !t.trim().is_empty()),
+        Err(e) if e.is_missing() => None,
+        Err(e) => {
+            r.emit(Event::Warning(format!("hand-off not read: {e}")));
+            None
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -394,6 +607,12 @@ fn finish(
         };
         return fail(r, h, super::reason_from(&what, &tail), claim_next, lease);
     }
+    // An agent that removed its work tree (or its `.git`) left nothing to land, and would do it again: an attempt
+    // of the task, and the next task gets a fresh work tree.
+    if !wt.join(".git").exists() || git::head(wt).is_err() {
+        let why = "the agent removed its work tree (or the work tree's .git): nothing to land";
+        return fail(r, h, why.into(), claim_next, lease);
+    }
     // Whatever the agent left uncommitted is part of its work. A rebase it left half done is not.
     git::abort_rebase(wt);
     let message = format!("{}\n\nSwarm-Task: {}\n", one_line(&h.task.title), id);
@@ -411,9 +630,8 @@ fn finish(
     if let Some(stripped) = stripped {
         git::run(wt, &["reset", "--hard", "--quiet", &stripped.to_string()])?;
     }
-    let handoff = std::fs::read_to_string(r.run_dir().join("handoff.md"))
-        .ok()
-        .filter(|t| !t.trim().is_empty())
+    let handoff_file = r.run_dir().join("handoff.md");
+    let handoff = read_handoff(r, &handoff_file)
         // At most 64 KiB (bytes: what every reader of `notes/<id>.md` reads), cut at a character.
         .map(|t| {
             let t = super::redact_secrets(&t);
@@ -421,6 +639,15 @@ fn finish(
         });
     let work_tip = git::head_fast(wt)?;
     let mine = own_commits(&r.swarm.local, base, work_tip);
+    // The agent said it failed (`Status: failed: <reason>`, the line the worker prompt asks for), whatever its exit
+    // status: what it did is kept aside, not landed.
+    if let Some(reason) = handoff.as_deref().and_then(reported_failure) {
+        if !mine.is_empty() {
+            keep_aside(r, h, wt, work_tip);
+        }
+        let reason = format!("the agent reported: failed: {reason}");
+        return fail_noted(r, h, reason, handoff.as_deref(), claim_next, lease);
+    }
     if mine.is_empty() {
         if !settings.empty_is_done {
             return fail(r, h, "the agent exited 0 without changing anything".into(), claim_next, lease);
@@ -497,6 +724,14 @@ fn finish(
             git::run(wt, &["clean", "-fdq"]).map_err(|e| Abort::Fail(e.to_string()))?;
             Ok(())
         };
+        // The target moved since the work's base: if what moved it is this very task's code (our own landing
+        // whose state half failed, or a twin's), there is nothing to land — finish it.
+        if tip != current_base
+            && let Ok(Some(code)) =
+                r.swarm.local.landed_commit(tip, &task.id, Some(current_base), None, ROLL_FORWARD_DEPTH)
+        {
+            return Err(Abort::AlreadyLanded(code));
+        }
         if tip != current_base || !trailered {
             // Most landings after a lost race touch other paths than what landed meanwhile: replay in-process.
             let fast = super::rebase::rebase_in_process(
@@ -592,18 +827,8 @@ fn finish(
         let store = r.swarm.store();
         r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut prepare, |snap, now, code| {
             let actor = Actor { agent: agent.clone(), now };
-            let (ch, _) = ops::done(
-                &snap.board,
-                &actor,
-                &id,
-                Some(epoch),
-                Some(code.to_string()),
-                note.as_deref().map(first_line),
-            )?;
-            let ch = with_note(ch, &id, note.as_deref());
-            let go_on = claim_next && !judge_stopped(store, snap);
-            let (ch, next) = then_claim(&snap.board, &actor, ch, go_on, lease, None);
-            Ok((super::scrub(ch), (next, code)))
+            let (ch, next) = landing_op(snap, &actor, store, &id, epoch, code, note.as_deref(), claim_next, lease)?;
+            Ok((ch, (next, code)))
         })
     };
     for e in events {
@@ -612,19 +837,15 @@ fn finish(
     match landed {
         Ok(Ok(c)) => {
             let (next, code) = c.value;
-            let next = next.and_then(Held::from);
-            r.emit(Event::Landed {
-                task: id,
-                commit: code.to_string(),
-                lost_races: c.lost_races,
-                exit_to_landed: exited_at.elapsed(),
-                next: next.as_ref().map(|n| n.task.id.clone()),
-            });
+            let next = say_landed(r, id, code, c.lost_races, exited_at, next);
             Ok((TaskEnd::Landed, next))
+        }
+        Ok(Err(Abort::AlreadyLanded(code))) => {
+            roll_forward(r, h, code, handoff, Some((wt, work_tip)), claim_next, lease, exited_at)
         }
         Ok(Err(Abort::CannotStart(e))) => {
             // The caller gives the claim back (no attempt spent) and the runner stops.
-            keep_aside(r, &id, wt, work_tip);
+            keep_aside(r, h, wt, work_tip);
             Err(e)
         }
         Ok(Err(Abort::Interrupted)) => {
@@ -632,23 +853,33 @@ fn finish(
             Ok((TaskEnd::Interrupted, None))
         }
         Ok(Err(Abort::Fail(reason))) => {
-            keep_aside(r, &id, wt, work_tip);
+            keep_aside(r, h, wt, work_tip);
             fail(r, h, reason, claim_next, lease)
         }
         Ok(Err(Abort::LostClaim(why))) => {
-            keep_aside(r, &id, wt, work_tip);
+            keep_aside(r, h, wt, work_tip);
             r.emit(Event::LostClaim { task: id, why });
             Ok((TaskEnd::Gone, None))
         }
         Err(TxnError::Domain(e)) => {
             // Our claim is gone (taken over after our lease ran out): our code must not land.
-            keep_aside(r, &id, wt, work_tip);
+            keep_aside(r, h, wt, work_tip);
             r.emit(Event::LostClaim { task: id, why: e.to_string() });
             Ok((TaskEnd::Gone, None))
         }
+        Err(TxnError::Remote(crate::remote::RemoteError::Refused { remote, refname, reason }))
+            if !crate::remote::is_storage_refusal(&reason) =>
+        {
+            // A refusal that retrying will not change (a protected branch, a hook): an attempt of the task, and
+            // the runner goes on. If the remote refuses the state ref too, recording the failure fails as well,
+            // and that error ends the runner.
+            keep_aside(r, h, wt, work_tip);
+            let why = format!("{remote} refused the landing: {refname}: {reason}");
+            fail(r, h, why, claim_next, lease)
+        }
         Err(e) => {
             // The agent's work is not lost with the error: keep it where a person (or a retry) finds it.
-            keep_aside(r, &id, wt, work_tip);
+            keep_aside(r, h, wt, work_tip);
             Err(e.into())
         }
     }
@@ -717,6 +948,24 @@ fn one_line(s: &str) -> String {
     s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_string()
 }
 
+/// The reason of a hand-off whose status line (its first line that says something) is `Status: failed[: reason]`
+/// (any case, `**Status:**` too): `None` for any other status, or none.
+pub fn reported_failure(handoff: &str) -> Option<String> {
+    let line = handoff.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("```"))?;
+    let line = line.trim_start_matches(['*', '_', '#', ' ']);
+    let (key, rest) = line.split_once(':')?;
+    if !key.trim_matches(['*', '_', ' ']).eq_ignore_ascii_case("status") {
+        return None;
+    }
+    let rest = rest.trim_start_matches(['*', '_', ' ']);
+    let word: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+    if !word.eq_ignore_ascii_case("failed") {
+        return None;
+    }
+    let reason = rest[word.len()..].trim_start_matches(['*', '_', ' ', ':', '-', '—']).trim();
+    Some(if reason.is_empty() { "no reason given".to_string() } else { one_line(reason).chars().take(300).collect() })
+}
+
 /// Record a failure of my claim (and claim the next task in the same push).
 fn fail(
     r: &mut Runner<'_>,
@@ -725,11 +974,24 @@ fn fail(
     claim_next: bool,
     lease: Duration,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
+    fail_noted(r, h, reason, None, claim_next, lease)
+}
+
+/// [`fail`], with the agent's hand-off recorded as the task's note.
+fn fail_noted(
+    r: &mut Runner<'_>,
+    h: &Held,
+    reason: String,
+    note: Option<&str>,
+    claim_next: bool,
+    lease: Duration,
+) -> Result<(TaskEnd, Option<Held>), RunError> {
     let id = h.task.id.clone();
     let epoch = h.epoch;
     let store = r.swarm.store();
     let res = r.transact(|snap, actor| {
         let (ch, t) = ops::fail(&snap.board, actor, &id, Some(epoch), reason.clone())?;
+        let ch = with_note(ch, &id, note);
         let attempts_left = t.status == crate::model::Status::Open;
         let go_on = claim_next && !judge_stopped(store, snap);
         let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, Some(&id));
@@ -749,10 +1011,11 @@ fn fail(
     }
 }
 
-/// Push the agent's work to `refs/swarm-work/<swarm>/<task>` for a person to look at.
-fn keep_aside(r: &mut Runner<'_>, id: &str, wt: &Path, work_tip: ObjectId) {
+/// Push the agent's work to `refs/swarm-work/<swarm>/<task>/<epoch>` (one ref per attempt) for a person to look at.
+fn keep_aside(r: &mut Runner<'_>, h: &Held, wt: &Path, work_tip: ObjectId) {
     git::abort_rebase(wt);
-    let refname = format!("refs/swarm-work/{}/{id}", r.swarm.name);
+    let id = h.task.id.as_str();
+    let refname = r.swarm.kept_work_ref(id, h.epoch);
     match r.swarm.push_aside(&refname, work_tip) {
         Ok(()) => r.emit(Event::KeptAside { task: id.to_string(), refname }),
         Err(e) => r.emit(Event::Warning(format!("could not keep the work of {id} at {refname}: {e}"))),
@@ -798,9 +1061,10 @@ fn resolve_conflict(
             env.extend(crate::hooks::agent::exclude_env(&excludes));
         }
         let before = git::contents(wt, &files);
-        let out = r
+        let (out, planted) = r
             .run_agent(backend, wt, &prompt, env, timeout, &mut || keep_lease())
             .map_err(|e| Abort::Fail(e.to_string()))?;
+        events.extend(planted.into_iter().map(Event::Warning));
         if let Err(e) = super::cannot_start(Role::Worker, backend, &out) {
             git::abort_rebase(wt);
             return Err(Abort::CannotStart(e));
@@ -871,5 +1135,34 @@ pub fn run_check(
             (out.exit.success(), tail)
         }
         Err(e) => (false, vec![e.to_string()]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reported_failure;
+
+    #[test]
+    fn the_status_line_of_a_hand_off_is_read_as_the_prompt_writes_it() {
+        let failed = [
+            ("Status: failed: the API is down\n\n## What was done\n- nothing", "the API is down"),
+            ("\n  status: FAILED - tests do not build", "tests do not build"),
+            ("**Status:** failed: no network", "no network"),
+            ("Status: failed", "no reason given"),
+            ("```markdown\nStatus: failed: x\n```", "x"),
+        ];
+        for (text, reason) in failed {
+            assert_eq!(reported_failure(text).as_deref(), Some(reason), "{text:?}");
+        }
+        for text in [
+            "Status: done",
+            "Status: done (or: Status: failed: <one-line reason>)",
+            "## What was done\nStatus: failed: later lines do not count",
+            "I failed to find a bug, so: done",
+            "Status: failedness",
+            "",
+        ] {
+            assert_eq!(reported_failure(text), None, "{text:?}");
+        }
     }
 }

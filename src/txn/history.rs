@@ -206,18 +206,39 @@ impl Swarm {
             }
             left = left.saturating_sub(w.steps);
             match w.root {
-                Some((_, Some(link))) if left > 0 => {
+                Some((root, Some(link))) if left > 0 => {
+                    // A root that says it is a compaction of `link.tip` is taken at its word only when it is one
+                    // (security.md S8): anyone who can push the ref could write those trailers over an old board.
+                    if !self.fetch_archive(&link)? || !self.compaction_holds(root, &link)? {
+                        return Ok(false);
+                    }
                     if link.tip == wanted {
                         return Ok(true);
-                    }
-                    if !self.fetch_archive(&link)? {
-                        return Ok(false);
                     }
                     at = link.tip;
                 }
                 _ => return Ok(false),
             }
         }
+    }
+
+    /// Is the root commit `root` what a compaction makes of `link.tip`: its archive ref is one of this swarm's
+    /// (`refs/swarm-archive/<name>/<n>`), it exists on the remote and holds that tip, and the root's tree is the
+    /// tip's tree (a compaction keeps the board as it is)?
+    pub fn compaction_holds(&self, root: ObjectId, link: &ArchiveLink) -> Result<bool, TxnError> {
+        let prefix = format!("refs/swarm-archive/{}/", self.name);
+        if !link.refname.starts_with(&prefix) || link.refname[prefix.len()..].contains('/') {
+            return Ok(false);
+        }
+        if self.remote_ref(&link.refname)? != Some(link.tip) {
+            return Ok(false);
+        }
+        let tree = |id: ObjectId| {
+            [self.store(), &self.local]
+                .into_iter()
+                .find_map(|s| s.repo.find_commit(id).ok().and_then(|c| c.tree_id().ok()).map(|t| t.detach()))
+        };
+        Ok(matches!((tree(root), tree(link.tip)), (Some(a), Some(b)) if a == b))
     }
 
     /// Make the history of an archive readable in [`Swarm::store`]; false when it cannot be had.
@@ -390,6 +411,39 @@ impl Swarm {
         };
         out.sort();
         Ok(out)
+    }
+
+    /// The newest state this clone knows in the lineage of `seen`: `seen`, or a descendant of it that another ref
+    /// holds — this clone's mirror of the state ref on another remote, or a `lost-…` archive on the remote (what a
+    /// clone kept with `doctor --accept-remote`). What a restore should put back: never an older board than a
+    /// reachable ref holds.
+    pub fn newest_known(&self, seen: ObjectId) -> Result<ObjectId, TxnError> {
+        let mut candidates: Vec<ObjectId> = Vec::new();
+        if let Ok(platform) = self.local.repo.references()
+            && let Ok(iter) = platform.prefixed("refs/swarm-remotes/")
+        {
+            let suffix = format!("/{}", self.name);
+            for r in iter.flatten() {
+                if r.name().as_bstr().to_string().ends_with(&suffix) {
+                    candidates.push(r.id().detach());
+                }
+            }
+        }
+        let archive = format!("refs/swarm-archive/{}/lost-", self.name);
+        if let Ok(lost) = self.remote_refs(&archive) {
+            candidates.extend(lost.into_iter().map(|(_, id)| id));
+        }
+        let mut best = seen;
+        for c in candidates {
+            let have = match &self.location {
+                Location::InProcess { store, .. } => store.repo.has_object(c) || self.local.repo.has_object(c),
+                Location::Url { .. } => self.local.repo.has_object(c),
+            };
+            if c != best && have && self.descends(c, best, usize::MAX).unwrap_or(false) {
+                best = c;
+            }
+        }
+        Ok(best)
     }
 
     /// Put the state ref back at `to`, by compare-and-swap from `from` (`None`: it must not exist): the repair of a

@@ -503,6 +503,42 @@ impl Swarm {
         }
     }
 
+    /// Where the work of attempt `epoch` of task `id` is kept when it cannot land: one ref per attempt, so that a
+    /// later attempt never overwrites an earlier one's work.
+    pub fn kept_work_ref(&self, id: &str, epoch: u64) -> String {
+        format!("{}{id}/{epoch}", self.kept_work_prefix())
+    }
+
+    /// `refs/swarm-work/<name>/`.
+    pub fn kept_work_prefix(&self) -> String {
+        format!("refs/swarm-work/{}/", self.name)
+    }
+
+    /// The kept work of tasks that are done on `board` (their code landed: what was kept of their failed attempts
+    /// is history), deleted on the remote. Returns the refs deleted.
+    pub fn prune_kept_work(&self, board: &crate::ops::Board) -> Result<Vec<String>, TxnError> {
+        let prefix = self.kept_work_prefix();
+        let done = |id: &str| {
+            board.closed.get(id).is_some_and(|c| c.status == crate::model::Status::Done)
+                || board.tasks.get(id).is_some_and(|t| t.task.status == crate::model::Status::Done)
+        };
+        let stale: Vec<String> = self
+            .remote_refs(&prefix)?
+            .into_iter()
+            .map(|(r, _)| r)
+            .filter(|r| r.strip_prefix(prefix.as_str()).and_then(|rest| rest.split('/').next()).is_some_and(done))
+            .collect();
+        match &self.location {
+            Location::InProcess { store, .. } => {
+                for r in &stale {
+                    store.delete_ref(r)?;
+                }
+            }
+            Location::Url { endpoint: ep } => remote::push_delete(&self.local, &ep.push_to, &stale)?,
+        }
+        Ok(stale)
+    }
+
     fn branch_mirror(&self, key: &str, branch: &str) -> String {
         format!("refs/swarm-branches/{key}/{}", branch.trim_start_matches("refs/heads/"))
     }

@@ -104,6 +104,9 @@ impl Env {
             .env_remove("XDG_CACHE_HOME")
             .env_remove("IS_SANDBOX")
             .env("GIT_SWARM_HTTP_RETRY_BASE_MS", "10")
+            // Runners trust the shared settings a test writes from whichever clone; `tests/open_world.rs` tests
+            // the trust boundary itself with this removed.
+            .env("GIT_SWARM_TRUST", "any")
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .stdin(Stdio::null());
@@ -281,6 +284,16 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Wait until `f` holds, polling; fail the test naming `what` after `secs` seconds.
+#[track_caller]
+pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(secs), "{what}: not within {secs}s");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -1,0 +1,89 @@
+//! What an agent may not leave behind in the git directory it shares with the runner and the user: a
+//! `.git/config` with a clean/smudge filter, a `diff`/`merge` driver, `core.sshCommand`, `include.path`…; an
+//! `info/attributes` that hooks such a driver to every path; a `config.worktree` of its own. The runner's next
+//! `git add`, `checkout` or `rebase` — outside the agent's process group and time limit — and the user's own git
+//! commands would run them.
+//!
+//! A [`Guard`] takes the bytes of those files before an agent runs; after it, whatever changed is put back, and the
+//! agent's version kept under `.git/swarm/planted/` (0600) for a person to look at. Only changes made while the
+//! agent ran are undone: a change the user makes at another time is theirs.
+
+use std::path::{Path, PathBuf};
+
+/// The files of a git directory an agent's run must leave as they were.
+pub struct Guard {
+    /// `(path, what it held; None: it did not exist)`.
+    files: Vec<(PathBuf, Option<Vec<u8>>)>,
+    keep_dir: PathBuf,
+}
+
+impl Guard {
+    /// Take the files as they are now: the common dir's `config` and `info/attributes`, and the
+    /// `config.worktree` of the work tree at `wt` (if it is a linked work tree).
+    pub fn take(common_dir: &Path, wt: &Path) -> Guard {
+        let mut paths = vec![common_dir.join("config"), common_dir.join("info").join("attributes")];
+        if let Some(admin) = super::git::worktree_git_dir(wt) {
+            paths.push(admin.join("config.worktree"));
+        }
+        let files = paths.into_iter().map(|p| (p.clone(), std::fs::read(&p).ok())).collect();
+        Guard { files, keep_dir: common_dir.join("swarm").join("planted") }
+    }
+
+    /// Put back every file that changed since [`Guard::take`]; one message per file put back.
+    pub fn restore(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        for (path, before) in &self.files {
+            let now = std::fs::read(path).ok();
+            if now == *before {
+                continue;
+            }
+            let kept = now.as_ref().and_then(|bytes| self.keep(path, bytes));
+            let put_back = match before {
+                Some(bytes) => {
+                    crate::agent::files::write(path, bytes).is_ok() && std::fs::read(path).ok().as_ref() == Some(bytes)
+                }
+                None => std::fs::remove_file(path).is_ok(),
+            };
+            let what = if put_back { "put back as it was" } else { "could NOT be put back" };
+            let kept = kept.map(|k| format!("; the agent's version is kept at {}", k.display())).unwrap_or_default();
+            said.push(format!("the agent changed {} during its run: {what}{kept}", path.display()));
+        }
+        said
+    }
+
+    fn keep(&self, path: &Path, bytes: &[u8]) -> Option<PathBuf> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::create_dir_all(&self.keep_dir).ok()?;
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+        let name = path.file_name()?.to_string_lossy().into_owned();
+        let dest = self.keep_dir.join(format!("{name}-{stamp}"));
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&dest).ok()?;
+        f.write_all(bytes).ok()?;
+        Some(dest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_an_agent_planted_is_put_back_and_kept() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let common = dir.path();
+        std::fs::write(common.join("config"), "[core]\n\tbare = false\n").expect("config");
+        let g = Guard::take(common, &common.join("no-worktree"));
+        assert!(g.restore().is_empty(), "nothing changed");
+        std::fs::write(common.join("config"), "[core]\n\tbare = false\n[filter \"x\"]\n\tclean = evil\n").expect("w");
+        std::fs::create_dir_all(common.join("info")).expect("info");
+        std::fs::write(common.join("info/attributes"), "* filter=x\n").expect("w");
+        let said = g.restore();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(std::fs::read_to_string(common.join("config")).expect("r"), "[core]\n\tbare = false\n");
+        assert!(!common.join("info/attributes").exists());
+        let kept: Vec<_> = std::fs::read_dir(common.join("swarm/planted")).expect("kept").flatten().collect();
+        assert_eq!(kept.len(), 2);
+        assert!(said[0].contains("put back as it was"), "{said:?}");
+    }
+}
