@@ -21,7 +21,9 @@ fn no_identity(env: &Env, cmd: &mut std::process::Command) {
         .env_remove("GIT_AUTHOR_NAME")
         .env_remove("GIT_AUTHOR_EMAIL")
         .env_remove("GIT_COMMITTER_NAME")
-        .env_remove("GIT_COMMITTER_EMAIL");
+        .env_remove("GIT_COMMITTER_EMAIL")
+        // Nor has a new user trusted anything: what they run must be trusted by what they did themselves.
+        .env_remove("GIT_SWARM_TRUST");
 }
 
 /// The README's first command ends in `git swarm demo`: on a machine with no git identity it used to fail at once

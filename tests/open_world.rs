@@ -777,6 +777,11 @@ fn shared_settings_a_clone_does_not_trust_are_never_run() {
     let digest = sw_strict(&env, &b, &["trust", "--digest"]).ok().line();
     let wf = sw_strict(&env, &b, &["ci", "github", "--stdout"]).ok().stdout;
     assert!(wf.contains(&format!("GIT_SWARM_TRUST: {digest}")), "{wf}");
+    // `up` in a clone that trusts nothing says so once, before any member starts.
+    let c = env.clone(&file_url(&bare), "c");
+    let o = sw_strict(&env, &c, &["up", "--workers", "1"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("not trusted") && o.stderr.contains("git swarm trust"), "{}", o.stderr);
 }
 
 /// A small tmpfs mounted at `dir` for the test (unmounted when dropped); `None` when this machine cannot (not

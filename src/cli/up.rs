@@ -144,6 +144,19 @@ fn preflight(
     args: &UpArgs,
 ) -> CliResult<()> {
     use git_swarm::runner::Role;
+    // The members would stop one by one on settings this clone does not trust: say it once, before any starts.
+    if args.exec.is_none() {
+        let doc = super::trust::document(swarm)?;
+        let digests = git_swarm::trust::trusted_digests(&git_swarm::trust::clone_digests(&swarm.local.repo));
+        if !git_swarm::trust::is_trusted(&doc, &digests) {
+            return Err(CliError::io(format!(
+                "the swarm's shared settings are not trusted in this clone (digest {})",
+                doc.short()
+            ))
+            .hint("`git swarm trust` shows what the members would run; `git swarm trust --yes` trusts it")
+            .hint("or give the members an agent of this clone's: --exec"));
+        }
+    }
     let config = local.apply(config);
     let probes = git_swarm::agent::Probes::default();
     let run_dir = git_swarm::runner::Places::of(swarm.local.repo.common_dir()).run_dir("up");
