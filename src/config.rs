@@ -190,6 +190,18 @@ impl Local {
     }
 }
 
+impl Local {
+    /// Does this clone choose the agent of the `[roles.<table>]` table itself (an `exec`, `preset`, `backend` or
+    /// `api` of its own, which replaces the whole shared table), so that nothing of the shared choice is used?
+    pub fn chooses_agent(&self, table: &str) -> bool {
+        self.table
+            .get("roles")
+            .and_then(|r| r.get(table))
+            .and_then(|t| t.as_table())
+            .is_some_and(|t| AGENT_CHOICE.iter().any(|k| t.contains_key(*k)))
+    }
+}
+
 fn merge(theirs: &mut toml::Table, mine: &toml::Table, roles: bool) {
     for (k, v) in mine {
         match (theirs.get_mut(k), v) {

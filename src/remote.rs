@@ -502,11 +502,16 @@ pub fn push_delete(local: &Store, remote: &str, refnames: &[String]) -> Result<(
     let out = run_bounded(&mut cmd, remote)?;
     let lines = parse_porcelain(&String::from_utf8_lossy(&out.stdout));
     // Each ref deleted (`-`), or not there in the first place (git then says so and exits non-zero).
-    let left: Vec<&String> = refnames.iter().filter(|r| !lines.iter().any(|l| l.to == **r && l.flag == '-')).collect();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let gone = |r: &str| {
+        stderr.lines().any(|l| l.contains("remote ref does not exist") && l.contains(r))
+            || lines.iter().any(|l| l.to == r && l.reason.as_deref().is_some_and(|x| x.contains("does not exist")))
+    };
+    let left: Vec<&String> =
+        refnames.iter().filter(|r| !lines.iter().any(|l| l.to == **r && l.flag == '-') && !gone(r)).collect();
     if left.is_empty() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&out.stderr);
     Err(RemoteError::Refused {
         remote: redact(remote),
         refname: left.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(" and "),

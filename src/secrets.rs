@@ -68,7 +68,9 @@ impl Scrubber {
             if v.len() < MIN_SECRET || v.trim().is_empty() {
                 continue;
             }
-            let named = !NOT_SECRETS.contains(&k.as_str()) && SECRET_NAMES.iter().any(|w| k.contains(w));
+            // `AUTH` is in `GIT_AUTHOR_NAME` too: a name and an email are no secret.
+            let named =
+                !NOT_SECRETS.contains(&k.as_str()) && SECRET_NAMES.iter().any(|w| k.replace("AUTHOR", "").contains(w));
             if named || shape(v) != v {
                 values.push(v.to_string());
             }
@@ -323,6 +325,7 @@ mod tests {
             ("HOME", "/home/me"),
             ("GIT_SWARM_AGENT", "worker-1234567"),
             ("SHORT_KEY", "abc"),
+            ("GIT_AUTHOR_NAME", "Ada Lovelace"),
         ]);
         let text = "pw hunter2hunter2, pass correct-horse, url https://hooks.slack.com/services/T1/B2/abcdefghij0123456789xyz, \
                     in /home/me/project as worker-1234567 with abc";
@@ -330,7 +333,8 @@ mod tests {
         for secret in ["hunter2hunter2", "correct-horse", "abcdefghij0123456789xyz"] {
             assert!(!out.contains(secret), "{secret} in {out}");
         }
-        for kept in ["/home/me/project", "worker-1234567", "with abc"] {
+        let out = s.scrub(&format!("{out} by Ada Lovelace"));
+        for kept in ["/home/me/project", "worker-1234567", "with abc", "Ada Lovelace"] {
             assert!(out.contains(kept), "{kept} lost in {out}");
         }
         assert_eq!(s.len(), 4, "{s:?}");

@@ -80,9 +80,10 @@ pub fn trusted_digests(trusted: &[String]) -> Vec<String> {
 /// (a bare repository of one's own), set deliberately (`git config swarm.trusted any`, `GIT_SWARM_TRUST=any`).
 pub const ANY: &str = "any";
 
-/// Is `doc` trusted by one of `digests` (a full digest, a prefix of 12 or more characters, or [`ANY`])?
+/// Is `doc` trusted by one of `digests` (its full digest — a prefix could be matched by a crafted document —, or
+/// [`ANY`])?
 pub fn is_trusted(doc: &Document, digests: &[String]) -> bool {
-    digests.iter().any(|d| d == ANY || (d.len() >= 12 && doc.digest.starts_with(d.as_str())))
+    digests.iter().any(|d| d == ANY || *d == doc.digest)
 }
 
 /// The digests this clone's git config trusts (`swarm.trusted`, every entry, from any level git reads).
@@ -193,8 +194,7 @@ mod tests {
         );
         assert_ne!(a.digest, d.digest);
         assert!(is_trusted(&a, std::slice::from_ref(&a.digest)));
-        assert!(is_trusted(&a, &[a.short().to_string()]));
-        assert!(!is_trusted(&a, &[a.digest[..8].to_string()]), "too short a prefix trusts nothing");
+        assert!(!is_trusted(&a, &[a.short().to_string()]), "a prefix trusts nothing");
         assert!(!is_trusted(&c, std::slice::from_ref(&a.digest)));
     }
 }

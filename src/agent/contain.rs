@@ -88,14 +88,28 @@ pub fn end_run(mark: &str, keep: &[u32]) -> usize {
         if found.is_empty() {
             break;
         }
-        for (pid, _) in &found {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL);
-            killed += 1;
+        let mut ours = Vec::new();
+        for (pid, ppid) in &found {
+            let p = nix::unistd::Pid::from_raw(*pid);
+            if nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                killed += 1;
+                if *ppid == me {
+                    ours.push(p);
+                }
+            }
         }
-        // Our children among them (orphans we reaped as subreaper) would stay zombies.
-        for (pid, ppid) in found {
-            if ppid == me {
-                let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+        // Our children among them (orphans this subreaper adopted) would stay zombies: reaped, never waited on
+        // for long (a process in uninterruptible sleep dies when it can; a later run reaps it).
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        while !ours.is_empty() && std::time::Instant::now() < until {
+            ours.retain(|p| {
+                !matches!(
+                    nix::sys::wait::waitpid(*p, Some(nix::sys::wait::WaitPidFlag::WNOHANG)),
+                    Ok(nix::sys::wait::WaitStatus::Exited(..) | nix::sys::wait::WaitStatus::Signaled(..)) | Err(_)
+                )
+            });
+            if !ours.is_empty() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
             }
         }
     }

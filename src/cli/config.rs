@@ -72,8 +72,8 @@ fn edit(ctx: &mut Ctx, key: &str, value: Option<&str>) -> CliResult<()> {
     })?;
     let after = c.value;
     // This clone wrote them: its runners trust them (docs/security.md, *Trust*).
-    if c.commit.is_some() {
-        super::trust::trust_own(ctx, &swarm);
+    if let Some(commit) = c.commit {
+        super::trust::trust_own(ctx, &swarm, commit, true);
     }
     let shown = |v: &Option<toml::Value>| v.as_ref().map(plain).unwrap_or_else(|| "(unset)".into());
     let what = if c.commit.is_some() { "" } else { " (nothing changed)" };

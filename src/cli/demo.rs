@@ -97,9 +97,9 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     let swarm = git_swarm::open_swarm(repo, None, "default", git_swarm::Transport::Auto)?;
     let who = git_swarm::store::Identity { name: "git swarm demo".into(), email: "demo@git-swarm.invalid".into() };
     let clock = || git_swarm::time::Timestamp::now_with_offset(0);
-    swarm.init(&git_swarm::txn::Retry::default(), &who, &clock, &config, "demo")?;
+    let (commit, _) = swarm.init(&git_swarm::txn::Retry::default(), &who, &clock, &config, "demo")?;
     // The demo wrote these settings in its own clone: its runners trust them, as after `init --config`.
-    let doc = super::trust::document(&swarm)?;
+    let doc = super::trust::document_at(&swarm, commit)?;
     git_swarm::trust::record(swarm.local.repo.common_dir(), &doc).map_err(CliError::io)?;
     out.note(format!("demo: goal: {GOAL}"));
     out.note(format!(

@@ -57,7 +57,7 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     let refname = swarm.ref_name();
     // The settings this clone wrote are trusted by it (not those of a swarm that was there already).
     if created {
-        super::trust::trust_own(ctx, &swarm);
+        super::trust::trust_own(ctx, &swarm, commit, false);
     }
     if created {
         ctx.out.line(format!(

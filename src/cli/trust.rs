@@ -23,21 +23,47 @@ pub struct TrustArgs {
 /// The trust document of the newest board.
 pub fn document(swarm: &git_swarm::txn::Swarm) -> CliResult<Document> {
     let snap = swarm.read(false)?;
-    let prompts = swarm
-        .store()
-        .list_dir(snap.commit, "prompts")
+    document_at(swarm, snap.commit)
+}
+
+/// The trust document of the state at `commit`.
+pub fn document_at(swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId) -> CliResult<Document> {
+    let store = swarm.store();
+    let snap = store.read(commit, false).map_err(|e| CliError::io(e.to_string()))?;
+    let prompts = store
+        .list_dir(commit, "prompts")
         .map_err(|e| CliError::io(format!("cannot read the prompt overrides: {e}")))?;
     Ok(Document::of(&snap.board.config, &prompts))
 }
 
-/// Record what a command of this clone just wrote to the state ref as trusted (`init --config`, `config set`): a
-/// clone trusts its own settings. A failure is said, not fatal.
-pub fn trust_own(ctx: &Ctx, swarm: &git_swarm::txn::Swarm) {
-    match document(swarm)
-        .map_err(|e| e.message)
-        .and_then(|d| git_swarm::trust::record(swarm.local.repo.common_dir(), &d))
-    {
-        Ok(_) => {}
+/// Record the settings of `commit`, which a command of this clone just wrote (`init --config`, `config set`), as
+/// trusted here: a clone trusts its own settings — but not what it did not write: after an edit, only when the
+/// settings before it were trusted here too (or the edit changed nothing a runner runs), so that `config set` of
+/// a timeout never trusts a command someone else pushed. What is not recorded is said, with the way to trust it.
+pub fn trust_own(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId, edited: bool) {
+    let common = swarm.local.repo.common_dir();
+    let res = (|| -> Result<bool, String> {
+        let after = document_at(swarm, commit).map_err(|e| e.message)?;
+        if edited {
+            let parent =
+                swarm.store().repo.find_commit(commit).ok().and_then(|c| c.parent_ids().next().map(|p| p.detach()));
+            let before = parent.map(|p| document_at(swarm, p)).transpose().map_err(|e| e.message)?;
+            let digests = git_swarm::trust::trusted_digests(&git_swarm::trust::clone_digests(&swarm.local.repo));
+            let fine =
+                before.as_ref().is_some_and(|b| b.digest == after.digest || git_swarm::trust::is_trusted(b, &digests));
+            if !fine {
+                return Ok(false);
+            }
+        }
+        git_swarm::trust::record(common, &after)?;
+        Ok(true)
+    })();
+    match res {
+        Ok(true) => {}
+        Ok(false) => ctx.out.warn(
+            "the settings before this change were not trusted here, so the new ones are not either: \
+             `git swarm trust` shows them",
+        ),
         Err(e) => ctx.out.warn(format!("could not record the new settings as trusted here: {e}")),
     }
 }

@@ -252,8 +252,12 @@ fn judge_once(
     };
     let check = match (&settings.check, tip) {
         (Some(cmd), Some(t)) => {
+            let guard = super::planted::Guard::take(&r.common_dir(), &cwd);
             let (ok, tail) =
                 super::worker::run_check(&cwd, cmd, settings.task_timeout, &r.commit_ident, &r.run_dir(), &|| true);
+            for p in guard.restore() {
+                r.emit(Event::Warning(p));
+            }
             format!(
                 "`{cmd}` on {} ({}): {}\n{}",
                 &t.to_string()[..12],

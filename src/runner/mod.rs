@@ -253,10 +253,13 @@ impl Runner<'_> {
     pub fn check_trust(&self, snap: &Snapshot, role: Role) -> Result<(), RunError> {
         let config = &snap.board.config;
         let applied = self.git_config.apply(config);
+        // The table the role's agent comes from (its own, else `[roles.default]`): shared unless this clone chose
+        // the agent of that table itself — any shared key that survives (a `base_url`, an `api_key_env`) counts.
+        let own = applied.extra.get("roles").and_then(|r| r.get(role.as_str())).and_then(|t| t.as_table());
+        let picked = if own.is_some() { role.as_str() } else { "default" };
         let agent_shared = self.exec.is_none()
-            && settings::backend_for(&applied, role).ok().flatten()
-                == settings::backend_for(config, role).ok().flatten()
-            && settings::backend_for(config, role).ok().flatten().is_some();
+            && !self.git_config.chooses_agent(picked)
+            && settings::backend_for(&applied, role).ok().flatten().is_some();
         let check_of = |c: &Config| RunSettings::from_config(c).ok().and_then(|s| s.check);
         let check_shared = matches!(role, Role::Worker | Role::Judge)
             && self.check.is_none()
@@ -684,8 +687,20 @@ pub fn sweep_legacy_worktrees(home: &Path, common_dir: &Path) -> usize {
 
 /// Remove a runner's work tree: first stop an agent its killed runner could not stop, which may still work in it.
 pub fn remove_runner_worktree(places: &Places, common_dir: &Path, name: &str, path: &Path) {
+    use nix::fcntl::{Flock, FlockArg};
+    // The id's lock, held through the removal: a runner that runs already is not touched, and one that starts
+    // meanwhile is told the id is busy instead of getting a tree that is being deleted. The pid file stays (its
+    // lock, not its presence, says who runs): unlinking it could leave a starting runner holding a lock on a file
+    // nobody else sees.
+    let pid_file = places.pid_file(name);
+    let _lock = match std::fs::File::open(&pid_file) {
+        Ok(f) => match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => Some(l),
+            Err(_) => return,
+        },
+        Err(_) => None,
+    };
     clear_own_worktree(places, common_dir, name, path);
-    let _ = std::fs::remove_file(places.pid_file(name));
 }
 
 /// [`remove_runner_worktree`] for the runner that calls it: its pid file stays (it holds the lock on it).

@@ -22,10 +22,15 @@ impl Guard {
     /// `config.worktree` of the work tree at `wt` (if it is a linked work tree).
     pub fn take(common_dir: &Path, wt: &Path) -> Guard {
         let mut paths = vec![common_dir.join("config"), common_dir.join("info").join("attributes")];
+        // The work tree's link to its git directory, and back: a `.git` file that pointed elsewhere would have the
+        // runner's own git work in a repository of the agent's choosing (with its config), or in the user's.
+        paths.push(wt.join(".git"));
         if let Some(admin) = super::git::worktree_git_dir(wt) {
             paths.push(admin.join("config.worktree"));
+            paths.push(admin.join("commondir"));
+            paths.push(admin.join("gitdir"));
         }
-        let files = paths.into_iter().map(|p| (p.clone(), std::fs::read(&p).ok())).collect();
+        let files = paths.into_iter().map(|p| (p.clone(), read(&p))).collect();
         Guard { files, keep_dir: common_dir.join("swarm").join("planted") }
     }
 
@@ -33,7 +38,7 @@ impl Guard {
     pub fn restore(&self) -> Vec<String> {
         let mut said = Vec::new();
         for (path, before) in &self.files {
-            let now = std::fs::read(path).ok();
+            let now = read(path);
             if now == *before {
                 continue;
             }
@@ -52,6 +57,9 @@ impl Guard {
     }
 
     fn keep(&self, path: &Path, bytes: &[u8]) -> Option<PathBuf> {
+        if bytes.is_empty() {
+            return None;
+        }
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         std::fs::create_dir_all(&self.keep_dir).ok()?;
@@ -61,6 +69,17 @@ impl Guard {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&dest).ok()?;
         f.write_all(bytes).ok()?;
         Some(dest)
+    }
+}
+
+/// What is at `path`, read as an agent's file is (`agent::files`: never through a symlink, never blocking on a
+/// FIFO, bounded); something else there than a regular file reads as empty bytes, which differ from any snapshot
+/// of a file, so that it is put back. `None`: nothing there.
+fn read(path: &Path) -> Option<Vec<u8>> {
+    match crate::agent::files::read(path, 4 << 20) {
+        Ok((text, _)) => Some(text.into_bytes()),
+        Err(e) if e.is_missing() => None,
+        Err(_) => Some(Vec::new()),
     }
 }
 

@@ -807,7 +807,10 @@ fn finish(
             if !synced {
                 sync(work_head)?;
             }
+            // The check runs the agent's code (its tests, its Makefile): what it plants in `.git` is put back too.
+            let guard = super::planted::Guard::take(&r.common_dir(), wt);
             let out = run_check(wt, cmd, timeout, &r.commit_ident, &r.run_dir(), &keep_lease);
+            events.extend(guard.restore().into_iter().map(Event::Warning));
             events.extend(renewals.borrow_mut().drain(..));
             // Whatever the check changed in the tree is not part of the work.
             synced = false;
