@@ -233,7 +233,14 @@ fn output_bounded(cmd: &mut Command) -> Result<std::process::Output, RemoteError
         .map(|a| a.to_string_lossy().into_owned())
         .find(|a| matches!(a.as_str(), "push" | "fetch" | "ls-remote"));
     let what = format!("git {}", what.unwrap_or_else(|| "command".into()));
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A group of its own, so that a kill reaches what it started (a local `receive-pack`, its hooks, `ssh`) — but
+    // not at a terminal: a background group cannot ask for an ssh passphrase there (SIGTTIN), and a person at a
+    // terminal ends a hang with Ctrl-C, which reaches the foreground group.
+    let own_group = !std::io::IsTerminal::is_terminal(&std::io::stdin());
+    if own_group {
+        cmd.process_group(0);
+    }
     let mut child = cmd.spawn().map_err(|e| RemoteError::Spawn(e.to_string()))?;
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -254,8 +261,12 @@ fn output_bounded(cmd: &mut Command) -> Result<std::process::Output, RemoteError
             Err(e) => return Err(RemoteError::Spawn(e.to_string())),
         }
         if deadline.passed() {
-            let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
-            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+            if own_group {
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+            } else {
+                let _ = child.kill();
+            }
             let _ = child.wait();
             let why = if deadline.stopped_at.is_some() {
                 format!("{what} was stopped with the runner ({}s after the stop)", STOP_GRACE.as_secs())
