@@ -596,6 +596,27 @@ impl Store {
         Ok(false)
     }
 
+    /// Visit the first-parent line from `tip`, newest first, at most `limit` commits, until `visit` says stop.
+    fn first_parents(
+        &self,
+        tip: ObjectId,
+        limit: usize,
+        mut visit: impl FnMut(ObjectId, &gix::Commit<'_>) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut at = tip;
+        for _ in 0..limit {
+            let c = self.repo.find_commit(at).git(|| format!("cannot read commit {at}"))?;
+            if visit(at, &c)? {
+                return Ok(());
+            }
+            match c.parent_ids().next() {
+                Some(p) => at = p.detach(),
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
     /// The newest commit on the first-parent line from `tip` whose message carries the trailer `Swarm-Task: <task>`:
     /// the code of a task that landed. The walk stops at `stop` (a commit known not to hold it), at the first commit
     /// older than `since` (its committer time; the task did not exist before), or after `limit` commits.
@@ -608,27 +629,23 @@ impl Store {
         limit: usize,
     ) -> Result<Option<ObjectId>, StoreError> {
         let trailer = format!("Swarm-Task: {task}");
-        let mut at = tip;
-        for _ in 0..limit {
+        let mut found = None;
+        self.first_parents(tip, limit, |at, c| {
             if Some(at) == stop {
-                return Ok(None);
+                return Ok(true);
             }
-            let c = self.repo.find_commit(at).git(|| format!("cannot read commit {at}"))?;
             let decoded = c.decode().git(|| format!("cannot decode commit {at}"))?;
-            if since.is_some_and(|s| decoded.committer().map(|sig| sig.seconds()).unwrap_or(i64::MAX) < s.secs() as i64)
-            {
-                return Ok(None);
+            let time = decoded.committer().map(|sig| sig.seconds()).unwrap_or(i64::MAX);
+            if since.is_some_and(|s| time < s.secs() as i64) {
+                return Ok(true);
             }
-            let message = c.message_raw_sloppy();
-            if message.lines().any(|l| l.trim_ascii() == trailer.as_bytes()) {
-                return Ok(Some(at));
+            if c.message_raw_sloppy().lines().any(|l| l.trim_ascii() == trailer.as_bytes()) {
+                found = Some(at);
+                return Ok(true);
             }
-            match c.parent_ids().next() {
-                Some(p) => at = p.detach(),
-                None => return Ok(None),
-            }
-        }
-        Ok(None)
+            Ok(false)
+        })?;
+        Ok(found)
     }
 
     /// [`Store::landed_commit`] for many tasks in one walk: for each of `tasks` whose trailer a commit of the
@@ -640,12 +657,7 @@ impl Store {
         limit: usize,
     ) -> Result<BTreeMap<String, ObjectId>, StoreError> {
         let mut found = BTreeMap::new();
-        let mut at = tip;
-        for _ in 0..limit {
-            if found.len() == tasks.len() {
-                break;
-            }
-            let c = self.repo.find_commit(at).git(|| format!("cannot read commit {at}"))?;
+        self.first_parents(tip, limit, |at, c| {
             for line in c.message_raw_sloppy().lines() {
                 if let Some(id) =
                     line.trim_ascii().strip_prefix(b"Swarm-Task: ").and_then(|v| std::str::from_utf8(v).ok())
@@ -654,11 +666,8 @@ impl Store {
                     found.entry(id.trim().to_string()).or_insert(at);
                 }
             }
-            match c.parent_ids().next() {
-                Some(p) => at = p.detach(),
-                None => break,
-            }
-        }
+            Ok(found.len() == tasks.len())
+        })?;
         Ok(found)
     }
 
