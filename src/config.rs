@@ -26,6 +26,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, agentHooks.",
     ),
     ("swarm.run.cycle.<key>", "a [run.cycle] setting: maxTasks, maxTime."),
+    ("swarm.run.budget.<key>", "a [run.budget] setting: taskTokens, taskUsd, cycleTokens, cycleUsd."),
     (
         "swarm.roles.<role>.<key>",
         "the agent of a role (default, worker, planner, judge) for this clone's runners: preset, exec, backend, api, baseUrl, model, apiKeyEnv, maxTokens, temperature. Setting exec or preset replaces both of them from swarm.toml.",
@@ -53,6 +54,8 @@ const RUN: &[(&str, Kind)] = &[
     ("agent_hooks", Kind::Bool),
 ];
 const CYCLE: &[(&str, Kind)] = &[("max_tasks", Kind::Int), ("max_time", Kind::Text)];
+const BUDGET: &[(&str, Kind)] =
+    &[("task_tokens", Kind::Int), ("task_usd", Kind::Float), ("cycle_tokens", Kind::Int), ("cycle_usd", Kind::Float)];
 const ROLE: &[(&str, Kind)] = &[
     ("backend", Kind::Text),
     ("exec", Kind::Text),
@@ -147,6 +150,7 @@ impl Local {
             None => return Err(bad(&full, unknown_plain())),
             Some("run") => (vec!["run"], RUN),
             Some("run.cycle") => (vec!["run", "cycle"], CYCLE),
+            Some("run.budget") => (vec!["run", "budget"], BUDGET),
             Some(s) => match s.strip_prefix("roles.") {
                 Some(role) if ROLES.contains(&role) => (vec!["roles", role], ROLE),
                 Some(role) => {
@@ -241,7 +245,7 @@ fn unknown_plain() -> String {
 }
 
 fn known_subsections() -> String {
-    "the subsections run, run.cycle, roles.<role>".into()
+    "the subsections run, run.cycle, run.budget, roles.<role>".into()
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub mod store;
 pub mod time;
 pub mod trust;
 pub mod txn;
+pub mod usage;
 
 use std::path::Path;
 

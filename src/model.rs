@@ -8,6 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
+use crate::usage::Usage;
 
 /// Largest task file we read or write. A bigger file in the state ref is reported, not loaded.
 pub const MAX_TASK_FILE_BYTES: u64 = 1024 * 1024;
@@ -121,6 +122,9 @@ pub struct Failure {
     pub epoch: u64,
     pub at: Timestamp,
     pub reason: String,
+    /// What the attempt spent, as far as it was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// A task, exactly as stored in `tasks/**/<id>.toml`.
@@ -167,9 +171,20 @@ pub struct Task {
     pub result: Option<TaskResult>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<Failure>,
+    /// What the task's ended attempts spent (agent runs, conflict runs), as their agents reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// What the claim's attempt has spent so far, as its holder last reported it (with a renewal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_usage: Option<Usage>,
 }
 
 impl Task {
+    /// Everything the task has spent as far as the board knows: its ended attempts and the claim's so far.
+    pub fn spent(&self) -> Option<Usage> {
+        crate::usage::plus(self.usage, self.claim.as_ref().and(self.claim_usage))
+    }
+
     /// A claim that is live at `now`.
     pub fn live_claim(&self, now: Timestamp) -> Option<&Claim> {
         match (&self.status, &self.claim) {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::model::{Claim, Config, Failure, Kind, MAX_EPOCH, Status, Task, TaskResult};
 use crate::time::Timestamp;
+use crate::usage::{Spend, Usage};
 
 /// The board as read from one commit of the state ref: the settings and the readable tasks.
 ///
@@ -24,6 +25,10 @@ pub struct Board {
     /// Other files that carry the id of a task in `tasks` (reported as problems). Writing the task deletes them,
     /// so that a stale twin can never come back to life when the task moves.
     pub twins: BTreeMap<String, Vec<String>>,
+    /// What the swarm has spent (`spend.toml`).
+    pub spend: Spend,
+    /// The cycle that runs: one more than the last record in `cycles/` (1 before any).
+    pub cycle: u64,
 }
 
 /// A finished task known by its path alone.
@@ -76,6 +81,8 @@ pub struct Change {
     pub files: BTreeMap<String, String>,
     /// The ops that [`Change::then`] folded into this one, after it (each one more group of trailers).
     pub also: Vec<OpRecord>,
+    /// The swarm's spend after this change, when it records usage (`spend.toml`).
+    pub spend: Option<Spend>,
 }
 
 /// One op of a commit that holds several (a landing that also claims the next task).
@@ -88,7 +95,7 @@ pub struct OpRecord {
 
 impl Change {
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty() && self.removes.is_empty() && self.files.is_empty()
+        self.writes.is_empty() && self.removes.is_empty() && self.files.is_empty() && self.spend.is_none()
     }
 
     /// Fold `next` — an op computed on the board with `self` applied (see [`apply`]) — into this change, so that
@@ -112,6 +119,9 @@ impl Change {
             }
         }
         self.files.extend(next.files);
+        if next.spend.is_some() {
+            self.spend = next.spend;
+        }
         self.summary = format!("{}; {}", self.summary, next.summary);
         self.also.push(OpRecord { op: next.op, task: next.task, epoch: next.epoch });
         self.also.extend(next.also);
@@ -272,6 +282,8 @@ pub fn add(
             claim: None,
             result: None,
             failures: vec![],
+            usage: None,
+            claim_usage: None,
         };
         // Write only what every reader reads back: a task that fails validation, or a file past the read limit,
         // would be skipped by every reader — filed, never worked on.
@@ -448,14 +460,55 @@ fn next_epoch(t: &Task) -> Result<u64, DomainError> {
 fn expire(t: &mut Task, now: Timestamp) {
     if let Some(c) = t.claim.take() {
         t.attempts = t.attempts.saturating_add(1);
+        // What the attempt reported before its holder went away is kept; what it never reported is lost.
+        let usage = t.claim_usage.take();
+        t.usage = crate::usage::plus(t.usage, usage);
         t.failures.push(Failure {
             agent: c.agent,
             epoch: c.epoch,
             at: now,
             reason: format!("lease expired at {}", c.lease_until),
+            usage,
         });
     }
+    t.claim_usage = None;
     t.status = Status::Open;
+}
+
+/// The role whose spend a task's runs are: planners work on plans, workers on the rest.
+pub fn role_of(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Work => "worker",
+        Kind::Plan => "planner",
+    }
+}
+
+/// The swarm's spend with `delta` of `role` added in the running cycle; `None` when there is nothing to add.
+pub fn spend_after(board: &Board, role: &str, delta: &Usage) -> Option<Spend> {
+    (!delta.is_zero()).then(|| board.spend.add(role, delta, board.cycle))
+}
+
+/// `t`'s claim reports `usage` for its attempt (the whole attempt so far: a newer report replaces an older one):
+/// what it adds to the swarm's spend.
+fn report_usage(t: &mut Task, usage: Option<Usage>) -> Usage {
+    let Some(u) = usage else { return Usage::default() };
+    let delta = u.since(&t.claim_usage.unwrap_or_default());
+    t.claim_usage = Some(u);
+    delta
+}
+
+/// A holder's write of its claimed `t` (a planner's round) that reports `usage` for the attempt so far: the
+/// swarm's spend after it, when it adds anything.
+pub fn report(board: &Board, t: &mut Task, usage: Option<Usage>) -> Option<Spend> {
+    let delta = report_usage(t, usage);
+    spend_after(board, role_of(t.kind), &delta)
+}
+
+/// The claim of `t` ends: its attempt's usage goes to the task's, and is returned.
+fn close_usage(t: &mut Task) -> Option<Usage> {
+    let u = t.claim_usage.take();
+    t.usage = crate::usage::plus(t.usage, u);
+    u
 }
 
 /// Check that `t` is claimed by `agent` (under `epoch` when given). The lease may have run out: the holder may
@@ -490,6 +543,24 @@ fn renew_one(
         c.lease_until = actor.now.plus(lease).ceil_secs();
     }
     Ok((place(board, t.clone(), &s.path, removes), t))
+}
+
+/// [`renew`] of one claim that also reports what its attempt has spent so far (`usage`, the whole attempt's):
+/// the runner's lease keeper, so that the board knows what a run spends while it runs, without a push of its own.
+pub fn renew_reporting(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    epoch: Option<u64>,
+    lease: Duration,
+    usage: Option<Usage>,
+) -> Result<(Change, Vec<Task>), DomainError> {
+    let (mut ch, _) = renew(board, actor, Some(id), epoch, lease)?;
+    let Some(w) = ch.writes.first_mut() else { return Ok((ch, vec![])) };
+    let delta = report_usage(&mut w.task, usage);
+    ch.spend = spend_after(board, role_of(w.task.kind), &delta);
+    let tasks = vec![w.task.clone()];
+    Ok((ch, tasks))
 }
 
 /// Extend the lease of my claim on `id`, or of every claim I hold.
@@ -547,24 +618,51 @@ fn end_claim(
     id: &str,
     epoch: Option<u64>,
     op: &'static str,
-    end: impl FnOnce(&mut Task, u64),
+    usage: Option<Usage>,
+    end: impl FnOnce(&mut Task, u64, Option<Usage>),
 ) -> Result<(Change, Task), DomainError> {
     let s = get(board, id)?;
     let ep = check_holder(&s.task, &actor.agent, epoch)?.epoch;
     let mut t = s.task.clone();
     t.claim = None;
-    end(&mut t, ep);
-    let summary = format!("{op} {}: {}", t.id, subject(&t.title));
+    let delta = report_usage(&mut t, usage);
+    let attempt = close_usage(&mut t);
+    end(&mut t, ep, attempt);
+    let mut summary = format!("{op} {}: {}", t.id, subject(&t.title));
+    if let Some(u) = attempt {
+        summary.push_str(&format!(" ({})", spent_briefly(&u)));
+    }
     let mut removes = vec![];
     let w = place(board, t.clone(), &s.path, &mut removes);
     let mut ch = change(op, actor, &t, summary, vec![w], removes);
     ch.epoch = Some(ep);
+    ch.spend = spend_after(board, role_of(t.kind), &delta);
     Ok((ch, t))
+}
+
+/// `12.3k tokens, $0.04`: what an attempt spent, for a commit subject.
+pub fn spent_briefly(u: &Usage) -> String {
+    let tokens = format!("{} tokens", crate::usage::short_count(u.tokens()));
+    match u.cost_usd {
+        Some(c) => format!("{tokens}, {c}"),
+        None => tokens,
+    }
 }
 
 /// Give my claim back: the task is open again, no attempt spent.
 pub fn release(board: &Board, actor: &Actor, id: &str, epoch: Option<u64>) -> Result<(Change, Task), DomainError> {
-    end_claim(board, actor, id, epoch, "release", |t, _| t.status = Status::Open)
+    release_reporting(board, actor, id, epoch, None)
+}
+
+/// [`release`], reporting what the attempt spent (`usage`: the whole attempt's).
+pub fn release_reporting(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    epoch: Option<u64>,
+    usage: Option<Usage>,
+) -> Result<(Change, Task), DomainError> {
+    end_claim(board, actor, id, epoch, "release", usage, |t, _, _| t.status = Status::Open)
 }
 
 /// My claimed task is done. Final.
@@ -576,7 +674,20 @@ pub fn done(
     commit: Option<String>,
     note: Option<String>,
 ) -> Result<(Change, Task), DomainError> {
-    end_claim(board, actor, id, epoch, "done", |t, ep| {
+    done_reporting(board, actor, id, epoch, commit, note, None)
+}
+
+/// [`done`], reporting what the attempt spent (`usage`: the whole attempt's, agent and conflict runs).
+pub fn done_reporting(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    epoch: Option<u64>,
+    commit: Option<String>,
+    note: Option<String>,
+    usage: Option<Usage>,
+) -> Result<(Change, Task), DomainError> {
+    end_claim(board, actor, id, epoch, "done", usage, |t, ep, _| {
         t.status = Status::Done;
         t.result =
             Some(TaskResult { commit, note, agent: Some(actor.agent.clone()), epoch: Some(ep), at: Some(actor.now) });
@@ -626,6 +737,7 @@ fn finish_found(
 ) -> (Change, Task) {
     let mut t = s.task.clone();
     t.claim = None;
+    close_usage(&mut t);
     t.status = Status::Done;
     t.result = Some(TaskResult {
         commit: Some(commit),
@@ -650,10 +762,24 @@ pub fn fail(
     epoch: Option<u64>,
     reason: String,
 ) -> Result<(Change, Task), DomainError> {
-    end_claim(board, actor, id, epoch, "fail", |t, ep| {
+    fail_reporting(board, actor, id, epoch, reason, None, false)
+}
+
+/// [`fail`], reporting what the attempt spent (`usage`: the whole attempt's). `for_good`: the task is `failed`
+/// whatever attempts are left (it spent its budget: another attempt would start past it).
+pub fn fail_reporting(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    epoch: Option<u64>,
+    reason: String,
+    usage: Option<Usage>,
+    for_good: bool,
+) -> Result<(Change, Task), DomainError> {
+    end_claim(board, actor, id, epoch, "fail", usage, |t, ep, usage| {
         t.attempts = t.attempts.saturating_add(1);
-        t.failures.push(Failure { agent: actor.agent.clone(), epoch: ep, at: actor.now, reason });
-        t.status = if t.attempts >= board.config.max_attempts { Status::Failed } else { Status::Open };
+        t.failures.push(Failure { agent: actor.agent.clone(), epoch: ep, at: actor.now, reason, usage });
+        t.status = if for_good || t.attempts >= board.config.max_attempts { Status::Failed } else { Status::Open };
     })
 }
 
@@ -700,6 +826,7 @@ pub fn retry(board: &Board, actor: &Actor, task: &Task, path: &str) -> Result<(C
     t.status = Status::Open;
     t.attempts = 0;
     t.claim = None;
+    t.claim_usage = None;
     let live = task_path(&t.id);
     let mut removes = vec![];
     if path != live {
@@ -825,7 +952,8 @@ fn cancel_where(board: &Board, actor: &Actor, ids: &[String], why: impl Fn(&Task
         let mut t = s.task.clone();
         t.status = Status::Cancelled;
         t.claim = None;
-        t.failures.push(Failure { agent: actor.agent.clone(), epoch: t.epoch, at: actor.now, reason });
+        let usage = close_usage(&mut t);
+        t.failures.push(Failure { agent: actor.agent.clone(), epoch: t.epoch, at: actor.now, reason, usage });
         writes.push(place(board, t, &s.path, &mut removes));
     }
     Change {
@@ -864,6 +992,9 @@ pub fn apply(board: &mut Board, change: &Change) {
         board.twins.remove(&w.task.id);
         board.closed.remove(&w.task.id);
         board.tasks.insert(w.task.id.clone(), w.clone());
+    }
+    if let Some(s) = &change.spend {
+        board.spend = s.clone();
     }
 }
 

@@ -18,6 +18,10 @@ use crate::time::Timestamp;
 
 pub const CONFIG_PATH: &str = "swarm.toml";
 pub const TASKS_DIR: &str = "tasks";
+/// What the swarm has spent ([`crate::usage::Spend`]).
+pub const SPEND_PATH: &str = "spend.toml";
+/// The judge's records, `cycles/<n>.toml`.
+pub const CYCLES_DIR: &str = "cycles";
 const README_PATH: &str = "README.md";
 /// Task files nested deeper than this under `tasks/` are reported, not read.
 const MAX_DEPTH: usize = 8;
@@ -123,11 +127,15 @@ impl Store {
         let tree = self.repo.find_tree(tree_id).git(|| format!("cannot read the tree of {commit_hex}"))?;
         let mut config = None;
         let mut tasks_tree = None;
+        let mut spend = None;
+        let mut cycles: Option<ObjectId> = None;
         for entry in tree.iter() {
             let entry = entry.git(|| format!("cannot decode the tree of {commit_hex}"))?;
             match entry.filename().to_str() {
                 Ok(CONFIG_PATH) => config = Some((entry.mode().kind(), entry.object_id())),
                 Ok(TASKS_DIR) => tasks_tree = Some((entry.mode().kind(), entry.object_id())),
+                Ok(SPEND_PATH) => spend = Some((entry.mode().kind(), entry.object_id())),
+                Ok(CYCLES_DIR) if entry.mode().kind() == EntryKind::Tree => cycles = Some(entry.object_id()),
                 _ => {}
             }
         }
@@ -147,8 +155,34 @@ impl Store {
                 cfg
             }
         };
-        let mut board = Board { config, ..Board::default() };
+        let mut board = Board { config, cycle: 1, ..Board::default() };
         let mut problems = Vec::new();
+        if cycles.is_some() {
+            // The cycle that runs follows the highest record's number (the name is enough: no blob is read).
+            let names = self.list_dir(commit, CYCLES_DIR).unwrap_or_default();
+            let last = names.iter().filter_map(|(n, _)| n.strip_suffix(".toml")?.parse::<u64>().ok()).max();
+            board.cycle = last.map_or(1, |n| n.saturating_add(1));
+        }
+        match spend {
+            None => {}
+            Some((kind, id)) if kind == EntryKind::Blob || kind == EntryKind::BlobExecutable => {
+                let read = self.blob_text(id, crate::usage::MAX_SPEND_BYTES).and_then(|t| {
+                    toml::from_str(&t).map_err(|e| format!("invalid TOML: {}", one_line(&e.to_string())))
+                });
+                match read {
+                    Ok(sp) => board.spend = sp,
+                    // What was spent is still on every task; the next op that records usage starts it again.
+                    Err(message) => {
+                        problems.push(Problem { path: SPEND_PATH.into(), commit: commit_hex.clone(), message })
+                    }
+                }
+            }
+            Some((kind, _)) => problems.push(Problem {
+                path: SPEND_PATH.into(),
+                commit: commit_hex.clone(),
+                message: format!("is a {kind:?}, not a file"),
+            }),
+        }
         match tasks_tree {
             None => {}
             Some((EntryKind::Tree, id)) => {
@@ -321,6 +355,13 @@ impl Store {
         }
         for path in &change.removes {
             editor.remove(path.split('/')).git(|| format!("cannot remove {path}"))?;
+        }
+        if let Some(spend) = &change.spend {
+            let text = toml::to_string(spend).git(|| "cannot write spend.toml".into())?;
+            let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
+            editor
+                .upsert(SPEND_PATH.split('/'), EntryKind::Blob, id.detach())
+                .git(|| "cannot edit the state tree".into())?;
         }
         for (path, text) in &change.files {
             let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;

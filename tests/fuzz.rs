@@ -819,18 +819,30 @@ fn task_template() -> Task {
         claim: None,
         result: None,
         failures: vec![],
+        usage: None,
+        claim_usage: None,
     }
 }
 
 fn task_templates() -> Vec<toml::Table> {
     let open = task_template();
-    let failure = Failure { agent: "carol".into(), epoch: 1, at: clock(), reason: "tests broke".into() };
+    let spent = git_swarm::usage::Usage {
+        input_tokens: 1200,
+        output_tokens: 80,
+        cache_read_tokens: 5000,
+        cost_usd: git_swarm::usage::Usd::from_dollars(0.0125),
+        runs: 1,
+    };
+    let failure =
+        Failure { agent: "carol".into(), epoch: 1, at: clock(), reason: "tests broke".into(), usage: Some(spent) };
     let claimed = Task {
         status: Status::Claimed,
         epoch: 2,
         attempts: 1,
         claim: Some(Claim { agent: "bob".into(), epoch: 2, lease_until: clock().plus(LEASE) }),
         failures: vec![failure.clone()],
+        usage: Some(spent),
+        claim_usage: Some(spent),
         ..open.clone()
     };
     let done = Task {
@@ -1297,6 +1309,8 @@ fn valid_cycle() -> CycleRecord {
         at: clock(),
         tasks_done: 3,
         tasks_failed: 1,
+        usage: Some(git_swarm::usage::Usage { input_tokens: 10, output_tokens: 5, runs: 1, ..Default::default() }),
+        spent: None,
     }
 }
 

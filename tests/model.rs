@@ -359,6 +359,8 @@ fn to_board(cfg: &Cfg, b: &[T]) -> Board {
             }),
             result: None,
             failures: vec![],
+            usage: None,
+            claim_usage: None,
         };
         board.tasks.insert(id.clone(), Stored { path: ops::task_path(&id), task });
     }

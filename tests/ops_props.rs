@@ -351,14 +351,27 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
         Concrete::Claim { id, kind, lease, .. } => {
             ops::claim(board, &actor, id.as_deref(), *kind, *lease, None).map(|(c, t)| (c, t.into_iter().collect()))
         }
-        Concrete::Renew { id, epoch, lease, .. } => ops::renew(board, &actor, id.as_deref(), *epoch, *lease),
-        Concrete::Release { id, epoch, .. } => ops::release(board, &actor, id, *epoch).map(|(c, t)| (c, vec![t])),
-        Concrete::Done { id, epoch, .. } => {
-            ops::done(board, &actor, id, *epoch, Some(format!("{step:040x}")), Some(format!("note {step}")))
-                .map(|(c, t)| (c, vec![t]))
+        // Holders report what their attempt spent on some ops (a runner's report grows with time: the step).
+        Concrete::Renew { id: Some(id), epoch, lease, .. } if step % 2 == 0 => {
+            ops::renew_reporting(board, &actor, id, *epoch, *lease, spent(step))
         }
+        Concrete::Renew { id, epoch, lease, .. } => ops::renew(board, &actor, id.as_deref(), *epoch, *lease),
+        Concrete::Release { id, epoch, .. } => {
+            ops::release_reporting(board, &actor, id, *epoch, spent(step)).map(|(c, t)| (c, vec![t]))
+        }
+        Concrete::Done { id, epoch, .. } => ops::done_reporting(
+            board,
+            &actor,
+            id,
+            *epoch,
+            Some(format!("{step:040x}")),
+            Some(format!("note {step}")),
+            spent(step),
+        )
+        .map(|(c, t)| (c, vec![t])),
         Concrete::Fail { id, epoch, .. } => {
-            ops::fail(board, &actor, id, *epoch, format!("broke at step {step}")).map(|(c, t)| (c, vec![t]))
+            ops::fail_reporting(board, &actor, id, *epoch, format!("broke at step {step}"), spent(step), false)
+                .map(|(c, t)| (c, vec![t]))
         }
         Concrete::Retry { id, stored } => {
             let found = match board.tasks.get(id) {
@@ -372,6 +385,18 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
             }
         }
     }
+}
+
+/// What a holder reports at `step`: nothing on every third step, else an amount that grows with the step (a
+/// runner's report of an attempt only grows).
+fn spent(step: usize) -> Option<git_swarm::usage::Usage> {
+    (step % 3 != 0).then(|| git_swarm::usage::Usage {
+        input_tokens: 100 * step as u64,
+        output_tokens: step as u64,
+        cache_read_tokens: 7,
+        cost_usd: Some(git_swarm::usage::Usd(10 * step as u64)),
+        runs: 1,
+    })
 }
 
 fn task<'a>(board: &'a Board, id: &str) -> Option<&'a Task> {
@@ -501,6 +526,17 @@ fn check_board(before: &Board, after: &Board, op: &Concrete) -> Result<(), TestC
     for id in before.tasks.keys() {
         prop_assert!(after.tasks.contains_key(id), "task {} was lost", id);
     }
+    // What the swarm's spend says is what its tasks say they spent (reported usage is never lost or counted twice,
+    // through takeovers, fails, releases and retries), and it never goes back.
+    let on_tasks =
+        git_swarm::usage::Usage::sum(after.tasks.values().filter_map(|s| s.task.spent()).collect::<Vec<_>>().iter());
+    let total = after.spend.grand_total();
+    prop_assert_eq!(
+        (total.input_tokens, total.output_tokens, total.cost_usd.unwrap_or_default()),
+        (on_tasks.input_tokens, on_tasks.output_tokens, on_tasks.cost_usd.unwrap_or_default()),
+        "spend.toml and the tasks disagree"
+    );
+    prop_assert!(total.input_tokens >= before.spend.grand_total().input_tokens, "the spend went back");
     Ok(())
 }
 
@@ -774,7 +810,13 @@ fn keeps_the_invariants(max_attempts: u32, script: &[Op]) -> Result<(), TestCase
 
 /// The board as the transaction loop reads it: live tasks in full, finished ones by path alone.
 fn op_view(full: &Board) -> Board {
-    let mut b = Board { config: full.config.clone(), closed: full.closed.clone(), ..Board::default() };
+    let mut b = Board {
+        config: full.config.clone(),
+        closed: full.closed.clone(),
+        spend: full.spend.clone(),
+        cycle: full.cycle,
+        ..Board::default()
+    };
     for (id, s) in &full.tasks {
         if s.task.status.is_final() {
             b.closed.insert(id.clone(), Closed { status: s.task.status, path: s.path.clone() });
@@ -878,6 +920,8 @@ fn counters_at_their_limits_never_overflow() {
             claim: None,
             result: None,
             failures: vec![],
+            usage: None,
+            claim_usage: None,
         };
         f(&mut t);
         b.tasks.insert(id.into(), Stored { path: ops::task_path(id), task: t });

@@ -77,6 +77,16 @@ pub enum HttpError {
 /// The API key is read from the environment variable `agent.api_key_env` names; an unset or empty variable is
 /// [`HttpError::MissingKey`], before any request is made. `timeout` bounds each request (connect, send, read).
 pub fn complete(agent: &HttpAgent, system: &str, prompt: &str, timeout: Duration) -> Result<String, HttpError> {
+    complete_reporting(agent, system, prompt, timeout).map(|(text, _)| text)
+}
+
+/// [`complete`], with the usage the API reported for the request that answered (`usage` of either API), if any.
+pub fn complete_reporting(
+    agent: &HttpAgent,
+    system: &str,
+    prompt: &str,
+    timeout: Duration,
+) -> Result<(String, Option<crate::usage::Usage>), HttpError> {
     let key = match &agent.api_key_env {
         None => None,
         Some(env) => match std::env::var(env) {
@@ -84,7 +94,7 @@ pub fn complete(agent: &HttpAgent, system: &str, prompt: &str, timeout: Duration
             _ => return Err(HttpError::MissingKey { env: crate::escape::line(env) }),
         },
     };
-    complete_with_key(agent, key.as_deref(), system, prompt, timeout)
+    request(agent, key.as_deref(), system, prompt, timeout)
 }
 
 /// [`complete`] with the API key given rather than read from the environment (`None`: no auth header).
@@ -95,6 +105,16 @@ pub fn complete_with_key(
     prompt: &str,
     timeout: Duration,
 ) -> Result<String, HttpError> {
+    request(agent, key, system, prompt, timeout).map(|(text, _)| text)
+}
+
+fn request(
+    agent: &HttpAgent,
+    key: Option<&str>,
+    system: &str,
+    prompt: &str,
+    timeout: Duration,
+) -> Result<(String, Option<crate::usage::Usage>), HttpError> {
     let key = key.map(str::trim).filter(|k| !k.is_empty());
     let scrub = Scrub { key };
     let url = endpoint(agent.api, &agent.base_url);
@@ -136,8 +156,9 @@ pub fn complete_with_key(
     loop {
         let (error, retry_after) = match send(&client, &url, &headers, &body, &shown_url, &scrub) {
             Ok(text) => {
-                return parse_response(agent.api, &text, &scrub)
-                    .map_err(|message| HttpError::BadResponse { url: shown_url.clone(), message });
+                let answer = parse_response(agent.api, &text, &scrub)
+                    .map_err(|message| HttpError::BadResponse { url: shown_url.clone(), message })?;
+                return Ok((answer, parse_usage(agent.api, &text)));
             }
             Err(Failure::Final(e)) => {
                 // A field this server refuses, and says what it takes instead: once more, shaped as it asks.
@@ -344,6 +365,35 @@ fn parse_response(api: Api, body: &str, scrub: &Scrub<'_>) -> Result<String, Str
             _ => Err(format!("no content array in {}", quote(body))),
         },
     }
+}
+
+/// The `usage` of a 2xx body: OpenAI's `prompt_tokens` (cached ones in `prompt_tokens_details.cached_tokens`) and
+/// `completion_tokens`; Anthropic's `input_tokens` + `cache_creation_input_tokens`, `cache_read_input_tokens`,
+/// `output_tokens`. Neither API says what a request cost.
+fn parse_usage(api: Api, body: &str) -> Option<crate::usage::Usage> {
+    let value: Value = serde_json::from_str(body).ok()?;
+    let u = value.get("usage")?;
+    let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let usage = match api {
+        Api::Openai => {
+            let cached = n("/prompt_tokens_details/cached_tokens");
+            crate::usage::Usage {
+                input_tokens: n("/prompt_tokens").saturating_sub(cached),
+                output_tokens: n("/completion_tokens"),
+                cache_read_tokens: cached,
+                cost_usd: None,
+                runs: 1,
+            }
+        }
+        Api::Anthropic => crate::usage::Usage {
+            input_tokens: n("/input_tokens").saturating_add(n("/cache_creation_input_tokens")),
+            output_tokens: n("/output_tokens"),
+            cache_read_tokens: n("/cache_read_input_tokens"),
+            cost_usd: None,
+            runs: 1,
+        },
+    };
+    Some(usage)
 }
 
 /// The `text` of every part; with `typed`, only of parts whose `type` is `text`.

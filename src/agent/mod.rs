@@ -11,6 +11,7 @@ pub mod contain;
 pub mod files;
 pub mod http;
 pub mod preset;
+pub mod report;
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -40,6 +41,8 @@ pub struct Prepared {
     pub env: Vec<(String, String)>,
     /// Where it leaves its last message.
     pub last_message: preset::LastMessage,
+    /// Where it reports what a run spent.
+    pub report: report::Report,
     /// What it is, for people: `claude 2.1.332 (preset claude)`, `my-agent --x`, `http openai gpt-5.2`.
     pub label: String,
 }
@@ -48,6 +51,9 @@ impl Prepared {
     /// What a planner or judge answered: the last message where the CLI keeps it apart from its progress output
     /// (opencode's JSON events, Codex's last-message file), else everything it printed on stdout.
     pub fn answer(&self, out: &Outcome) -> String {
+        if let Some(text) = self.report.answer(&out.stdout_tail) {
+            return text;
+        }
         match &self.last_message {
             preset::LastMessage::OpencodeEvents | preset::LastMessage::File(_) => {
                 self.last_message.read(&out.stdout_tail).unwrap_or_else(|| out.stdout.clone())
@@ -56,9 +62,9 @@ impl Prepared {
         }
     }
 
-    /// Remove what a previous run left where this one will leave its last message.
+    /// Remove what a previous run left where this one will leave its last message and its usage.
     pub fn clear_last_message(&self) {
-        for f in self.last_message.files() {
+        for f in self.last_message.files().into_iter().chain(self.report.files()) {
             let _ = std::fs::remove_file(f);
         }
     }
@@ -117,6 +123,7 @@ pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Pre
                 backend: Backend::Command { exec: launch.exec },
                 env: launch.env,
                 last_message: launch.last_message,
+                report: launch.report,
                 label: format!("{} {version} (preset {})", p.program, p.name),
             })
         }
@@ -126,6 +133,7 @@ pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Pre
                 backend: backend.clone(),
                 env: vec![],
                 last_message: preset::LastMessage::Hooks,
+                report: report::Report::UsageFile(run_dir.join("usage.json")),
                 label: crate::escape::line(exec),
             })
         }
@@ -144,6 +152,7 @@ pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Pre
                 backend: backend.clone(),
                 env: vec![],
                 last_message: preset::LastMessage::Hooks,
+                report: report::Report::Nothing,
                 label: format!("http {api} {}", h.model),
             })
         }
@@ -240,6 +249,7 @@ mod prepare_tests {
             tail: vec![line.to_string()],
             stdout_tail: String::new(),
             elapsed: Duration::from_secs(secs),
+            usage: None,
         };
         assert!(could_not_start(&out(127, 0, "sh: 1: claud: not found")));
         assert!(could_not_start(&out(126, 1, "sh: 1: ./agent.sh: Permission denied")));
@@ -289,7 +299,16 @@ pub struct Invocation<'a> {
     pub timeout: Option<Duration>,
     /// How long a stopped agent gets between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// Where the run reports what it spent ([`Prepared::report`]).
+    pub report: report::Report,
+    /// What the run has spent so far, for whoever watches it (the lease keeper reports it with each renewal).
+    pub live: Option<LiveUsage>,
+    /// Stop the run when what it spent, added to `budget.1`, reaches the limit `budget.0`.
+    pub budget: Option<(crate::usage::Limit, crate::usage::Usage)>,
 }
+
+/// A run's usage so far, shared with whoever watches the run.
+pub type LiveUsage = Arc<Mutex<Option<crate::usage::Usage>>>;
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,6 +321,8 @@ pub enum Exit {
     TimedOut,
     /// Stopped because the runner was told to stop (or lost its claim).
     Stopped,
+    /// Stopped because it spent its budget (why, in words).
+    OverBudget(String),
 }
 
 impl Exit {
@@ -317,6 +338,7 @@ impl std::fmt::Display for Exit {
             Exit::Signal(s) => write!(f, "was killed by signal {s}"),
             Exit::TimedOut => write!(f, "ran past its time limit and was stopped"),
             Exit::Stopped => write!(f, "was stopped"),
+            Exit::OverBudget(why) => write!(f, "was stopped at its budget ({why})"),
         }
     }
 }
@@ -332,6 +354,8 @@ pub struct Outcome {
     /// The end of what it printed on stdout (at most [`MAX_STDOUT_TAIL`] bytes), where a CLI's final message is.
     pub stdout_tail: String,
     pub elapsed: Duration,
+    /// What the run reported it spent (`None`: it reported nothing).
+    pub usage: Option<crate::usage::Usage>,
 }
 
 /// Most stdout kept in memory (planner blocks and verdicts are far smaller).
@@ -369,13 +393,18 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
             let started = Instant::now();
             let (system, user) = split_system(inv.prompt);
             let timeout = inv.timeout.unwrap_or(Duration::from_secs(600));
-            let text = http::complete(h, system, user, timeout)?;
+            let (text, usage) = http::complete_reporting(h, system, user, timeout)?;
             if let Some(log) = &inv.log {
                 append(log, crate::secrets::scrub(&text).as_bytes());
             }
+            if let (Some(live), Some(u)) = (&inv.live, usage)
+                && let Ok(mut l) = live.lock()
+            {
+                *l = Some(u);
+            }
             let tail = last_lines(&text, TAIL_LINES);
             let stdout_tail = text.clone();
-            Ok(Outcome { exit: Exit::Code(0), stdout: text, tail, stdout_tail, elapsed: started.elapsed() })
+            Ok(Outcome { exit: Exit::Code(0), stdout: text, tail, stdout_tail, elapsed: started.elapsed(), usage })
         }
     }
 }
@@ -422,6 +451,12 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     // The mark of this run's processes: what still runs with it when the run is over is ended with it.
     let mark = contain::new_mark();
     cmd.env(contain::MARK_VAR, &mark);
+    for f in inv.report.files() {
+        let _ = std::fs::remove_file(f);
+    }
+    if let report::Report::UsageFile(f) = &inv.report {
+        cmd.env(USAGE_FILE_VAR, f);
+    }
     let mut child = cmd.spawn().map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
     let pid = child.id();
     // Where a later runner finds the group, should this runner be killed before it could stop the agent.
@@ -441,6 +476,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         stdout: Mutex::new(Vec::new()),
         stdout_tail: Mutex::new(VecDeque::new()),
         finished: AtomicUsize::new(0),
+        meter: Mutex::new(report::Meter::new(inv.report.clone())),
     });
     let mut readers = 0;
     if let Some(out) = child.stdout.take() {
@@ -465,7 +501,20 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
                 Some(Exit::TimedOut)
             } else if now.duration_since(last_poll) >= Duration::from_millis(500) {
                 last_poll = now;
-                (!poll()).then_some(Exit::Stopped)
+                let spent = shared.meter.lock().ok().and_then(|mut m| {
+                    m.poll();
+                    m.current()
+                });
+                if let (Some(live), Some(u)) = (&inv.live, spent)
+                    && let Ok(mut l) = live.lock()
+                {
+                    *l = Some(u);
+                }
+                let over = inv.budget.as_ref().zip(spent).and_then(|((limit, base), u)| limit.reached(&base.plus(&u)));
+                match over {
+                    Some(why) => Some(Exit::OverBudget(why)),
+                    None => (!poll()).then_some(Exit::Stopped),
+                }
             } else {
                 None
             };
@@ -508,7 +557,13 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         .lock()
         .map(|t| String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned())
         .unwrap_or_default();
-    Ok(Outcome { exit, stdout, tail, stdout_tail, elapsed: started.elapsed() })
+    let usage = shared.meter.lock().ok().and_then(|mut m| m.finish(&stdout_tail));
+    if let (Some(live), Some(u)) = (&inv.live, usage)
+        && let Ok(mut l) = live.lock()
+    {
+        *l = Some(u);
+    }
+    Ok(Outcome { exit, stdout, tail, stdout_tail, elapsed: started.elapsed(), usage })
 }
 
 /// What the pipe readers fill: the log, the tail, stdout (capped), and how many have finished.
@@ -518,7 +573,12 @@ struct Shared {
     stdout: Mutex<Vec<u8>>,
     stdout_tail: Mutex<VecDeque<u8>>,
     finished: AtomicUsize,
+    /// Reads what the run reports it spent from its stdout.
+    meter: Mutex<report::Meter>,
 }
+
+/// Where a command agent may report what it spent (`docs/spend.md`).
+pub const USAGE_FILE_VAR: &str = "GIT_SWARM_USAGE_FILE";
 
 /// Longest line kept in the tail.
 const MAX_TAIL_LINE: usize = 1000;
@@ -529,6 +589,9 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: A
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         let mut line: Vec<u8> = Vec::new();
+        // Whole lines of stdout for the meter (a longer one is skipped: progress with files in it).
+        let mut full: Vec<u8> = Vec::new();
+        let mut full_overflow = false;
         // What reaches the log is scrubbed of this process's secrets (an API key a server echoes back).
         let mut scrubber = crate::secrets::LogScrubber::new();
         let write_log = |bytes: &[u8]| {
@@ -564,6 +627,23 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: A
                 let over = t.len().saturating_sub(MAX_STDOUT_TAIL);
                 t.drain(..over);
             }
+            if is_stdout {
+                for piece in chunk.split_inclusive(|b| *b == b'\n') {
+                    if full.len() + piece.len() > report::MAX_LINE {
+                        full_overflow = true;
+                        full.clear();
+                    } else {
+                        full.extend_from_slice(piece);
+                    }
+                    if piece.ends_with(b"\n") {
+                        if !full_overflow && let Ok(mut m) = shared.meter.lock() {
+                            m.line(&String::from_utf8_lossy(&full));
+                        }
+                        full.clear();
+                        full_overflow = false;
+                    }
+                }
+            }
             for piece in chunk.split_inclusive(|b| *b == b'\n') {
                 let room = MAX_TAIL_LINE.saturating_sub(line.len());
                 line.extend_from_slice(&piece[..piece.len().min(room)]);
@@ -574,6 +654,13 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: A
         }
         if !line.is_empty() {
             push_line(&mut line);
+        }
+        if is_stdout
+            && !full.is_empty()
+            && !full_overflow
+            && let Ok(mut m) = shared.meter.lock()
+        {
+            m.line(&String::from_utf8_lossy(&full));
         }
         write_log(&scrubber.finish());
         shared.finished.fetch_add(1, Ordering::Release);
@@ -613,6 +700,9 @@ mod tests {
             log: Some(dir.join("log")),
             timeout,
             grace: Duration::from_millis(200),
+            report: report::Report::UsageFile(dir.join("usage.json")),
+            live: None,
+            budget: None,
         }
     }
 

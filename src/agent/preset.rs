@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::report::Report;
+
 /// A CLI agent we ship flags for.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Preset {
@@ -174,6 +176,8 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Where the CLI leaves its last message, for a hand-off that neither the agent nor a hook wrote.
     pub last_message: LastMessage,
+    /// Where it reports what the run spent.
+    pub report: Report,
 }
 
 /// Where a CLI leaves the text of its last message.
@@ -210,10 +214,16 @@ impl Preset {
                         if f.version.as_ref().is_none_or(|v| v.at_least("2.1.85")) { "dontAsk" } else { "acceptEdits" };
                     format!("--permission-mode {mode} --allowedTools {CLAUDE_TOOLS}")
                 };
+                // stream-json (which needs --verbose with -p): usage per message as the run goes, every model's and
+                // the price at the end.
                 Launch {
-                    exec: format!("claude -p {perms} --add-dir {} --output-format text", q(&f.run_dir)),
+                    exec: format!(
+                        "claude -p {perms} --add-dir {} --output-format stream-json --verbose",
+                        q(&f.run_dir)
+                    ),
                     env: vec![],
                     last_message: LastMessage::Hooks,
+                    report: Report::ClaudeStream,
                 }
             }
             "codex" => {
@@ -227,22 +237,26 @@ impl Preset {
                 let last = run("last-message.md");
                 Launch {
                     exec: format!(
-                        "codex exec --sandbox danger-full-access --skip-git-repo-check --output-last-message {} -c {} -",
+                        "codex exec --json --sandbox danger-full-access --skip-git-repo-check --output-last-message {} -c {} -",
                         q(&last),
                         sh_quote(&notify)
                     ),
                     env: vec![],
                     last_message: LastMessage::File(last),
+                    report: Report::CodexEvents,
                 }
             }
             "gemini" => Launch {
                 // Every fresh work tree is a folder Gemini CLI has never seen: without trust it turns --yolo off
                 // (and refuses project settings, our hooks among them). The prompt is on stdin; `--prompt` makes
                 // the run non-interactive and is appended to it.
-                exec: "gemini --yolo --prompt 'Do the task above. Work unattended: nobody will answer questions.'"
+                // `--output-format json`: the answer and every model's tokens (thoughts too) in one document at the end.
+                exec: "gemini --yolo --output-format json --prompt 'Do the task above. Work unattended: nobody will \
+                       answer questions.'"
                     .into(),
                 env: vec![("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into())],
                 last_message: LastMessage::Hooks,
+                report: Report::GeminiJson,
             },
             "opencode" => {
                 // `run` reads the prompt on stdin. A permission that would ask (a folder outside the work tree, a
@@ -257,28 +271,35 @@ impl Preset {
                     exec: format!("opencode run{auto} --format json"),
                     env: vec![("OPENCODE_PERMISSION".into(), r#"{"*":"allow"}"#.into())],
                     last_message: LastMessage::OpencodeEvents,
+                    report: Report::OpencodeEvents,
                 }
             }
             "aider" => {
                 // --no-gitignore: aider would add `.aider*` to .gitignore, a change nobody asked for. Its history
-                // files go to the runner's folder, not into the work tree.
+                // files go to the runner's folder, not into the work tree. Its token counts are the API's only
+                // without streaming (streamed, it counts with its own tokenizer); the analytics log (written
+                // locally, nothing sent with --analytics-disable) has them as numbers.
                 let history = run("aider.chat.md");
+                let analytics = run("aider.analytics.jsonl");
                 Launch {
                     exec: format!(
                         "aider --yes-always --no-check-update --no-show-model-warnings --no-gitignore \
-                         --analytics-disable --chat-history-file {} --input-history-file {} \
-                         --message-file \"$GIT_SWARM_PROMPT_FILE\"",
+                         --analytics-disable --analytics-log {} --no-stream --chat-history-file {} \
+                         --input-history-file {} --message-file \"$GIT_SWARM_PROMPT_FILE\"",
+                        q(&analytics),
                         q(&history),
                         q(&run("aider.input.history"))
                     ),
                     env: vec![],
                     last_message: LastMessage::AiderHistory(history),
+                    report: Report::AiderAnalytics(analytics),
                 }
             }
             _ => Launch {
                 exec: "cursor-agent -p --force --output-format text \"$(cat \"$GIT_SWARM_PROMPT_FILE\")\"".into(),
                 env: vec![],
                 last_message: LastMessage::Hooks,
+                report: Report::Nothing,
             },
         }
     }

@@ -121,6 +121,7 @@ pub fn render(v: &BoardView) -> String {
     graph(&mut h, v);
     timeline(&mut h, v);
     throughput(&mut h, v);
+    spend(&mut h, v);
     h.push_str("</body></html>\n");
     h
 }
@@ -620,6 +621,81 @@ fn throughput(h: &mut String, v: &BoardView) {
     h.push_str("</svg>");
     if v.log_truncated {
         let _ = write!(h, "<p class=\"note\" id=\"log-capped\">the log was read back {} ops only</p>", v.log_ops);
+    }
+    h.push_str("</section>\n");
+}
+
+/// What the swarm spent: totals by role, by agent, the tasks that spent most, and the sum over time.
+fn spend(h: &mut String, v: &BoardView) {
+    let sp = &v.spend;
+    h.push_str("<section id=\"spend\"><h2>Spend</h2>");
+    if sp.total.is_zero() {
+        h.push_str("<p class=\"note\">no agent reported what it spent</p></section>\n");
+        return;
+    }
+    let _ = write!(
+        h,
+        "<p id=\"spend-total\">{} in all · cycle {}: {}</p>",
+        esc(&sp.total.to_string()),
+        sp.cycle,
+        esc(&sp.in_cycle.to_string())
+    );
+    let mut table = |id: &str, what: &str, rows: Vec<(String, crate::usage::Usage)>| {
+        let _ = write!(
+            h,
+            "<table id=\"{id}\"><tr><th>{what}</th><th>input</th><th>output</th><th>cached</th><th>USD</th><th>runs</th></tr>"
+        );
+        for (name, u) in rows {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&name),
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.cost_usd.map(|c| format!("{:.4}", c.dollars())).unwrap_or_else(|| "—".into()),
+                u.runs
+            );
+        }
+        h.push_str("</table>");
+    };
+    table("spend-roles", "role", sp.by_role.iter().map(|(r, u)| (r.clone(), *u)).collect());
+    table("spend-agents", "agent", sp.by_agent.iter().map(|(a, u)| (a.clone(), *u)).collect());
+    let mut tasks: Vec<(String, crate::usage::Usage)> =
+        v.tasks.iter().filter_map(|t| Some((format!("{} {}", t.id, cut(&t.title, 60)), t.usage?))).collect();
+    tasks.sort_by(|a, b| b.1.tokens().cmp(&a.1.tokens()).then_with(|| a.0.cmp(&b.0)));
+    tasks.truncate(20);
+    table("spend-tasks", "task (the 20 that spent most)", tasks);
+    // The sum over time, as a line.
+    if let (Some(first), Some(last)) = (sp.over_time.first(), sp.over_time.last()) {
+        const W: usize = 900;
+        const PH: usize = 120;
+        let span = last.at.0.saturating_sub(first.at.0).max(1) as f64;
+        let max = last.tokens.max(1) as f64;
+        let pts: Vec<String> = sp
+            .over_time
+            .iter()
+            .map(|p| {
+                let x = 40.0 + (p.at.0 - first.at.0) as f64 / span * (W - 60) as f64;
+                let y = 10.0 + PH as f64 - p.tokens as f64 / max * PH as f64;
+                format!("{x:.1},{y:.1}")
+            })
+            .collect();
+        let _ = write!(
+            h,
+            "<svg id=\"spend-svg\" width=\"{W}\" height=\"{}\" viewBox=\"0 0 {W} {}\"><text x=\"4\" y=\"16\">{}</text>\
+             <polyline fill=\"none\" stroke=\"#444\" stroke-width=\"2\" points=\"{}\"/>\
+             <text x=\"40\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text></svg>",
+            PH + 40,
+            PH + 40,
+            crate::usage::short_count(last.tokens),
+            pts.join(" "),
+            PH + 30,
+            first.at.clock(),
+            W - 10,
+            PH + 30,
+            last.at.clock()
+        );
     }
     h.push_str("</section>\n");
 }

@@ -18,6 +18,7 @@ use crate::runner::CycleRecord;
 use crate::store::{LogEntry, Snapshot};
 use crate::time::Timestamp;
 use crate::txn::{Swarm, TxnError};
+use crate::usage::Usage;
 
 /// The version of the JSON document of `git swarm board --json`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -75,6 +76,32 @@ pub struct BoardView {
     pub log_truncated: bool,
     /// Files of the state ref that could not be read.
     pub problems: usize,
+    /// What the swarm spent.
+    pub spend: SpendView,
+}
+
+/// What the swarm spent (`docs/spend.md`): all of it and the running cycle's by role (`spend.toml`), by agent and
+/// over time (from the attempts of the tasks read).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct SpendView {
+    pub total: Usage,
+    pub by_role: BTreeMap<String, Usage>,
+    /// The cycle that runs.
+    pub cycle: u64,
+    pub in_cycle: Usage,
+    pub in_cycle_by_role: BTreeMap<String, Usage>,
+    /// By the agent that ran the attempt (finished attempts of the tasks read, and live claims as last reported).
+    pub by_agent: BTreeMap<String, Usage>,
+    /// Spend of finished attempts over time, summed up, oldest first.
+    pub over_time: Vec<SpendPoint>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SpendPoint {
+    pub at: Timestamp,
+    /// Tokens (input and output) and dollars spent up to `at`.
+    pub tokens: u64,
+    pub cost_usd: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -87,6 +114,8 @@ pub struct Holder {
     pub since: Option<Timestamp>,
     pub until: Timestamp,
     pub expired: bool,
+    /// What the claim's attempt spent, as last reported.
+    pub usage: Option<Usage>,
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -131,6 +160,8 @@ pub struct TaskNode {
     /// The holder of a claimed task.
     pub holder: Option<String>,
     pub attempts: u32,
+    /// What the task spent (its claim's so far included).
+    pub usage: Option<Usage>,
 }
 
 /// How a held claim ended.
@@ -247,6 +278,7 @@ impl BoardView {
                     since: since.get(&(t.id.as_str(), c.epoch)).copied(),
                     until: c.lease_until,
                     expired: c.lease_until <= now,
+                    usage: t.claim_usage,
                 });
             }
             if t.status == Status::Failed {
@@ -273,6 +305,7 @@ impl BoardView {
                 priority: t.priority,
                 holder: claim.map(|c| c.agent.clone()),
                 attempts: t.attempts,
+                usage: t.spent(),
             });
         }
         for (id, c) in &board.closed {
@@ -287,6 +320,7 @@ impl BoardView {
                 priority: 0,
                 holder: None,
                 attempts: 0,
+                usage: None,
             });
         }
         tasks.sort_by(|a, b| a.id.cmp(&b.id));
@@ -328,6 +362,7 @@ impl BoardView {
             tasks,
             timeline,
             throughput: throughput(input.log, now, opts.buckets),
+            spend: spend_view(input.snapshot),
             latest,
             log_ops: input.log.len(),
             log_truncated: input.log_truncated,
@@ -675,5 +710,57 @@ mod tests {
         for span in [1u64, 7, 59, 61, 999, 86_400, 10_000_000] {
             assert!(bucket_width(span, 30) * 30 >= span, "{span}");
         }
+    }
+}
+
+/// [`SpendView`] of a snapshot: the totals of `spend.toml`, and by agent and over time from the tasks' attempts.
+fn spend_view(snap: &Snapshot) -> SpendView {
+    let board = &snap.board;
+    let mut by_agent: BTreeMap<String, Usage> = BTreeMap::new();
+    let mut points: Vec<(Timestamp, Usage)> = Vec::new();
+    let mut add = |agent: &str, at: Option<Timestamp>, u: &Usage| {
+        let e = by_agent.entry(agent.to_string()).or_default();
+        *e = e.plus(u);
+        if let Some(at) = at {
+            points.push((at, *u));
+        }
+    };
+    for s in board.tasks.values() {
+        let t = &s.task;
+        let mut failed = Usage::default();
+        for f in &t.failures {
+            if let Some(u) = &f.usage {
+                add(&f.agent, Some(f.at), u);
+                failed = failed.plus(u);
+            }
+        }
+        // The attempt that finished the task: what its usage has beyond its failed attempts'.
+        if let (Some(r), Some(u)) = (&t.result, &t.usage) {
+            let rest = u.since(&failed);
+            if !rest.is_zero() {
+                add(r.agent.as_deref().unwrap_or("?"), r.at, &rest);
+            }
+        }
+        if let (Some(c), Some(u)) = (&t.claim, &t.claim_usage) {
+            add(&c.agent, None, u);
+        }
+    }
+    points.sort_by_key(|(at, _)| *at);
+    let mut sum = Usage::default();
+    let over_time = points
+        .into_iter()
+        .map(|(at, u)| {
+            sum = sum.plus(&u);
+            SpendPoint { at, tokens: sum.tokens(), cost_usd: sum.cost_usd.map(|c| c.dollars()) }
+        })
+        .collect();
+    SpendView {
+        total: board.spend.grand_total(),
+        by_role: board.spend.total.clone(),
+        cycle: board.cycle,
+        in_cycle: board.spend.cycle_total(board.cycle),
+        in_cycle_by_role: board.spend.of_cycle(board.cycle),
+        by_agent,
+        over_time,
     }
 }

@@ -91,6 +91,21 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
             ));
         }
     }
+    if !v.spend.total.is_zero() {
+        let roles: Vec<String> = v
+            .spend
+            .in_cycle_by_role
+            .iter()
+            .map(|(role, u)| format!("{role} {}", git_swarm::ops::spent_briefly(u)))
+            .collect();
+        s.push_str(&format!(
+            "spent: {} in all · cycle {}: {}{}\n",
+            git_swarm::ops::spent_briefly(&v.spend.total),
+            v.spend.cycle,
+            git_swarm::ops::spent_briefly(&v.spend.in_cycle),
+            if roles.is_empty() { String::new() } else { format!(" ({})", roles.join(", ")) }
+        ));
+    }
     if v.problems > 0 {
         s.push_str(&format!("unreadable files: {} (git swarm doctor)\n", v.problems));
     }
@@ -105,7 +120,9 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
                 } else {
                     format!("until {}", h.until.clock())
                 };
-                format!("{} {} ({lease})", h.task, line(&h.title))
+                let spent =
+                    h.usage.as_ref().map(|u| format!(", {}", git_swarm::ops::spent_briefly(u))).unwrap_or_default();
+                format!("{} {} ({lease}{spent})", h.task, line(&h.title))
             })
             .collect()
     };

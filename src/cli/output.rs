@@ -7,6 +7,7 @@ use git_swarm::escape;
 use git_swarm::model::Task;
 use git_swarm::store::Problem;
 use git_swarm::time::Timestamp;
+use git_swarm::usage::Usage;
 use serde_json::{Value, json};
 
 pub struct Printer {
@@ -57,10 +58,12 @@ impl Printer {
 /// The task object of the contract (`docs/json.md`), with the extra fields after the contract's.
 pub fn task_json(t: &Task, now: Timestamp) -> Value {
     let claim = t.claim.as_ref().map(|c| {
-        json!({"agent": c.agent, "epoch": c.epoch, "lease_until": c.lease_until.to_string(), "expired": c.lease_until <= now})
+        json!({"agent": c.agent, "epoch": c.epoch, "lease_until": c.lease_until.to_string(), "expired": c.lease_until <= now,
+               "usage": t.claim_usage.as_ref().map(usage_json)})
     });
     let result = t.result.as_ref().map(|r| {
-        json!({"commit": r.commit, "note": r.note, "agent": r.agent, "epoch": r.epoch, "at": r.at.map(|a| a.to_string())})
+        json!({"commit": r.commit, "note": r.note, "agent": r.agent, "epoch": r.epoch, "at": r.at.map(|a| a.to_string()),
+               "usage": t.spent().as_ref().map(usage_json)})
     });
     json!({
         "id": t.id,
@@ -81,8 +84,22 @@ pub fn task_json(t: &Task, now: Timestamp) -> Value {
         "created_by": t.created_by,
         "created_at": t.created_at.map(|a| a.to_string()),
         "failures": t.failures.iter().map(|f| json!({
-            "agent": f.agent, "epoch": f.epoch, "at": f.at.to_string(), "reason": f.reason
+            "agent": f.agent, "epoch": f.epoch, "at": f.at.to_string(), "reason": f.reason,
+            "usage": f.usage.as_ref().map(usage_json)
         })).collect::<Vec<_>>(),
+        "usage": t.spent().as_ref().map(usage_json),
+    })
+}
+
+/// The usage object of `docs/json.md`: `{"input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "runs"}`
+/// (`cost_usd` is `null` when no run reported a cost).
+pub fn usage_json(u: &Usage) -> Value {
+    json!({
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "cost_usd": u.cost_usd.map(|c| c.dollars()),
+        "runs": u.runs,
     })
 }
 
@@ -147,6 +164,10 @@ pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String], handoff: Option
             "failure",
             format!("{} (epoch {}) at {}: {}", escape::line(&f.agent), f.epoch, f.at, escape::line(&f.reason)),
         );
+    }
+    if let Some(u) = t.spent() {
+        let live = if t.claim.is_some() && t.claim_usage.is_some() { " (the claim's so far included)" } else { "" };
+        kv("spent", format!("{u}{live}"));
     }
     if let (Some(by), Some(at)) = (&t.created_by, &t.created_at) {
         kv("created", format!("by {} at {at}", escape::line(by)));

@@ -147,6 +147,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         probes: Default::default(),
         pid_lock: None,
         trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
+        spent: Default::default(),
     };
     // `run worker --once`: did its one task land? (A failed or lost task is a failed run for a script.)
     let mut not_landed: Option<String> = None;
@@ -183,6 +184,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         RunEnd::Idle => "idle: no task ready and no claim live".to_string(),
         RunEnd::SwarmStopped { cycle } => format!("the judge stopped the swarm (cycle {cycle})"),
         RunEnd::Interrupted => "interrupted; claims released".to_string(),
+        RunEnd::BudgetSpent { why } => format!("no more claims: {why}"),
     };
     ctx.out.note(format!("{agent}: {role} exits: {why}; {publishes} push(es), {lost} lost race(s)"));
     let mut doc = doc;
@@ -217,6 +219,7 @@ fn end_name(e: &RunEnd) -> &'static str {
         RunEnd::Idle => "idle",
         RunEnd::SwarmStopped { .. } => "stopped",
         RunEnd::Interrupted => "interrupted",
+        RunEnd::BudgetSpent { .. } => "budget",
     }
 }
 

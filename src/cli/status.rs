@@ -102,7 +102,31 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
             "  to go on: git swarm goal \"<text>\" (a new goal, or the same one again), then start the runners again",
         );
     }
+    // What was spent, by role, and what is left of the budgets (this clone's settings over the shared ones).
+    let settings = ctx
+        .git_config()
+        .ok()
+        .and_then(|local| git_swarm::runner::RunSettings::from_config(&local.apply(&board.config)).ok())
+        .unwrap_or_default();
+    let spend = spend_json(board, &settings);
+    let in_cycle = board.spend.cycle_total(board.cycle);
+    let all = board.spend.grand_total();
+    if !all.is_zero() || settings.cycle_budget.is_set() {
+        ctx.out.line(format!("spent: {all} in all; cycle {}: {in_cycle}", board.cycle));
+        for role in git_swarm::usage::ROLES {
+            if let Some(u) = board.spend.of_cycle(board.cycle).get(role) {
+                ctx.out.line(format!("  {role}: {u}"));
+            }
+        }
+    }
+    if let Some(left) = budget_line("cycle budget", &settings.cycle_budget, &in_cycle) {
+        ctx.out.line(left);
+    }
+    if settings.task_budget.is_set() {
+        ctx.out.line(format!("task budget: {}", limit_text(&settings.task_budget)));
+    }
     ctx.out.doc(&json!({
+        "spend": spend,
         "commit": snap.commit.to_string(),
         "target": board.config.target,
         "lease": git_swarm::time::format_duration(board.config.lease),
@@ -121,4 +145,75 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
 
 fn short_clock(v: &serde_json::Value) -> String {
     v.as_str().and_then(|s| s.get(11..19)).unwrap_or("?").to_string()
+}
+
+/// `status --json`'s `spend` (docs/json.md).
+fn spend_json(board: &ops::Board, settings: &git_swarm::runner::RunSettings) -> serde_json::Value {
+    use super::output::usage_json;
+    let by_role = |m: &BTreeMap<String, git_swarm::usage::Usage>| {
+        let mut o = serde_json::Map::new();
+        for (role, u) in m {
+            o.insert(role.clone(), usage_json(u));
+        }
+        serde_json::Value::Object(o)
+    };
+    let in_cycle = board.spend.cycle_total(board.cycle);
+    let limit = |l: &git_swarm::usage::Limit, spent: Option<&git_swarm::usage::Usage>| {
+        if !l.is_set() {
+            return serde_json::Value::Null;
+        }
+        let mut v = json!({"tokens": l.tokens, "usd": l.usd.map(|u| u.dollars())});
+        if let Some(u) = spent {
+            let (t, d) = l.left(u);
+            v["left_tokens"] = json!(t);
+            v["left_usd"] = json!(d.map(|d| d.dollars()));
+            v["spent"] = json!(l.reached(u).is_some());
+        }
+        v
+    };
+    json!({
+        "total": usage_json(&board.spend.grand_total()),
+        "by_role": by_role(&board.spend.total),
+        "cycle": {
+            "cycle": board.cycle,
+            "total": usage_json(&in_cycle),
+            "by_role": by_role(&board.spend.of_cycle(board.cycle)),
+        },
+        "budget": {
+            "cycle": limit(&settings.cycle_budget, Some(&in_cycle)),
+            "task": limit(&settings.task_budget, None),
+        },
+    })
+}
+
+/// `10000 tokens, $5.00`.
+fn limit_text(l: &git_swarm::usage::Limit) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = l.tokens {
+        parts.push(format!("{t} tokens"));
+    }
+    if let Some(d) = l.usd {
+        parts.push(d.to_string());
+    }
+    parts.join(", ")
+}
+
+/// `cycle budget: 10000 tokens, $5.00 · left: 1200 tokens, $0.4100` (or `SPENT`).
+fn budget_line(what: &str, l: &git_swarm::usage::Limit, spent: &git_swarm::usage::Usage) -> Option<String> {
+    if !l.is_set() {
+        return None;
+    }
+    let (t, d) = l.left(spent);
+    let mut left = Vec::new();
+    if let Some(t) = t {
+        left.push(format!("{t} tokens"));
+    }
+    if let Some(d) = d {
+        left.push(d.to_string());
+    }
+    let state = match l.reached(spent) {
+        Some(why) => format!("SPENT ({why}): runners claim nothing more in this cycle"),
+        None => format!("left: {}", left.join(", ")),
+    };
+    Some(format!("{what}: {} · {state}", limit_text(l)))
 }

@@ -136,6 +136,8 @@ pub fn next_cycle(
         at: actor.now,
         tasks_done: finished(Status::Done),
         tasks_failed: finished(Status::Failed),
+        usage: None,
+        spent: Some(board.spend.cycle_total(board.cycle)).filter(|u| !u.is_zero()),
     };
     let text =
         toml::to_string(&record).map_err(|e| DomainError::BadSetting(format!("cannot write the record: {e}")))?;

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::{CycleRecord, Event, Mode, Role, RunEnd, RunError, Runner, Verdict, git, prompts};
 use crate::agent::Exit;
 use crate::model::{Kind, Status};
-use crate::ops::{self, Board, NewTask};
+use crate::ops::{self, Board, DomainError, NewTask};
 use crate::store::Snapshot;
 use crate::time::Timestamp;
 
@@ -117,6 +117,8 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
     let mut verdicts = 0u64;
     let mut backoff = super::MIN_POLL;
     let mut no_verdict = 0u32;
+    // What the judge's runs for the coming verdict spent (runs that gave no verdict included).
+    let mut spent: Option<crate::usage::Usage> = None;
     loop {
         if r.stopping() {
             return Ok((RunEnd::Interrupted, verdicts));
@@ -130,9 +132,11 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
         let view = cycle_view(r, &full);
         let now = (r.clock)();
         let any = view.done + view.failed > 0;
+        let over_budget = super::cycle_budget_spent(&full.board, &settings.cycle_budget);
         let ended = (view.live == 0 && any)
             || settings.cycle_max_tasks.is_some_and(|m| view.done + view.failed >= m)
-            || settings.cycle_max_time.is_some_and(|t| view.started.0 > 0 && now.0 >= view.started.plus(t).0);
+            || settings.cycle_max_time.is_some_and(|t| view.started.0 > 0 && now.0 >= view.started.plus(t).0)
+            || over_budget.is_some();
         if !ended {
             if opts.mode == Mode::Once {
                 return Ok((RunEnd::NothingReady, verdicts));
@@ -144,7 +148,9 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
             r.wait_for_change(full.commit, Duration::from_secs(30), &mut backoff)?;
             continue;
         }
-        let (verdict, reasons) = match judge_once(r, &full, &view, &settings)? {
+        let (said, usage) = judge_once(r, &full, &view, &settings, over_budget.as_deref())?;
+        spent = crate::usage::plus(spent, usage);
+        let (verdict, reasons) = match said {
             Some(v) => v,
             None if r.stopping() => continue,
             None => {
@@ -157,27 +163,34 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
             }
         };
         no_verdict = 0;
-        let rec = CycleRecord {
-            cycle: view.n,
-            verdict,
-            reasons: reasons.clone(),
-            by: r.agent.clone(),
-            at: now,
-            tasks_done: view.done,
-            tasks_failed: view.failed,
-        };
-        let text = toml::to_string(&rec).map_err(|e| RunError::Setup(e.to_string()))?;
         let n = view.n;
+        let usage = spent.take();
         let res = r.transact(|snap, actor| {
             if super::last_cycle(r.swarm.store(), snap.commit).is_some_and(|c| c.cycle >= n) {
                 // Another judge spoke first.
                 return Ok((Default::default(), false));
             }
+            // The judge's run is the cycle's last spend: the record says what the whole cycle spent.
+            let spend = usage.and_then(|u| ops::spend_after(&snap.board, "judge", &u));
+            let in_cycle = spend.as_ref().unwrap_or(&snap.board.spend).cycle_total(snap.board.cycle);
+            let rec = CycleRecord {
+                cycle: n,
+                verdict,
+                reasons: reasons.clone(),
+                by: r.agent.clone(),
+                at: actor.now,
+                tasks_done: view.done,
+                tasks_failed: view.failed,
+                usage,
+                spent: (!in_cycle.is_zero()).then_some(in_cycle),
+            };
+            let text = toml::to_string(&rec).map_err(|e| DomainError::BadSetting(e.to_string()))?;
             let mut ch = ops::Change {
                 op: "judge",
                 agent: actor.agent.clone(),
                 summary: format!("cycle {n}: {verdict}"),
-                files: [(format!("cycles/{n}.toml"), text.clone())].into(),
+                files: [(format!("cycles/{n}.toml"), text)].into(),
+                spend,
                 ..Default::default()
             };
             if verdict == Verdict::Continue {
@@ -212,11 +225,19 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
     }
 }
 
-fn summary(board: &Board, view: &CycleView) -> String {
-    let head = format!(
-        "Cycle {}: {} task(s) done and {} failed in this cycle; {} open or claimed.\n\n",
+fn summary(board: &Board, view: &CycleView, over_budget: Option<&str>) -> String {
+    let mut head = format!(
+        "Cycle {}: {} task(s) done and {} failed in this cycle; {} open or claimed.\n",
         view.n, view.done, view.failed, view.live
     );
+    let spent = board.spend.cycle_total(board.cycle);
+    if !spent.is_zero() {
+        head.push_str(&format!("The cycle spent {spent}.\n"));
+    }
+    if let Some(why) = over_budget {
+        head.push_str(&format!("The cycle ended early: {why}. No agent claims more in it.\n"));
+    }
+    head.push('\n');
     let lines = super::task_lines(board, 60_000, |t| match t.status {
         Status::Done => t
             .result
@@ -231,12 +252,14 @@ fn summary(board: &Board, view: &CycleView) -> String {
     head + &lines
 }
 
+/// Ask the judge once: its verdict (if it gave one) and what the run spent. `over_budget`: why the cycle ended early.
 fn judge_once(
     r: &mut Runner<'_>,
     full: &Snapshot,
     view: &CycleView,
     settings: &super::RunSettings,
-) -> Result<Option<(Verdict, String)>, RunError> {
+    over_budget: Option<&str>,
+) -> Result<(Option<(Verdict, String)>, Option<crate::usage::Usage>), RunError> {
     let config = &full.board.config;
     let backend = r.backend(config, Role::Judge)?;
     let wt = r.worktree();
@@ -279,7 +302,7 @@ fn judge_once(
         &[
             ("goal", &goal),
             ("cycle", &view.n.to_string()),
-            ("summary", &summary(&full.board, view)),
+            ("summary", &summary(&full.board, view, over_budget)),
             ("handoffs", &super::handoffs(r.swarm.store(), full, None, 60_000)),
             ("check", &check),
         ],
@@ -287,7 +310,7 @@ fn judge_once(
     let mut env = r.base_env(Role::Judge);
     env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
-    let out = r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, &mut || true);
+    let out = r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, None, &mut || true);
     git::remove_worktree(&common, &wt);
     let (out, planted) = out?;
     for p in planted {
@@ -301,9 +324,9 @@ fn judge_once(
         secs: out.elapsed.as_secs_f64(),
     });
     if out.exit == Exit::Stopped || !out.exit.success() {
-        return Ok(None);
+        return Ok((None, out.usage));
     }
-    Ok(parse_verdict(&backend.answer(&out)))
+    Ok((parse_verdict(&backend.answer(&out)), out.usage))
 }
 
 #[cfg(test)]
@@ -350,10 +373,12 @@ mod tests {
             // A multi-byte character across the 12th byte.
             result: Some(crate::model::TaskResult { commit: Some("aaaaaaaaaaa€€".into()), ..Default::default() }),
             failures: vec![],
+            usage: None,
+            claim_usage: None,
         };
         board.tasks.insert("t-1".into(), ops::Stored { path: ops::task_path("t-1"), task });
         let view = CycleView { n: 1, started: Timestamp::from_secs(0), done: 1, failed: 0, live: 0 };
-        assert!(summary(&board, &view).contains("(commit aaaaaaaaaaa€)"));
+        assert!(summary(&board, &view, None).contains("(commit aaaaaaaaaaa€)"));
         let rec = |cycle| CycleRecord {
             cycle,
             verdict: Verdict::Continue,
@@ -362,6 +387,8 @@ mod tests {
             at: Timestamp::from_secs(0),
             tasks_done: 0,
             tasks_failed: 0,
+            usage: None,
+            spent: None,
         };
         assert_eq!(next_cycle(None), 1);
         assert_eq!(next_cycle(Some(&rec(4))), 5);

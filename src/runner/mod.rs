@@ -30,6 +30,7 @@ use crate::remote::Location;
 use crate::store::{Identity, Snapshot, Store};
 use crate::time::Timestamp;
 use crate::txn::{Committed, Retry, Swarm, TxnError};
+use crate::usage::Usage;
 
 pub use settings::{Role, RunSettings};
 
@@ -84,6 +85,12 @@ pub struct CycleRecord {
     pub tasks_done: u64,
     #[serde(default)]
     pub tasks_failed: u64,
+    /// What the judge's run for this verdict spent, as reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// What the cycle spent, every role together (the judge's run included), as the board counted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Usage>,
 }
 
 /// Why a runner stopped.
@@ -99,6 +106,8 @@ pub enum RunEnd {
     SwarmStopped { cycle: u64 },
     /// Ctrl-C or SIGTERM.
     Interrupted,
+    /// The running cycle spent its budget (`[run.budget]`): no more claims until a new cycle.
+    BudgetSpent { why: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +182,82 @@ pub struct Runner<'a> {
     pub pid_lock: Option<nix::fcntl::Flock<std::fs::File>>,
     /// The digests of shared settings this clone trusts (`git config swarm.trusted`; `crate::trust`).
     pub trusted: Vec<String>,
+    /// What this runner's claims have spent, and the budgets it keeps.
+    pub spent: Spent,
+}
+
+/// What a runner's claims have spent so far, attempt by attempt (agent runs and conflict runs), and the budgets of
+/// the settings it read last.
+#[derive(Debug, Default)]
+pub struct Spent {
+    attempts: std::sync::Mutex<std::collections::BTreeMap<(String, u64), Attempt>>,
+    budgets: std::sync::Mutex<(crate::usage::Limit, crate::usage::Limit)>,
+}
+
+#[derive(Debug, Default)]
+struct Attempt {
+    /// What the attempt's finished runs reported.
+    ended: Option<Usage>,
+    /// The run going on.
+    live: Option<agent::LiveUsage>,
+}
+
+impl Spent {
+    /// What the attempt `epoch` of `task` has spent so far (its finished runs and the one going on).
+    pub fn of(&self, task: &str, epoch: u64) -> Option<Usage> {
+        let map = self.attempts.lock().ok()?;
+        let a = map.get(&(task.to_string(), epoch))?;
+        let live = a.live.as_ref().and_then(|l| l.lock().ok().and_then(|u| *u));
+        crate::usage::plus(a.ended, live)
+    }
+
+    /// A run of the attempt starts: what it spends is watched, and it stops at the task's budget (what the task's
+    /// ended attempts spent, `prior`, counts).
+    pub fn watch(
+        &self,
+        task: &str,
+        epoch: u64,
+        prior: Option<Usage>,
+    ) -> (agent::LiveUsage, Option<(crate::usage::Limit, Usage)>) {
+        let live: agent::LiveUsage = Default::default();
+        let mut ended = None;
+        if let Ok(mut map) = self.attempts.lock() {
+            let a = map.entry((task.to_string(), epoch)).or_default();
+            a.live = Some(Arc::clone(&live));
+            ended = a.ended;
+        }
+        let limit = self.budgets.lock().map(|b| b.0).unwrap_or_default();
+        let budget = limit.is_set().then(|| (limit, crate::usage::plus(prior, ended).unwrap_or_default()));
+        (live, budget)
+    }
+
+    /// The run is over: what it reported joins the attempt's.
+    pub fn ended(&self, task: &str, epoch: u64, usage: Option<Usage>) {
+        if let Ok(mut map) = self.attempts.lock()
+            && let Some(a) = map.get_mut(&(task.to_string(), epoch))
+        {
+            a.live = None;
+            a.ended = crate::usage::plus(a.ended, usage);
+        }
+    }
+
+    /// The attempt is over (recorded on the board, or lost).
+    pub fn forget(&self, task: &str, epoch: u64) {
+        if let Ok(mut map) = self.attempts.lock() {
+            map.remove(&(task.to_string(), epoch));
+        }
+    }
+
+    /// The task budget and the cycle budget of the settings read last.
+    pub fn budgets(&self) -> (crate::usage::Limit, crate::usage::Limit) {
+        self.budgets.lock().map(|b| *b).unwrap_or_default()
+    }
+}
+
+/// Why the running cycle may not claim more: its spend (on `board`) is at or past `limit`.
+pub fn cycle_budget_spent(board: &Board, limit: &crate::usage::Limit) -> Option<String> {
+    let why = limit.reached(&board.spend.cycle_total(board.cycle))?;
+    Some(format!("cycle {} spent its budget: {why}", board.cycle))
 }
 
 impl Runner<'_> {
@@ -244,6 +329,9 @@ impl Runner<'_> {
             s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
         }
         self.swarm.pacer.configure(s.pushes_per_minute, config.lease, Some(Arc::clone(&self.stop)));
+        if let Ok(mut b) = self.spent.budgets.lock() {
+            *b = (s.task_budget, s.cycle_budget);
+        }
         Ok(s)
     }
 
@@ -408,12 +496,20 @@ impl Runner<'_> {
         prompt: &str,
         mut env: Vec<(String, String)>,
         timeout: Duration,
+        attempt: Option<(&Task, u64)>,
         poll: &mut dyn FnMut() -> bool,
     ) -> Result<(agent::Outcome, Vec<String>), RunError> {
         let stop = Arc::clone(&self.stop);
         env.extend(agent.env.iter().cloned());
         agent.clear_last_message();
         let guard = planted::Guard::take(&self.common_dir(), cwd);
+        let (live, budget) = match attempt {
+            Some((t, epoch)) => {
+                let (l, b) = self.spent.watch(&t.id, epoch, t.usage);
+                (Some(l), b)
+            }
+            None => (None, None),
+        };
         let inv = agent::Invocation {
             cwd,
             prompt,
@@ -422,8 +518,14 @@ impl Runner<'_> {
             log: Some(self.log_file()),
             timeout: Some(timeout),
             grace: Duration::from_secs(10),
+            report: agent.report.clone(),
+            live,
+            budget,
         };
         let out = agent::run(&agent.backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll());
+        if let Some((t, epoch)) = attempt {
+            self.spent.ended(&t.id, epoch, out.as_ref().ok().and_then(|o| o.usage));
+        }
         let planted = guard.restore();
         Ok((out?, planted))
     }
@@ -463,8 +565,10 @@ impl Runner<'_> {
         let id = task.to_string();
         // Not paced: a renewal keeps a claim alive; the budget waits for everything else.
         let unpaced = Retry { paced: false, ..self.retry.clone() };
-        match self.transact_with(&unpaced, |snap, actor| ops::renew(&snap.board, actor, Some(&id), Some(epoch), lease))
-        {
+        let usage = self.spent.of(task, epoch);
+        match self.transact_with(&unpaced, |snap, actor| {
+            ops::renew_reporting(&snap.board, actor, &id, Some(epoch), lease, usage)
+        }) {
             Ok(c) => match c.value.first().and_then(|t| t.claim.as_ref()) {
                 Some(cl) => {
                     *until = cl.lease_until;
@@ -480,8 +584,12 @@ impl Runner<'_> {
     /// Give a claim back (on a signal); errors are reported, not raised: the lease runs out anyway.
     pub fn release(&mut self, task: &str, epoch: u64) {
         let id = task.to_string();
-        match self.transact(|snap, actor| ops::release(&snap.board, actor, &id, Some(epoch))) {
-            Ok(_) => self.emit(Event::Released { task: id }),
+        let usage = self.spent.of(task, epoch);
+        match self.transact(|snap, actor| ops::release_reporting(&snap.board, actor, &id, Some(epoch), usage)) {
+            Ok(_) => {
+                self.spent.forget(task, epoch);
+                self.emit(Event::Released { task: id })
+            }
             Err(e) => self.emit(Event::Warning(format!("could not release {id}: {e} (its lease will run out)"))),
         }
     }

@@ -545,6 +545,7 @@ fn plan_round(
     backend.clear_last_message();
     let out = {
         let stop = std::sync::Arc::clone(&r.stop);
+        let (live, budget) = r.spent.watch(&id, epoch, h.task.usage);
         let inv = crate::agent::Invocation {
             cwd: &cwd,
             prompt: &prompt,
@@ -553,6 +554,9 @@ fn plan_round(
             log: Some(r.log_file()),
             timeout: Some(settings.plan_timeout),
             grace: Duration::from_secs(10),
+            report: backend.report.clone(),
+            live: Some(live),
+            budget,
         };
         let guard = super::planted::Guard::take(&r.common_dir(), &cwd);
         let res = crate::agent::run(&backend.backend, &inv, &mut || {
@@ -572,6 +576,7 @@ fn plan_round(
                 }
             }
         });
+        r.spent.ended(&id, epoch, res.as_ref().ok().and_then(|o| o.usage));
         let planted = guard.restore();
         git::remove_worktree(&common, &wt);
         for p in planted {
@@ -590,7 +595,12 @@ fn plan_round(
         return Ok(RoundEnd::Interrupted);
     }
     let fail = |r: &mut Runner<'_>, reason: String| -> Result<RoundEnd, RunError> {
-        let res = r.transact(|snap, actor| ops::fail(&snap.board, actor, &id, Some(epoch), reason.clone()));
+        let usage = r.spent.of(&id, epoch);
+        r.spent.forget(&id, epoch);
+        let for_good = matches!(out.exit, Exit::OverBudget(_));
+        let res = r.transact(|snap, actor| {
+            ops::fail_reporting(&snap.board, actor, &id, Some(epoch), reason.clone(), usage, for_good)
+        });
         match res {
             Ok(c) => {
                 r.emit(Event::Failed { task: id.clone(), reason, attempts_left: c.value.status == Status::Open });
@@ -619,6 +629,7 @@ fn plan_round(
     let last_round = h.rounds >= settings.plan_rounds;
     let round = h.rounds;
     let agent = r.agent.clone();
+    let usage = r.spent.of(&id, epoch);
     let res = r.transact(|snap, actor| {
         // Tasks the agent filed itself with `git swarm add` count as proposals too.
         let filed_by_cli = children(snap, &id).difference(&children_before).count();
@@ -629,6 +640,7 @@ fn plan_round(
             Some(_) | None if filed_by_cli > 0 => {
                 let mut t = plan.task.clone();
                 t.plan_round = round;
+                let spend = ops::report(&snap.board, &mut t, usage);
                 let ch = ops::Change {
                     op: "plan",
                     agent: actor.agent.clone(),
@@ -636,13 +648,14 @@ fn plan_round(
                     epoch: Some(epoch),
                     summary: format!("plan {id}: round {round} (tasks filed by the agent)"),
                     writes: vec![ops::Stored { path: plan.path.clone(), task: t }],
+                    spend,
                     ..Default::default()
                 };
                 return Ok((ch, Proposed::Filed(filed_by_cli, vec![], vec![])));
             }
             Some(_) => {
                 let note = format!("planned in {round} round(s)");
-                let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note))?;
+                let (ch, _) = ops::done_reporting(&snap.board, actor, &id, Some(epoch), None, Some(note), usage)?;
                 return Ok((ch, Proposed::Nothing));
             }
             None => return Ok((Default::default(), Proposed::NoBlock)),
@@ -651,7 +664,7 @@ fn plan_round(
         let (fresh, repeats) = without_repeats(&snap.board, &full.board, &id, proposals);
         if fresh.is_empty() && filed_by_cli == 0 {
             let note = format!("planned in {round} round(s); the last proposed only what the plan has");
-            let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note))?;
+            let (ch, _) = ops::done_reporting(&snap.board, actor, &id, Some(epoch), None, Some(note), usage)?;
             return Ok((ch, Proposed::Repeats(repeats)));
         }
         let proposals = &fresh;
@@ -661,9 +674,10 @@ fn plan_round(
         let mut queue = minted.into_iter();
         let mut mint = || queue.next().unwrap_or_else(ops::mint_id);
         let (mut ch, _) = ops::add(&snap.board, actor, news, &mut mint)?;
-        // The plan keeps its round count, for whoever plans its next round.
+        // The plan keeps its round count, for whoever plans its next round, and what its rounds spent.
         let mut t = plan.task.clone();
         t.plan_round = round;
+        ch.spend = ops::report(&snap.board, &mut t, usage);
         ch.writes.push(ops::Stored { path: plan.path.clone(), task: t });
         ch.summary = format!("plan {id}: {}", ch.summary);
         Ok((ch, Proposed::Filed(proposals.len() + filed_by_cli, demoted, repeats)))
@@ -701,7 +715,7 @@ fn plan_round(
                     // The round limit: this plan has had its say; what it filed runs without it.
                     let note = format!("stopped after {} rounds (run.plan_rounds)", h.rounds);
                     match r.transact(|snap, actor| {
-                        ops::done(&snap.board, actor, &id, Some(epoch), None, Some(note.clone()))
+                        ops::done_reporting(&snap.board, actor, &id, Some(epoch), None, Some(note.clone()), usage)
                     }) {
                         Ok(_) => {
                             r.emit(Event::PlanDone { plan: id, rounds: h.rounds });

@@ -51,6 +51,10 @@ pub struct RunSettings {
     pub pushes_per_minute: Option<f64>,
     /// Put the agent hooks (Claude Code, Cursor settings) into a worker's work tree (`docs/hooks.md`).
     pub agent_hooks: bool,
+    /// `[run.budget]` `task_tokens`, `task_usd`: what one task may spend over all its attempts (`docs/spend.md`).
+    pub task_budget: crate::usage::Limit,
+    /// `[run.budget]` `cycle_tokens`, `cycle_usd`: what the running cycle may spend, every role together.
+    pub cycle_budget: crate::usage::Limit,
 }
 
 impl Default for RunSettings {
@@ -67,6 +71,8 @@ impl Default for RunSettings {
             cycle_max_time: None,
             pushes_per_minute: None,
             agent_hooks: true,
+            task_budget: crate::usage::Limit::default(),
+            cycle_budget: crate::usage::Limit::default(),
         }
     }
 }
@@ -84,6 +90,35 @@ struct RawRun {
     cycle: Option<RawCycle>,
     pushes_per_minute: Option<f64>,
     agent_hooks: Option<bool>,
+    budget: Option<RawBudget>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    task_tokens: Option<u64>,
+    task_usd: Option<f64>,
+    cycle_tokens: Option<u64>,
+    cycle_usd: Option<f64>,
+}
+
+/// A budget's dollars: a positive amount.
+fn usd(field: &str, v: Option<f64>) -> Result<Option<crate::usage::Usd>, String> {
+    match v {
+        None => Ok(None),
+        Some(d) if d > 0.0 => crate::usage::Usd::from_dollars(d)
+            .map(Some)
+            .ok_or_else(|| format!("[run.budget] {field} = {d}: give an amount of dollars")),
+        Some(d) => Err(format!("[run.budget] {field} = {d}: give an amount above 0 (or leave it out)")),
+    }
+}
+
+/// A budget's tokens: at least one.
+fn tokens(field: &str, v: Option<u64>) -> Result<Option<u64>, String> {
+    match v {
+        Some(0) => Err(format!("[run.budget] {field} = 0: give at least 1 (or leave it out)")),
+        t => Ok(t),
+    }
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -123,6 +158,15 @@ impl RunSettings {
         };
         let d = RunSettings::default();
         let cycle = raw.cycle.unwrap_or_default();
+        let budget = raw.budget.unwrap_or_default();
+        let task_budget = crate::usage::Limit {
+            tokens: tokens("task_tokens", budget.task_tokens)?,
+            usd: usd("task_usd", budget.task_usd)?,
+        };
+        let cycle_budget = crate::usage::Limit {
+            tokens: tokens("cycle_tokens", budget.cycle_tokens)?,
+            usd: usd("cycle_usd", budget.cycle_usd)?,
+        };
         let empty_is_done = match raw.empty.as_deref() {
             None | Some("fail") => false,
             Some("done") => true,
@@ -147,6 +191,8 @@ impl RunSettings {
                 p => p,
             },
             agent_hooks: raw.agent_hooks.unwrap_or(d.agent_hooks),
+            task_budget,
+            cycle_budget,
         })
     }
 }

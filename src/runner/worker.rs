@@ -13,6 +13,7 @@ use crate::ops::{self, Actor, Board, Change, DomainError};
 use crate::store::Snapshot;
 use crate::time::Timestamp;
 use crate::txn::TxnError;
+use crate::usage::{Limit, Usage};
 
 /// Options of `git swarm run worker`.
 #[derive(Debug, Clone, Default)]
@@ -61,6 +62,8 @@ enum TaskEnd {
 enum Abort {
     /// A rebase conflict the agent could not resolve, a failing check, a broken work tree…: fail the task.
     Fail(String),
+    /// A conflict run stopped at the task's budget: fail the task for good.
+    Budget(String),
     /// A signal arrived.
     Interrupted,
     /// The claim was taken over while the check or a conflict run went on.
@@ -111,10 +114,14 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
             None => {
                 // One read: the claim's own. A stop of the judge is seen there, and nothing is claimed then.
                 let store = r.swarm.store();
+                let cycle_budget = r.spent.budgets().1;
                 let claimed = r.transact(|snap, actor| {
                     if let Some(c) = super::last_cycle(store, snap.commit).filter(|c| c.verdict == super::Verdict::Stop)
                     {
                         return Ok((Change::default(), Claimed::Stopped(c.cycle)));
+                    }
+                    if let Some(why) = super::cycle_budget_spent(&snap.board, &cycle_budget) {
+                        return Ok((Change::default(), Claimed::Budget(why)));
                     }
                     let unknown: Vec<String> = sweep_candidates(&snap.board, actor.now)
                         .into_iter()
@@ -130,6 +137,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
                 match claimed {
                     Ok(c) => match c.value {
                         Claimed::Stopped(cycle) => return Ok((RunEnd::SwarmStopped { cycle }, stats)),
+                        Claimed::Budget(why) => return Ok((RunEnd::BudgetSpent { why }, stats)),
                         Claimed::LookUp(ids) => {
                             let target = format!("refs/heads/{}", config.target);
                             let tip =
@@ -208,6 +216,8 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
 enum Claimed {
     /// The judge stopped the swarm in this cycle.
     Stopped(u64),
+    /// The running cycle spent its budget.
+    Budget(String),
     /// These expired claims with no attempts left are to be looked up on the target first.
     LookUp(Vec<String>),
     /// A claim (or a sweep alone: `None`).
@@ -341,10 +351,15 @@ fn landing_op(
     note: Option<&str>,
     claim_next: bool,
     lease: Duration,
+    spent: (Option<Usage>, &Limit),
 ) -> Result<(Change, Option<Task>), DomainError> {
-    let (ch, _) = ops::done(&snap.board, actor, id, Some(epoch), Some(code.to_string()), note.map(first_line))?;
+    let (usage, cycle_budget) = spent;
+    let (ch, _) =
+        ops::done_reporting(&snap.board, actor, id, Some(epoch), Some(code.to_string()), note.map(first_line), usage)?;
     let ch = with_note(ch, id, note);
-    let go_on = claim_next && !judge_stopped(store, snap);
+    let mut after = snap.board.clone();
+    ops::apply(&mut after, &ch);
+    let go_on = claim_next && !judge_stopped(store, snap) && super::cycle_budget_spent(&after, cycle_budget).is_none();
     let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, None);
     Ok((super::scrub(ch), next))
 }
@@ -371,8 +386,12 @@ fn roll_forward(
         )
     });
     let store = r.swarm.store();
-    let res =
-        r.transact(|snap, actor| landing_op(snap, actor, store, &id, epoch, code, Some(&note), claim_next, lease));
+    let (usage, cycle_budget) = (r.spent.of(&id, epoch), r.spent.budgets().1);
+    let res = r.transact(|snap, actor| {
+        let spent = (usage, &cycle_budget);
+        landing_op(snap, actor, store, &id, epoch, code, Some(&note), claim_next, lease, spent)
+    });
+    r.spent.forget(&id, epoch);
     match res {
         Ok(c) => {
             let next = say_landed(r, id, code, c.lost_races, since, c.value);
@@ -508,6 +527,7 @@ fn run_worker_agent(
         let stop = std::sync::Arc::clone(&r.stop);
         let inv_prompt_file = r.run_dir().join("prompt.md");
         let log = r.log_file();
+        let (live, budget) = r.spent.watch(&id, epoch, h.task.usage);
         let inv = crate::agent::Invocation {
             cwd: wt,
             prompt: &prompt,
@@ -516,6 +536,9 @@ fn run_worker_agent(
             log: Some(log),
             timeout: Some(settings.task_timeout),
             grace: Duration::from_secs(10),
+            report: backend.report.clone(),
+            live: Some(live),
+            budget,
         };
         let guard = super::planted::Guard::take(&r.common_dir(), wt);
         let out = crate::agent::run(&backend.backend, &inv, &mut || {
@@ -530,6 +553,7 @@ fn run_worker_agent(
                 }
             }
         });
+        r.spent.ended(&id, epoch, out.as_ref().ok().and_then(|o| o.usage));
         (out, guard.restore())
     };
     let (out, planted) = out;
@@ -598,6 +622,16 @@ fn finish(
         }
         AgentRun::Exited { exit, tail, at } => (exit, tail, at),
     };
+    if let Exit::OverBudget(why) = &exit {
+        // Another attempt would start past the budget: the task fails for good. Its work is kept aside.
+        if let Ok(tip) = git::head_fast(wt)
+            && tip != base
+        {
+            keep_aside(r, h, wt, tip);
+        }
+        let reason = format!("the task spent its budget ({why}); the agent was stopped");
+        return fail_noted(r, h, reason, None, claim_next, lease, true);
+    }
     if !exit.success() {
         let what = match &exit {
             Exit::TimedOut => {
@@ -646,7 +680,7 @@ fn finish(
             keep_aside(r, h, wt, work_tip);
         }
         let reason = format!("the agent reported: failed: {reason}");
-        return fail_noted(r, h, reason, handoff.as_deref(), claim_next, lease);
+        return fail_noted(r, h, reason, handoff.as_deref(), claim_next, lease, false);
     }
     if mine.is_empty() {
         if !settings.empty_is_done {
@@ -655,8 +689,18 @@ fn finish(
         // Nothing to land: mark it done on the state ref alone.
         let note = handoff.clone();
         let epoch = h.epoch;
+        let usage = r.spent.of(&id, epoch);
+        r.spent.forget(&id, epoch);
         let c = r.transact(|snap, actor| {
-            let (ch, _) = ops::done(&snap.board, actor, &id, Some(epoch), None, note.as_deref().map(first_line))?;
+            let (ch, _) = ops::done_reporting(
+                &snap.board,
+                actor,
+                &id,
+                Some(epoch),
+                None,
+                note.as_deref().map(first_line),
+                usage,
+            )?;
             Ok((with_note(ch, &id, note.as_deref()), ()))
         });
         return match c {
@@ -825,17 +869,25 @@ fn finish(
         Ok(work_head)
     };
     let note = handoff.clone();
+    let cycle_budget = r.spent.budgets().1;
     let landed = {
         let agent = r.agent.clone();
         let store = r.swarm.store();
+        let spent = &r.spent;
         r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut prepare, |snap, now, code| {
             let actor = Actor { agent: agent.clone(), now };
-            let (ch, next) = landing_op(snap, &actor, store, &id, epoch, code, note.as_deref(), claim_next, lease)?;
+            // What the attempt spent, its conflict runs included: read when the landing is made.
+            let spent = (spent.of(&id, epoch), &cycle_budget);
+            let (ch, next) =
+                landing_op(snap, &actor, store, &id, epoch, code, note.as_deref(), claim_next, lease, spent)?;
             Ok((ch, (next, code)))
         })
     };
     for e in events {
         r.emit(e);
+    }
+    if !matches!(landed, Ok(Err(Abort::AlreadyLanded(_) | Abort::Interrupted | Abort::Fail(_) | Abort::Budget(_)))) {
+        r.spent.forget(&id, epoch);
     }
     match landed {
         Ok(Ok(c)) => {
@@ -858,6 +910,10 @@ fn finish(
         Ok(Err(Abort::Fail(reason))) => {
             keep_aside(r, h, wt, work_tip);
             fail(r, h, reason, claim_next, lease)
+        }
+        Ok(Err(Abort::Budget(reason))) => {
+            keep_aside(r, h, wt, work_tip);
+            fail_noted(r, h, reason, None, claim_next, lease, true)
         }
         Ok(Err(Abort::LostClaim(why))) => {
             keep_aside(r, h, wt, work_tip);
@@ -977,7 +1033,7 @@ fn fail(
     claim_next: bool,
     lease: Duration,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
-    fail_noted(r, h, reason, None, claim_next, lease)
+    fail_noted(r, h, reason, None, claim_next, lease, false)
 }
 
 /// [`fail`], with the agent's hand-off recorded as the task's note.
@@ -988,15 +1044,21 @@ fn fail_noted(
     note: Option<&str>,
     claim_next: bool,
     lease: Duration,
+    for_good: bool,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
     let id = h.task.id.clone();
     let epoch = h.epoch;
     let store = r.swarm.store();
+    let (usage, cycle_budget) = (r.spent.of(&id, epoch), r.spent.budgets().1);
+    r.spent.forget(&id, epoch);
     let res = r.transact(|snap, actor| {
-        let (ch, t) = ops::fail(&snap.board, actor, &id, Some(epoch), reason.clone())?;
+        let (ch, t) = ops::fail_reporting(&snap.board, actor, &id, Some(epoch), reason.clone(), usage, for_good)?;
         let ch = with_note(ch, &id, note);
         let attempts_left = t.status == crate::model::Status::Open;
-        let go_on = claim_next && !judge_stopped(store, snap);
+        let mut after = snap.board.clone();
+        ops::apply(&mut after, &ch);
+        let go_on =
+            claim_next && !judge_stopped(store, snap) && super::cycle_budget_spent(&after, &cycle_budget).is_none();
         let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, Some(&id));
         Ok((ch, (attempts_left, next)))
     });
@@ -1064,13 +1126,18 @@ fn resolve_conflict(
             env.extend(crate::hooks::agent::exclude_env(&excludes));
         }
         let before = git::contents(wt, &files);
+        let epoch = task.claim.as_ref().map_or(task.epoch, |c| c.epoch);
         let (out, planted) = r
-            .run_agent(backend, wt, &prompt, env, timeout, &mut || keep_lease())
+            .run_agent(backend, wt, &prompt, env, timeout, Some((task, epoch)), &mut || keep_lease())
             .map_err(|e| Abort::Fail(e.to_string()))?;
         events.extend(planted.into_iter().map(Event::Warning));
         if let Err(e) = super::cannot_start(Role::Worker, backend, &out) {
             git::abort_rebase(wt);
             return Err(Abort::CannotStart(e));
+        }
+        if let Exit::OverBudget(why) = &out.exit {
+            git::abort_rebase(wt);
+            return Err(Abort::Budget(format!("the task spent its budget ({why}) in a conflict run")));
         }
         if out.exit == Exit::Stopped {
             git::abort_rebase(wt);
@@ -1128,6 +1195,9 @@ pub fn run_check(
         log: None,
         timeout: Some(timeout),
         grace: Duration::from_secs(5),
+        report: crate::agent::report::Report::Nothing,
+        live: None,
+        budget: None,
     };
     match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || keep_going()) {
         Ok(out) => {
