@@ -304,6 +304,38 @@ fn board(
     }
     held(swarm, b, repairs, out);
     side_refs(swarm, b, repairs, out);
+    spend(swarm, tip, out)
+}
+
+/// Does `spend.toml` (derived state, what budgets count) agree with what the tasks say they spent? A full read.
+fn spend(swarm: &Swarm, tip: ObjectId, out: &mut Vec<Finding>) -> Result<(), TxnError> {
+    let full = swarm.store().read(tip, true)?;
+    let mut on_tasks: std::collections::BTreeMap<&str, crate::usage::Usage> = Default::default();
+    for s in full.board.tasks.values() {
+        if let Some(u) = s.task.spent() {
+            let e = on_tasks.entry(crate::ops::role_of(s.task.kind)).or_default();
+            *e = e.plus(&u);
+        }
+    }
+    let mut disagree = Vec::new();
+    for role in ["worker", "planner"] {
+        let kept = full.board.spend.total.get(role).copied().unwrap_or_default();
+        let told = on_tasks.get(role).copied().unwrap_or_default();
+        if (kept.tokens(), kept.cost_usd.unwrap_or_default()) != (told.tokens(), told.cost_usd.unwrap_or_default()) {
+            disagree.push(format!("{role}: spend.toml says {kept}, the tasks say {told}"));
+        }
+    }
+    if disagree.is_empty() {
+        let total = full.board.spend.grand_total();
+        if !total.is_zero() {
+            out.push(Finding::new("spend", Severity::Ok, format!("spent {total}; spend.toml agrees with the tasks")));
+        }
+    } else {
+        out.push(Finding::new("spend", Severity::Warn, disagree.join("; ")).hint(
+            "spend.toml was edited by hand, or tasks were finished by a git-swarm without spend records; budgets \
+                 count spend.toml (see docs/spend.md)",
+        ));
+    }
     Ok(())
 }
 

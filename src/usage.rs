@@ -17,7 +17,7 @@ impl Usd {
     /// Dollars as a CLI reports them (`0.0183`); `None` for what is no amount (negative, NaN, beyond a million
     /// dollars a run).
     pub fn from_dollars(d: f64) -> Option<Usd> {
-        (d.is_finite() && d >= 0.0 && d < 1e12).then(|| Usd((d * 1e6).round() as u64))
+        (d.is_finite() && (0.0..1e12).contains(&d)).then(|| Usd((d * 1e6).round() as u64))
     }
 
     pub fn dollars(self) -> f64 {

@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use git_swarm::agent::http::{Api, HttpAgent, HttpError, complete, complete_with_key};
+use git_swarm::agent::http::{Api, HttpAgent, HttpError, complete, complete_reporting, complete_with_key};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -414,6 +414,24 @@ fn openai_reasoning_models_get_max_completion_tokens_and_no_temperature_they_ref
     assert_eq!(last.header("authorization"), Some("Bearer sk-test"));
     // Adapted, not guessed: each refusal was answered once, never more.
     assert!(seen.len() <= 3, "{}", api.summary());
+}
+
+/// What planners and judges behind the `http` backend spent is the API's own `usage` of the request that answered:
+/// exactly what the stand-in billed (the refused first tries of a reasoning model bill nothing).
+#[test]
+fn the_usage_an_api_reports_is_what_it_billed() {
+    for (kind, model) in
+        [(Api::Openai, "gpt-5.2"), (Api::Openai, "llama3.3:70b"), (Api::Anthropic, "claude-sonnet-4-5")]
+    {
+        let api = ModelApi::start(Strict::Vendor);
+        let base = if kind == Api::Openai { format!("{}/v1", api.url()) } else { api.url() };
+        let agent = vendor(kind, base, model, None);
+        let (text, usage) = complete_reporting(&agent, "sys", "standin: say verdict: stop", TIMEOUT).expect("ok");
+        assert_eq!(text, "verdict: stop");
+        let u = usage.expect("the API reported usage");
+        assert_eq!((u.input_tokens, u.output_tokens), api.billed(), "{model}: {}", api.summary());
+        assert_eq!((u.runs, u.cost_usd), (1, None), "{model}: the APIs say no price");
+    }
 }
 
 #[test]

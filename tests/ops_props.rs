@@ -352,7 +352,7 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
             ops::claim(board, &actor, id.as_deref(), *kind, *lease, None).map(|(c, t)| (c, t.into_iter().collect()))
         }
         // Holders report what their attempt spent on some ops (a runner's report grows with time: the step).
-        Concrete::Renew { id: Some(id), epoch, lease, .. } if step % 2 == 0 => {
+        Concrete::Renew { id: Some(id), epoch, lease, .. } if step.is_multiple_of(2) => {
             ops::renew_reporting(board, &actor, id, *epoch, *lease, spent(step))
         }
         Concrete::Renew { id, epoch, lease, .. } => ops::renew(board, &actor, id.as_deref(), *epoch, *lease),
@@ -390,7 +390,7 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
 /// What a holder reports at `step`: nothing on every third step, else an amount that grows with the step (a
 /// runner's report of an attempt only grows).
 fn spent(step: usize) -> Option<git_swarm::usage::Usage> {
-    (step % 3 != 0).then(|| git_swarm::usage::Usage {
+    (!step.is_multiple_of(3)).then(|| git_swarm::usage::Usage {
         input_tokens: 100 * step as u64,
         output_tokens: step as u64,
         cache_read_tokens: 7,

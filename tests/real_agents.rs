@@ -250,6 +250,27 @@ fn lands_real_work(preset: &str, program: &str, who: As) {
     }
     // The agent planted nothing in the clone's git config (an identity, a filter).
     assert_eq!(std::fs::read_to_string(c.join(".git/config")).expect("config"), config_before, "{test}: .git/config");
+    // What each run spent, as the CLI reported it, is on the board: together, exactly what the stand-in billed —
+    // but for the side requests that opencode (a session title) and aider (a commit message from its weak model)
+    // make and leave out of their own reports (docs/spend.md).
+    let unreported_side = matches!(preset, "opencode" | "aider");
+    let billed = api
+        .requests()
+        .iter()
+        .filter(|r| r.status == 200 && !(unreported_side && r.reply == "side"))
+        .fold((0, 0), |(i, o), r| (i + r.input_tokens, o + r.output_tokens));
+    let mut recorded = (0, 0);
+    for id in &ids {
+        let task = env.sw(c, &["show", id, "--json"]).ok().json();
+        let u = &task["usage"];
+        assert_eq!(u["runs"], 1, "{test}: {id} has no usage of its run: {task}\n{log}");
+        recorded.0 += u["input_tokens"].as_u64().unwrap_or(0);
+        recorded.1 += u["output_tokens"].as_u64().unwrap_or(0);
+        // Claude Code and opencode price their runs; the others report tokens only.
+        let priced = matches!(preset, "claude" | "opencode");
+        assert_eq!(u["cost_usd"].as_f64().is_some_and(|c| c > 0.0), priced, "{test}: cost of {id}: {u}");
+    }
+    assert_eq!(recorded, billed, "{test}: recorded usage is not what the stand-in billed\n{}", api.summary());
     // The model's turns went through the CLI (aider has no tools: its edits are file listings in the answer).
     let turn = if preset == "aider" { "text" } else { "tool" };
     assert!(api.requests().iter().any(|r| r.reply.starts_with(turn)), "{test}: no {turn} turn\n{}", api.summary());

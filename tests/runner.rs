@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{Daemon, Env, file_url, finish, path_url};
@@ -28,12 +28,7 @@ fn add(env: &Env, dir: &Path, title: &str, body: &str) -> String {
 
 /// Start `git swarm args…` in `dir` as agent `agent`.
 fn spawn(env: &Env, dir: &Path, agent: &str, extra_env: &[(&str, &str)], args: &[&str]) -> Child {
-    let mut cmd = env.cmd(dir);
-    cmd.args(["--agent", agent]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    cmd.spawn().expect("spawn git-swarm")
+    env.spawn(dir, agent, extra_env, args)
 }
 
 fn tasks(env: &Env, dir: &Path) -> Vec<Value> {
@@ -344,16 +339,7 @@ fn a_killed_workers_task_is_taken_over_after_its_lease_and_its_work_tree_does_no
     child.kill().expect("SIGKILL the runner");
     let _ = child.wait();
     // Another agent in the same clone takes it over once the lease has run out.
-    let start = Instant::now();
-    loop {
-        let o = env.sw(c, &["--agent", "w2", "run", "worker", "--once"]);
-        if o.code == 0 {
-            break;
-        }
-        assert_eq!(o.code, 3, "{}", o.stderr);
-        assert!(start.elapsed() < Duration::from_secs(20), "never taken over");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    common::work_once_when_ready(&env, c, "w2", 20);
     let t = env.sw(c, &["show", &id, "--json"]).ok().json();
     assert_eq!(t["status"], "done", "{t}");
     assert_eq!(t["epoch"], 2, "{t}");

@@ -588,6 +588,58 @@ impl RefWatch {
     }
 }
 
+/// [`SpendView`] of a snapshot: the totals of `spend.toml`, and by agent and over time from the tasks' attempts.
+fn spend_view(snap: &Snapshot) -> SpendView {
+    let board = &snap.board;
+    let mut by_agent: BTreeMap<String, Usage> = BTreeMap::new();
+    let mut points: Vec<(Timestamp, Usage)> = Vec::new();
+    let mut add = |agent: &str, at: Option<Timestamp>, u: &Usage| {
+        let e = by_agent.entry(agent.to_string()).or_default();
+        *e = e.plus(u);
+        if let Some(at) = at {
+            points.push((at, *u));
+        }
+    };
+    for s in board.tasks.values() {
+        let t = &s.task;
+        let mut failed = Usage::default();
+        for f in &t.failures {
+            if let Some(u) = &f.usage {
+                add(&f.agent, Some(f.at), u);
+                failed = failed.plus(u);
+            }
+        }
+        // The attempt that finished the task: what its usage has beyond its failed attempts'.
+        if let (Some(r), Some(u)) = (&t.result, &t.usage) {
+            let rest = u.since(&failed);
+            if !rest.is_zero() {
+                add(r.agent.as_deref().unwrap_or("?"), r.at, &rest);
+            }
+        }
+        if let (Some(c), Some(u)) = (&t.claim, &t.claim_usage) {
+            add(&c.agent, None, u);
+        }
+    }
+    points.sort_by_key(|(at, _)| *at);
+    let mut sum = Usage::default();
+    let over_time = points
+        .into_iter()
+        .map(|(at, u)| {
+            sum = sum.plus(&u);
+            SpendPoint { at, tokens: sum.tokens(), cost_usd: sum.cost_usd.map(|c| c.dollars()) }
+        })
+        .collect();
+    SpendView {
+        total: board.spend.grand_total(),
+        by_role: board.spend.total.clone(),
+        cycle: board.cycle,
+        in_cycle: board.spend.cycle_total(board.cycle),
+        in_cycle_by_role: board.spend.of_cycle(board.cycle),
+        by_agent,
+        over_time,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -710,57 +762,5 @@ mod tests {
         for span in [1u64, 7, 59, 61, 999, 86_400, 10_000_000] {
             assert!(bucket_width(span, 30) * 30 >= span, "{span}");
         }
-    }
-}
-
-/// [`SpendView`] of a snapshot: the totals of `spend.toml`, and by agent and over time from the tasks' attempts.
-fn spend_view(snap: &Snapshot) -> SpendView {
-    let board = &snap.board;
-    let mut by_agent: BTreeMap<String, Usage> = BTreeMap::new();
-    let mut points: Vec<(Timestamp, Usage)> = Vec::new();
-    let mut add = |agent: &str, at: Option<Timestamp>, u: &Usage| {
-        let e = by_agent.entry(agent.to_string()).or_default();
-        *e = e.plus(u);
-        if let Some(at) = at {
-            points.push((at, *u));
-        }
-    };
-    for s in board.tasks.values() {
-        let t = &s.task;
-        let mut failed = Usage::default();
-        for f in &t.failures {
-            if let Some(u) = &f.usage {
-                add(&f.agent, Some(f.at), u);
-                failed = failed.plus(u);
-            }
-        }
-        // The attempt that finished the task: what its usage has beyond its failed attempts'.
-        if let (Some(r), Some(u)) = (&t.result, &t.usage) {
-            let rest = u.since(&failed);
-            if !rest.is_zero() {
-                add(r.agent.as_deref().unwrap_or("?"), r.at, &rest);
-            }
-        }
-        if let (Some(c), Some(u)) = (&t.claim, &t.claim_usage) {
-            add(&c.agent, None, u);
-        }
-    }
-    points.sort_by_key(|(at, _)| *at);
-    let mut sum = Usage::default();
-    let over_time = points
-        .into_iter()
-        .map(|(at, u)| {
-            sum = sum.plus(&u);
-            SpendPoint { at, tokens: sum.tokens(), cost_usd: sum.cost_usd.map(|c| c.dollars()) }
-        })
-        .collect();
-    SpendView {
-        total: board.spend.grand_total(),
-        by_role: board.spend.total.clone(),
-        cycle: board.cycle,
-        in_cycle: board.spend.cycle_total(board.cycle),
-        in_cycle_by_role: board.spend.of_cycle(board.cycle),
-        by_agent,
-        over_time,
     }
 }

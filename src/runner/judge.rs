@@ -252,6 +252,9 @@ fn summary(board: &Board, view: &CycleView, over_budget: Option<&str>) -> String
     head + &lines
 }
 
+/// A verdict (when the judge gave one) and what the run spent.
+type Judged = (Option<(Verdict, String)>, Option<crate::usage::Usage>);
+
 /// Ask the judge once: its verdict (if it gave one) and what the run spent. `over_budget`: why the cycle ended early.
 fn judge_once(
     r: &mut Runner<'_>,
@@ -259,7 +262,7 @@ fn judge_once(
     view: &CycleView,
     settings: &super::RunSettings,
     over_budget: Option<&str>,
-) -> Result<(Option<(Verdict, String)>, Option<crate::usage::Usage>), RunError> {
+) -> Result<Judged, RunError> {
     let config = &full.board.config;
     let backend = r.backend(config, Role::Judge)?;
     let wt = r.worktree();

@@ -489,6 +489,8 @@ impl Runner<'_> {
     /// Run an agent; `poll` as in [`agent::run`], also stopped by the stop flag. The caller checks the outcome with
     /// [`cannot_start`]: an agent that could not be started at all (exit 126 or 127) is a runner error. With the
     /// outcome, what the agent changed in the git directory and [`planted::Guard`] put back (to be said).
+    /// `attempt`: the claim (task, epoch) the run is part of, whose usage it adds to and whose budget stops it.
+    #[allow(clippy::too_many_arguments)]
     pub fn run_agent(
         &self,
         agent: &agent::Prepared,

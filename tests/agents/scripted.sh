@@ -10,11 +10,26 @@
 #              @write <path> <text>   append a line      @set <path> <text>   replace the file by one line
 #              @sleep <secs>          @exit <code>        @hang (sleep for an hour)
 #              @nothing (change nothing)                  @commit (commit itself instead of leaving it to the runner)
+#              @usage <in> <out> [usd]  report what the run spent in $GIT_SWARM_USAGE_FILE
+#              @loop <in>             loop for ever, reporting <in> more input tokens every 0.2 s (a runaway agent)
+#              @first-sleep <secs>    sleep, in the task's first claim only (epoch 1)
 #            With GIT_SWARM_CONFLICT=1 it resolves a stopped rebase by keeping both sides of every conflict.
 #   judge    (GIT_SWARM_ROLE=judge): prints `verdict: <v>`, v from $SCRIPTED_VERDICTS (comma-separated, one per
 #            cycle, the last one repeats; default stop).
+#   Usage:   $SCRIPTED_CONFLICT_USAGE / $SCRIPTED_JUDGE_USAGE ("<in> <out>") are reported by conflict and judge runs.
 set -u
 role="${GIT_SWARM_ROLE:-worker}"
+
+# Report usage as a command agent does: one JSON object in $GIT_SWARM_USAGE_FILE (docs/spend.md).
+report_usage() {
+    [ -n "${GIT_SWARM_USAGE_FILE:-}" ] || return 0
+    if [ -n "${3:-}" ]; then
+        printf '{"input_tokens": %s, "output_tokens": %s, "cost_usd": %s}\n' "$1" "$2" "$3" > "$GIT_SWARM_USAGE_FILE.tmp"
+    else
+        printf '{"input_tokens": %s, "output_tokens": %s}\n' "$1" "$2" > "$GIT_SWARM_USAGE_FILE.tmp"
+    fi
+    mv "$GIT_SWARM_USAGE_FILE.tmp" "$GIT_SWARM_USAGE_FILE"
+}
 prompt="${GIT_SWARM_PROMPT_FILE:-/dev/null}"
 [ -n "${SCRIPTED_DELAY:-}" ] && sleep "$SCRIPTED_DELAY"
 
@@ -92,6 +107,8 @@ planner)
     echo '```'
     ;;
 judge)
+    # shellcheck disable=SC2086
+    [ -n "${SCRIPTED_JUDGE_USAGE:-}" ] && report_usage ${SCRIPTED_JUDGE_USAGE}
     n="${GIT_SWARM_CYCLE:-1}"
     v=$(printf '%s\n' "${SCRIPTED_VERDICTS:-stop}" | tr ',' '\n' | sed -n "${n}p")
     [ -z "$v" ] && v=$(printf '%s\n' "${SCRIPTED_VERDICTS:-stop}" | tr ',' '\n' | tail -n 1)
@@ -100,6 +117,8 @@ judge)
     ;;
 worker)
     if [ "${GIT_SWARM_CONFLICT:-}" = 1 ]; then
+        # shellcheck disable=SC2086
+        [ -n "${SCRIPTED_CONFLICT_USAGE:-}" ] && report_usage ${SCRIPTED_CONFLICT_USAGE}
         tries=0
         while [ -d "$(git rev-parse --git-path rebase-merge)" ] || [ -d "$(git rev-parse --git-path rebase-apply)" ]; do
             tries=$((tries + 1))
@@ -115,16 +134,22 @@ worker)
         exit 0
     fi
     commit=0
-    grep -E '^@(write|set|sleep|exit|hang|nothing|commit)' "$prompt" > "${prompt}.directives" || true
+    grep -E '^@(write|set|sleep|first-sleep|exit|hang|nothing|commit|usage|loop)' "$prompt" > "${prompt}.directives" || true
     while IFS=' ' read -r cmd path rest; do
         case "$cmd" in
         @write) mkdir -p "$(dirname -- "$path")"; printf '%s\n' "$rest" >> "$path" ;;
         @set) mkdir -p "$(dirname -- "$path")"; printf '%s\n' "$rest" > "$path" ;;
         @sleep) sleep "$path" ;;
+        @first-sleep) [ "${GIT_SWARM_EPOCH:-1}" = 1 ] && sleep "$path" ;;
         @exit) echo "exiting with $path as told"; exit "$path" ;;
         @hang) sleep 3600 ;;
         @nothing) ;;
         @commit) commit=1 ;;
+        @usage)
+            out=${rest%% *}; usd=""
+            case "$rest" in *" "*) usd=${rest#* } ;; esac
+            report_usage "$path" "${out:-0}" "$usd" ;;
+        @loop) n=0; while :; do n=$((n + 1)); report_usage $((n * path)) 0; sleep 0.2; done ;;
         esac
     done < "${prompt}.directives"
     if [ "$commit" = 1 ]; then

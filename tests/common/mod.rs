@@ -173,6 +173,16 @@ impl Env {
         Out::from(self.cmd(dir).args(args).output().expect("run git-swarm"))
     }
 
+    /// Start `git swarm --agent <agent> args…` in `dir` with extra environment, its output piped.
+    pub fn spawn(&self, dir: &Path, agent: &str, extra_env: &[(&str, &str)], args: &[&str]) -> Child {
+        let mut cmd = self.cmd(dir);
+        cmd.args(["--agent", agent]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().expect("spawn git-swarm")
+    }
+
     /// Run `git swarm args…` in `dir` with extra environment.
     pub fn sw_env(&self, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Out {
         let mut cmd = self.cmd(dir);
@@ -294,6 +304,22 @@ pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     while !f() {
         assert!(start.elapsed() < Duration::from_secs(secs), "{what}: not within {secs}s");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Run `git swarm --agent <agent> run worker --once` in `dir` until it finds a task (exit 0; 3 is nothing ready yet,
+/// anything else fails the test), for at most `secs`: a takeover once an expired lease can be claimed.
+#[track_caller]
+pub fn work_once_when_ready(env: &Env, dir: &Path, agent: &str, secs: u64) -> Out {
+    let start = Instant::now();
+    loop {
+        let o = env.sw(dir, &["--agent", agent, "run", "worker", "--once"]);
+        if o.code == 0 {
+            return o;
+        }
+        assert_eq!(o.code, 3, "{}", o.stderr);
+        assert!(start.elapsed() < Duration::from_secs(secs), "{agent} found nothing to do within {secs}s");
+        std::thread::sleep(Duration::from_millis(300));
     }
 }
 
