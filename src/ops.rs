@@ -492,9 +492,11 @@ pub fn spend_after(board: &Board, role: &str, delta: &Usage) -> Option<Spend> {
 /// what it adds to the swarm's spend.
 fn report_usage(t: &mut Task, usage: Option<Usage>) -> Usage {
     let Some(u) = usage else { return Usage::default() };
-    let delta = u.since(&t.claim_usage.unwrap_or_default());
-    t.claim_usage = Some(u);
-    delta
+    let before = t.claim_usage.unwrap_or_default();
+    // Reports of an attempt only grow; one that went down takes nothing back (and counts nothing twice later).
+    let merged = before.max_each(&u);
+    t.claim_usage = Some(merged);
+    merged.since(&before)
 }
 
 /// A holder's write of its claimed `t` (a planner's round) that reports `usage` for the attempt so far: the

@@ -133,7 +133,21 @@ pub fn fetch_many(
     with: FetchWith,
 ) -> Result<Vec<Option<ObjectId>>, RemoteError> {
     match with {
-        FetchWith::Gix => fetch_gix(local, url, refs),
+        FetchWith::Gix => {
+            // Runners of one clone share its object store: a fetch whose negotiation meets another runner's
+            // `git gc --auto` (objects repacked under it: "Failed to prepare fetch negotiation") works when tried
+            // again; a remote that is down fails every try, and is told as before.
+            let mut tries = 0u64;
+            loop {
+                match fetch_gix(local, url, refs) {
+                    Err(RemoteError::Fetch { .. }) if tries < 2 && !stopping() => {
+                        tries += 1;
+                        std::thread::sleep(Duration::from_millis(150 * tries));
+                    }
+                    other => return other,
+                }
+            }
+        }
         FetchWith::Git => fetch_git(local, push_to, refs),
     }
 }
@@ -373,8 +387,13 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
     for (i, (refname, _)) in refs.iter().enumerate() {
         cmd.arg(format!("+{refname}:{scratch}/{i}"));
     }
-    let out = run_bounded(&mut cmd, remote)?;
+    // A git fetch that failed or was killed leaves its refs and their lock files: they are this call's alone.
+    let drop_scratch = || {
+        let _ = std::fs::remove_dir_all(local.repo.common_dir().join(&scratch));
+    };
+    let out = run_bounded(&mut cmd, remote).inspect_err(|_| drop_scratch())?;
     if !out.status.success() {
+        drop_scratch();
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("couldn't find remote ref") {
             if refs.len() == 1 {
@@ -398,6 +417,7 @@ fn fetch_git(local: &Store, remote: &str, refs: &[(&str, &str)]) -> Result<Vec<O
         }
         tips.push(tip);
     }
+    drop_scratch();
     Ok(tips)
 }
 
@@ -437,7 +457,7 @@ fn remote_arg(cmd: &mut Command, remote: &str) -> String {
 
 /// Remove what fetches of processes that are gone left under `refs/swarm-fetch/` (a killed `git fetch` leaves its
 /// refs and their lock files): the folders are named after the fetching process.
-fn clear_dead_scratch(local: &Store) {
+pub fn clear_dead_scratch(local: &Store) {
     let Ok(entries) = std::fs::read_dir(local.repo.common_dir().join("refs").join("swarm-fetch")) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();

@@ -13,11 +13,17 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
 pub struct Usd(pub u64);
 
+/// The most one run may report: a million dollars, a trillion tokens (anything beyond is no report at all).
+pub const MAX_RUN_USD: f64 = 1e6;
+pub const MAX_RUN_TOKENS: u64 = 1_000_000_000_000;
+/// Sums stop here: what TOML can write (an `i64`), so a board with absurd reports stays readable and writable.
+const CAP: u64 = i64::MAX as u64;
+
 impl Usd {
-    /// Dollars as a CLI reports them (`0.0183`); `None` for what is no amount (negative, NaN, beyond a million
-    /// dollars a run).
+    /// Dollars as a CLI reports them for one run (`0.0183`); `None` for what is no amount (negative, NaN, beyond
+    /// [`MAX_RUN_USD`]).
     pub fn from_dollars(d: f64) -> Option<Usd> {
-        (d.is_finite() && (0.0..1e12).contains(&d)).then(|| Usd((d * 1e6).round() as u64))
+        (d.is_finite() && (0.0..=MAX_RUN_USD).contains(&d)).then(|| Usd((d * 1e6).round() as u64))
     }
 
     pub fn dollars(self) -> f64 {
@@ -45,9 +51,13 @@ impl Serialize for Usd {
 }
 
 impl<'de> Deserialize<'de> for Usd {
+    /// Any sum a board may hold (not only one run's): a finite amount of at least zero, kept at most at the cap.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
         let v = f64::deserialize(d)?;
-        Usd::from_dollars(v).ok_or_else(|| serde::de::Error::custom(format!("{v} is not an amount of dollars")))
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(serde::de::Error::custom(format!("{v} is not an amount of dollars")));
+        }
+        Ok(Usd(((v * 1e6).round() as u64).min(CAP)))
     }
 }
 
@@ -81,18 +91,37 @@ impl Usage {
         *self == Usage::default()
     }
 
-    /// Both together.
+    /// Both together (each count kept at most at what TOML can write).
     pub fn plus(&self, o: &Usage) -> Usage {
+        let add = |a: u64, b: u64| a.saturating_add(b).min(CAP);
         Usage {
-            input_tokens: self.input_tokens.saturating_add(o.input_tokens),
-            output_tokens: self.output_tokens.saturating_add(o.output_tokens),
-            cache_read_tokens: self.cache_read_tokens.saturating_add(o.cache_read_tokens),
+            input_tokens: add(self.input_tokens, o.input_tokens),
+            output_tokens: add(self.output_tokens, o.output_tokens),
+            cache_read_tokens: add(self.cache_read_tokens, o.cache_read_tokens),
             cost_usd: match (self.cost_usd, o.cost_usd) {
                 (None, None) => None,
-                (a, b) => Some(Usd(a.unwrap_or_default().0.saturating_add(b.unwrap_or_default().0))),
+                (a, b) => Some(Usd(add(a.unwrap_or_default().0, b.unwrap_or_default().0))),
             },
-            runs: self.runs.saturating_add(o.runs),
+            runs: add(self.runs, o.runs),
         }
+    }
+
+    /// The larger of each count: a newer report of a run merged with an older one, so that a report that went down
+    /// (a CLI's log read from its end, a usage file rewritten smaller) never takes back what was counted.
+    pub fn max_each(&self, o: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.max(o.input_tokens),
+            output_tokens: self.output_tokens.max(o.output_tokens),
+            cache_read_tokens: self.cache_read_tokens.max(o.cache_read_tokens),
+            cost_usd: self.cost_usd.max(o.cost_usd),
+            runs: self.runs.max(o.runs),
+        }
+    }
+
+    /// One run's report as it may be recorded: counts past [`MAX_RUN_TOKENS`] are no report (`None`).
+    pub fn sane(self) -> Option<Usage> {
+        let tokens = [self.input_tokens, self.output_tokens, self.cache_read_tokens];
+        tokens.iter().all(|t| *t <= MAX_RUN_TOKENS).then_some(self)
     }
 
     /// What `self` has beyond `before` (field by field, never below zero): what a newer report of the same run adds.
@@ -271,6 +300,16 @@ mod tests {
         assert_eq!(toml::from_str::<Usage>(&text).expect("back"), x);
         assert!(toml::from_str::<Usage>("cost_usd = -1.0").is_err());
         assert!(toml::from_str::<Usage>("input_tokens = -1").is_err());
+        // A sum past what one run may report still reads (and writes) back.
+        let big = Usage { cost_usd: Some(Usd(u64::MAX)), input_tokens: u64::MAX, ..x };
+        let sum = big.plus(&big);
+        let text = toml::to_string(&sum).expect("a sum at the cap writes");
+        assert_eq!(toml::from_str::<Usage>(&text).expect("and reads"), sum);
+        assert_eq!(Usd::from_dollars(2e6), None, "no run costs more than a million dollars");
+        assert_eq!(Usage { input_tokens: MAX_RUN_TOKENS + 1, ..x }.sane(), None);
+        // A report that went down takes nothing back.
+        let later = Usage { input_tokens: 1, ..x }.max_each(&x);
+        assert_eq!(later, x);
     }
 
     #[test]

@@ -13,11 +13,7 @@ use common::{Env, file_url, finish, path_url, wait_until};
 use serde_json::Value;
 
 fn config(extra: &str) -> String {
-    format!(
-        "{extra}\n[roles.worker]\nexec = {:?}\n[roles.judge]\nexec = {:?}\n",
-        common::scripted_agent(),
-        common::scripted_agent()
-    )
+    format!("{extra}\n[roles.default]\nexec = {:?}\n", common::scripted_agent())
 }
 
 fn add(env: &Env, dir: &Path, title: &str, body: &str) -> String {
@@ -101,7 +97,7 @@ fn what_an_agent_reports_lands_on_the_board_and_shows_everywhere() {
 #[test]
 fn a_task_budget_stops_a_runaway_agent_and_fails_the_task_for_good() {
     let env = Env::new();
-    let (_bare, clones) = env.swarm_with_config(path_url, 1, &config("[run.budget]\ntask_tokens = 5000"));
+    let (bare, clones) = env.swarm_with_config(path_url, 1, &config("[run.budget]\ntask_tokens = 5000"));
     let c = &clones[0];
     // 1000 more input tokens every 0.2 s, for ever.
     let id = add(&env, c, "runaway", "@write a.txt a\n@loop 1000");
@@ -118,8 +114,20 @@ fn a_task_budget_stops_a_runaway_agent_and_fails_the_task_for_good() {
     let (input, _, runs) = tokens(&t["usage"]);
     assert!((5000..=8000).contains(&input) && runs == 1, "stopped near its budget: {t}");
     assert_eq!(t["failures"][0]["usage"], t["usage"], "{t}");
-    // The work it did is kept aside, never landed; the other task was not held up.
+    // What it did (left uncommitted) is committed and kept aside, never landed; the other task was not held up.
+    let kept = env.git(&bare, &["show", &format!("refs/swarm-work/default/{id}/1:a.txt")]);
+    assert_eq!(kept, "a");
+    assert!(env.git_out(&bare, &["cat-file", "-e", "main:a.txt"]).code != 0, "landed");
     assert_eq!(show(&env, c, &other)["status"], "done");
+    // `retry` does not reset what it spent: the next attempt is not even started.
+    env.sw(c, &["retry", &id]).ok();
+    let again = env.sw(c, &["--agent", "w1", "run", "worker", "--once"]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    let t2 = show(&env, c, &id);
+    assert_eq!(t2["status"], "failed", "{t2}");
+    assert_eq!(t2["usage"], t["usage"], "no run, nothing spent: {t2}");
+    let reason = t2["failures"][1]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("spent its budget"), "{reason}");
 }
 
 /// Several runners in several clones against one remote: once the cycle's spend passes the budget, every runner
@@ -155,6 +163,12 @@ fn a_cycle_budget_stops_a_fleet_of_runners_in_several_clones() {
     assert_eq!(late.code, 0, "{}", late.stderr);
     let said = format!("no more claims: cycle 1 spent its budget: {} tokens of a budget of 3300", 1100 * done);
     assert!(late.stderr.contains(&said), "{}", late.stderr);
+    // Planners too: no plan is claimed in a cycle that spent its budget.
+    let plan = env.sw(&clones[2], &["add", "plan more", "--kind", "plan"]).ok().line();
+    let planner = env.sw(&clones[2], &["--agent", "p1", "run", "planner", "--once"]);
+    assert_eq!(planner.code, 0, "{}", planner.stderr);
+    assert!(planner.stderr.contains("no more claims: cycle 1 spent its budget"), "{}", planner.stderr);
+    assert_eq!(show(&env, &clones[2], &plan)["epoch"], 0);
     let st = env.sw(&clones[1], &["status", "--json"]).ok().json();
     assert_eq!(st["spend"]["budget"]["cycle"]["spent"], true, "{st}");
     assert_eq!(st["spend"]["budget"]["cycle"]["left_tokens"], 0, "{st}");

@@ -378,6 +378,20 @@ pub enum AgentError {
 /// Run the agent. `poll` is called about once a second while it runs; returning `false` stops the agent (a lost
 /// claim, a stop request).
 pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool) -> Result<Outcome, AgentError> {
+    // A run is never started past its budget (what a CLI reports only at its end is checked here, before the next).
+    if let Some((limit, base)) = &inv.budget
+        && let Some(why) = limit.reached(base)
+    {
+        let (stdout, stdout_tail, tail) = (String::new(), String::new(), vec![format!("not started: {why}")]);
+        return Ok(Outcome {
+            exit: Exit::OverBudget(why),
+            stdout,
+            tail,
+            stdout_tail,
+            elapsed: Duration::ZERO,
+            usage: None,
+        });
+    }
     if let Some(parent) = inv.prompt_file.parent() {
         let _ = std::fs::create_dir_all(parent);
     }

@@ -46,10 +46,28 @@ impl Report {
     /// `result`, Gemini CLI's `response`), for planners and judges.
     pub fn answer(&self, stdout: &str) -> Option<String> {
         match self {
-            Report::ClaudeStream => json_lines(stdout)
-                .filter(|v| v["type"] == "result")
-                .last()
-                .and_then(|v| v["result"].as_str().map(String::from)),
+            Report::ClaudeStream => {
+                let result = json_lines(stdout)
+                    .filter(|v| v["type"] == "result")
+                    .last()
+                    .and_then(|v| v["result"].as_str().map(String::from));
+                // No `result` (an error ended the run): the text of the assistant's messages, never the JSON.
+                result.or_else(|| {
+                    let texts: Vec<String> = json_lines(stdout)
+                        .filter(|v| v["type"] == "assistant")
+                        .flat_map(|v| {
+                            v["message"]["content"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .filter(|b| b["type"] == "text")
+                                .filter_map(|b| b["text"].as_str().map(String::from))
+                                .collect::<Vec<_>>()
+                        })
+                        .collect();
+                    Some(texts.join("\n"))
+                })
+            }
             Report::GeminiJson => last_document(stdout).and_then(|v| v["response"].as_str().map(String::from)),
             _ => None,
         }
@@ -177,7 +195,7 @@ impl Meter {
     /// The usage reported so far (one run), or `None` when nothing was.
     pub fn current(&self) -> Option<Usage> {
         let live = (!self.messages.is_empty()).then(|| Usage::sum(self.messages.values()));
-        self.settled.or(self.summed).or(live).map(|u| Usage { runs: 1, ..u })
+        self.settled.or(self.summed).or(live).map(|u| Usage { runs: 1, ..u }).and_then(Usage::sane)
     }
 }
 

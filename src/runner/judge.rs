@@ -167,8 +167,19 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
         let usage = spent.take();
         let res = r.transact(|snap, actor| {
             if super::last_cycle(r.swarm.store(), snap.commit).is_some_and(|c| c.cycle >= n) {
-                // Another judge spoke first.
-                return Ok((Default::default(), false));
+                // Another judge spoke first. What this one's runs spent is still counted (a push of its own).
+                let spend = usage.and_then(|u| ops::spend_after(&snap.board, "judge", &u));
+                let ch = match (spend, usage) {
+                    (Some(spend), Some(u)) => ops::Change {
+                        op: "spend",
+                        agent: actor.agent.clone(),
+                        summary: format!("spend of a judge's runs for cycle {n} ({})", ops::spent_briefly(&u)),
+                        spend: Some(spend),
+                        ..Default::default()
+                    },
+                    _ => Default::default(),
+                };
+                return Ok((ch, false));
             }
             // The judge's run is the cycle's last spend: the record says what the whole cycle spent.
             let spend = usage.and_then(|u| ops::spend_after(&snap.board, "judge", &u));

@@ -394,6 +394,9 @@ impl Runner<'_> {
         if self.pid_lock.is_none() {
             self.pid_lock = Some(lock_pid_file(&pid_file, &self.agent)?);
         }
+        // Scratch refs (and their locks) of fetches whose process was killed: nothing else would remove them until
+        // this clone's next `git fetch` through git.
+        crate::remote::clear_dead_scratch(&self.swarm.local);
         // What a `git worktree add` killed half-way left goes first: until then git fails every work tree command.
         let gone = |name: &str| name == self.agent || !runner_alive(&places, name);
         git::clear_stale_registrations(&self.common_dir(), &places.trees(), &gone);

@@ -350,6 +350,13 @@ fn run_loop(
         if let Some(cycle) = r.stopped_at(&snap) {
             return Ok(RunEnd::SwarmStopped { cycle });
         }
+        // The cycle spent its budget: no new claim, no new round; the plans held go back for the next cycle.
+        if let Some(why) = super::cycle_budget_spent(&snap.board, &r.spent.budgets().1) {
+            for h in std::mem::take(held) {
+                r.release(&h.task.id, h.epoch);
+            }
+            return Ok(RunEnd::BudgetSpent { why });
+        }
         let lease = snap.board.config.lease;
         let mut progressed = false;
         // Keep the plans we hold; note those whose children are all finished (or can never run).

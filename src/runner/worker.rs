@@ -391,9 +391,9 @@ fn roll_forward(
         let spent = (usage, &cycle_budget);
         landing_op(snap, actor, store, &id, epoch, code, Some(&note), claim_next, lease, spent)
     });
-    r.spent.forget(&id, epoch);
     match res {
         Ok(c) => {
+            r.spent.forget(&id, epoch);
             let next = say_landed(r, id, code, c.lost_races, since, c.value);
             r.emit(Event::Warning(format!("rolled {} forward: its code was on the target already", h.task.id)));
             Ok((TaskEnd::Landed, next))
@@ -622,17 +622,11 @@ fn finish(
         }
         AgentRun::Exited { exit, tail, at } => (exit, tail, at),
     };
-    if let Exit::OverBudget(why) = &exit {
-        // Another attempt would start past the budget: the task fails for good. Its work is kept aside.
-        if let Ok(tip) = git::head_fast(wt)
-            && tip != base
-        {
-            keep_aside(r, h, wt, tip);
-        }
-        let reason = format!("the task spent its budget ({why}); the agent was stopped");
-        return fail_noted(r, h, reason, None, claim_next, lease, true);
-    }
-    if !exit.success() {
+    let over_budget = match &exit {
+        Exit::OverBudget(why) => Some(format!("the task spent its budget ({why}); the agent was stopped")),
+        _ => None,
+    };
+    if !exit.success() && over_budget.is_none() {
         let what = match &exit {
             Exit::TimedOut => {
                 format!("the agent ran past the time limit of {}", crate::time::format_duration(settings.task_timeout))
@@ -673,6 +667,14 @@ fn finish(
         });
     let work_tip = git::head_fast(wt)?;
     let mine = own_commits(&r.swarm.local, base, work_tip);
+    // Another attempt would start past the budget: the task fails for good, what the agent did (committed here
+    // with the rest) kept aside.
+    if let Some(reason) = over_budget {
+        if !mine.is_empty() {
+            keep_aside(r, h, wt, work_tip);
+        }
+        return fail_noted(r, h, reason, handoff.as_deref(), claim_next, lease, true);
+    }
     // The agent said it failed (`Status: failed: <reason>`, the line the worker prompt asks for), whatever its exit
     // status: what it did is kept aside, not landed.
     if let Some(reason) = handoff.as_deref().and_then(reported_failure) {
@@ -690,7 +692,6 @@ fn finish(
         let note = handoff.clone();
         let epoch = h.epoch;
         let usage = r.spent.of(&id, epoch);
-        r.spent.forget(&id, epoch);
         let c = r.transact(|snap, actor| {
             let (ch, _) = ops::done_reporting(
                 &snap.board,
@@ -705,6 +706,7 @@ fn finish(
         });
         return match c {
             Ok(_) => {
+                r.spent.forget(&id, epoch);
                 r.emit(Event::Landed {
                     task: id,
                     commit: "(no change)".into(),
@@ -886,11 +888,10 @@ fn finish(
     for e in events {
         r.emit(e);
     }
-    if !matches!(landed, Ok(Err(Abort::AlreadyLanded(_) | Abort::Interrupted | Abort::Fail(_) | Abort::Budget(_)))) {
-        r.spent.forget(&id, epoch);
-    }
     match landed {
         Ok(Ok(c)) => {
+            // Recorded with the landing (other ends record it with their own op, or give the claim back with it).
+            r.spent.forget(&id, epoch);
             let (next, code) = c.value;
             let next = say_landed(r, id, code, c.lost_races, exited_at, next);
             Ok((TaskEnd::Landed, next))
@@ -1050,7 +1051,6 @@ fn fail_noted(
     let epoch = h.epoch;
     let store = r.swarm.store();
     let (usage, cycle_budget) = (r.spent.of(&id, epoch), r.spent.budgets().1);
-    r.spent.forget(&id, epoch);
     let res = r.transact(|snap, actor| {
         let (ch, t) = ops::fail_reporting(&snap.board, actor, &id, Some(epoch), reason.clone(), usage, for_good)?;
         let ch = with_note(ch, &id, note);
@@ -1064,6 +1064,7 @@ fn fail_noted(
     });
     match res {
         Ok(c) => {
+            r.spent.forget(&id, epoch);
             let (attempts_left, next) = c.value;
             r.emit(Event::Failed { task: id, reason, attempts_left });
             Ok((TaskEnd::Failed, next.and_then(Held::from)))

@@ -472,18 +472,7 @@ impl Swarm {
             }
             Location::Url { endpoint: ep } => {
                 let bmirror = self.branch_mirror(&ep.mirror_key, branch);
-                // Runners of one clone share its object store: a fetch that meets another's `git gc --auto` mid-way
-                // (objects repacked under its negotiation) fails once and works again; a real outage fails thrice.
-                let mut tries = 0;
-                let tip = loop {
-                    match remote::fetch(&self.local, &ep.url, &ep.push_to, branch, &bmirror, ep.fetch_with) {
-                        Err(RemoteError::Fetch { .. }) if tries < 2 => {
-                            tries += 1;
-                            std::thread::sleep(Duration::from_millis(200 * tries));
-                        }
-                        other => break other?,
-                    }
-                };
+                let tip = remote::fetch(&self.local, &ep.url, &ep.push_to, branch, &bmirror, ep.fetch_with)?;
                 self.local.maybe_gc();
                 tip
             }
