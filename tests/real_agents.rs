@@ -334,3 +334,88 @@ fn doctor_reports_the_version_of_each_roles_cli() {
     assert_eq!(judge["severity"], "warn", "{judge}");
     assert!(judge["message"].as_str().is_some_and(|m| m.contains("`no-such-agent` is not installed")), "{judge}");
 }
+
+/// A real Claude Code whose model never stops calling tools (`standin: loop`) is stopped at the task's budget: its
+/// usage is read from its stream as it goes (per message), and the task fails for good with the reason.
+#[test]
+fn a_task_budget_stops_a_real_agent_that_loops() {
+    let test = "a_task_budget_stops_a_real_agent_that_loops";
+    let Some(bin) = cli_or_skip(test, "claude") else { return };
+    let api = ModelApi::start(Strict::Lenient);
+    let env = Env::new();
+    let (_bare, clones) = env.swarm_with_clones(path_url, 1);
+    let c = &clones[0];
+    env.sw(c, &["config", "set", "roles.worker.preset", "claude"]).ok();
+    env.sw(c, &["config", "set", "run.budget.task_tokens", "5000"]).ok();
+    let id = env.sw(c, &["add", "Loop", "--body", "standin: write notes/loop.txt x\nstandin: loop"]).ok().line();
+    let mut extra = configure("claude", &env.home, &api);
+    extra.push(("PATH".into(), format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())));
+    let start = std::time::Instant::now();
+    let mut cmd = env.cmd(c);
+    cmd.args(["run", "worker", "--once"]).envs(extra).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = common::finish(cmd.spawn().expect("start the worker"), 300, test);
+    assert_eq!(out.code, 1, "the task failed: {}", out.stderr);
+    let task = env.sw(c, &["show", &id, "--json"]).ok().json();
+    assert_eq!(task["status"], "failed", "for good, whatever attempts are left: {task}\n{}", out.stderr);
+    let reason = task["failures"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("spent its budget") && reason.contains("of a budget of 5000"), "{reason}");
+    // What the stream said so far: every message's input (1,000 a turn at the stand-in), stopped near the budget.
+    let input = task["usage"]["input_tokens"].as_u64().unwrap_or(0);
+    let turns = api.requests().iter().filter(|r| r.reply.starts_with("tool")).count();
+    assert!(input >= 5000 && turns < 40, "{input} input tokens over {turns} turns in {:?}", start.elapsed());
+    println!("{test}: stopped at {input} input tokens after {turns} tool turns, {:?}", start.elapsed());
+}
+
+/// Three runners of a real agent CLI (Codex, three requests a task at the stand-in) in three clones, with a cycle
+/// budget of two tasks' requests: the fleet stops claiming, every runner exits 0 saying why, and the tasks nobody
+/// claimed are untouched.
+#[test]
+fn a_cycle_budget_of_a_few_requests_stops_a_fleet_of_real_agents() {
+    let test = "a_cycle_budget_of_a_few_requests_stops_a_fleet_of_real_agents";
+    let Some(bin) = cli_or_skip(test, "codex") else { return };
+    let api = ModelApi::start(Strict::Lenient);
+    let env = Env::new();
+    let (_bare, clones) = env.swarm_with_clones(path_url, 3);
+    env.sw(&clones[0], &["config", "set", "roles.worker.preset", "codex"]).ok();
+    // Each task: two tool turns and a final one, 1,100 tokens each.
+    env.sw(&clones[0], &["config", "set", "run.budget.cycle_tokens", "6600"]).ok();
+    let ids: Vec<String> = (1..=9)
+        .map(|n| {
+            let body = format!("standin: write notes/fleet-{n}.txt hello {n}");
+            env.sw(&clones[0], &["add", &format!("Fleet {n}"), "--body", &body]).ok().line()
+        })
+        .collect();
+    let mut extra = configure("codex", &env.home, &api);
+    extra.push(("PATH".into(), format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())));
+    let runners: Vec<_> = clones
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut cmd = env.cmd(c);
+            cmd.args(["--agent", &format!("w{i}"), "--json", "run", "worker", "--until-idle"])
+                .envs(extra.clone())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd.spawn().expect("start a worker")
+        })
+        .collect();
+    for (i, r) in runners.into_iter().enumerate() {
+        let out = common::finish(r, 300, test);
+        assert_eq!(out.code, 0, "w{i}: {}", out.stderr);
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        assert_eq!(doc["end"], "budget", "w{i}: {doc}\n{}", out.stderr);
+    }
+    let tasks: Vec<serde_json::Value> =
+        ids.iter().map(|id| env.sw(&clones[0], &["show", id, "--json"]).ok().json()).collect();
+    let done = tasks.iter().filter(|t| t["status"] == "done").count();
+    let untouched = tasks.iter().filter(|t| t["status"] == "open" && t["epoch"] == 0).count();
+    assert!((2..=4).contains(&done), "{done} done (two reach the budget, at most one more per other runner)");
+    assert_eq!(done + untouched, 9, "{tasks:?}");
+    println!("{test}: {done} of 9 done, {untouched} untouched, {} requests billed", api.requests().len());
+    // The board's spend is what the stand-in billed, request for request.
+    let st = env.sw(&clones[1], &["status", "--json"]).ok().json();
+    let billed = api.billed();
+    let total = &st["spend"]["cycle"]["total"];
+    assert_eq!((total["input_tokens"].as_u64(), total["output_tokens"].as_u64()), (Some(billed.0), Some(billed.1)));
+    assert_eq!(st["spend"]["budget"]["cycle"]["spent"], true, "{st}");
+}

@@ -9,7 +9,8 @@
 //!   `<path>`, then calls it once more to commit (`git add -A && git commit -m "standin: <path>"`), then ends with
 //!   a final message that starts `Status: done` (what the worker prompt asks for). `standin: fail <reason>` ends
 //!   at once with `Status: failed: <reason>`; `standin: no-commit` leaves the commit to the runner;
-//!   `standin: say <text>` answers `<text>` (`\n` for a new line) to any request, for text-only roles.
+//!   `standin: say <text>` answers `<text>` (`\n` for a new line) to any request, for text-only roles;
+//!   `standin: loop` never ends: after its writes, one more shell call (`echo`) at every turn (a runaway agent).
 //! * The step is the number of tool results already in the conversation, so the server keeps no state per session.
 //! * The shell tool is found in the request's own tool list (`Bash`, `bash`, `exec_command`, `shell`,
 //!   `shell_command`, `run_shell_command`), and its arguments are shaped by the tool's own JSON schema (a `command`
@@ -443,6 +444,9 @@ fn decide(c: &Conversation) -> (Turn, bool) {
     } else if step == writes.len() && commit {
         let first = paths.first().copied().unwrap_or("nothing");
         Some(format!("git add -A && git commit -q -m {}", sh_quote(&format!("standin: {first}"))))
+    } else if script.iter().any(|(v, _)| v == "loop") {
+        // A runaway agent: one more tool call, for ever.
+        Some("echo still working".to_string())
     } else {
         None
     };
