@@ -160,6 +160,9 @@ pub enum DomainError {
     /// A change of `swarm.toml` that no reader could use.
     #[error("swarm.toml: {0}")]
     BadSetting(String),
+    /// A task of a task file (`add --file`) names what the board does not have (a dependency, a parent).
+    #[error("{file}: {why}")]
+    NotOnBoard { file: String, why: String },
     #[error("task {id} is {status}: only a failed or cancelled task can be retried")]
     NotRetryable { id: String, status: Status },
     /// A dependency of a new task can never run: its dependencies form a cycle (made by hand on the ref).

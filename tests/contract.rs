@@ -389,3 +389,102 @@ fn a_closed_stdout_is_not_a_crash() {
     let status = child.wait().expect("wait");
     assert_ne!(status.code(), Some(101), "panicked on a closed pipe");
 }
+
+/// `add --file`: the planner's `[[task]]` format from a file or stdin, every task in one commit, all or none, each
+/// error naming its table.
+#[test]
+fn add_file_files_every_task_in_one_commit_or_none() {
+    let (env, bare, clones) = setup();
+    let c = &clones[0];
+    let plan = env.sw(c, &["add", "The parser", "--kind", "plan"]).ok().line();
+    let before = env.git(&bare, &["rev-list", "--count", "refs/swarm/default"]);
+    let file = env.path("tasks.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[[task]]
+key = "lexer"
+title = "Write the lexer"
+body = "Tokens for the grammar in docs/grammar.md."
+acceptance = "cargo test lexer passes"
+scope = ["src/lexer.rs"]
+priority = 2
+labels = ["parser"]
+
+[[task]]
+title = "Write the parser"
+deps = ["lexer", "{plan}"]
+kind = "plan"
+
+[[task]]
+key = "docs"
+title = "Document the grammar"
+parent = "{plan}"
+"#
+        ),
+    )
+    .expect("file");
+    let out = env.sw(c, &["add", "--file", file.to_str().expect("utf-8"), "--json"]).ok().json();
+    let tasks = out.as_array().expect("an array of the new tasks");
+    assert_eq!(tasks.len(), 3, "{out}");
+    let by_title = |t: &str| tasks.iter().find(|x| x["title"] == t).cloned().expect(t);
+    let (lexer, parser, docs) =
+        (by_title("Write the lexer"), by_title("Write the parser"), by_title("Document the grammar"));
+    assert_eq!(parser["deps"], serde_json::json!([lexer["id"], plan]), "deps by key and by id: {parser}");
+    assert_eq!((parser["kind"].as_str(), lexer["priority"].as_i64()), (Some("plan"), Some(2)));
+    assert_eq!(
+        (lexer["acceptance"].as_str(), lexer["scope"][0].as_str()),
+        (Some("cargo test lexer passes"), Some("src/lexer.rs"))
+    );
+    assert_eq!(lexer["labels"], serde_json::json!(["parser"]));
+    assert_eq!(docs["parent"], plan.as_str());
+    // One commit, one op.
+    let after = env.git(&bare, &["rev-list", "--count", "refs/swarm/default"]);
+    assert_eq!(after.trim().parse::<u64>().expect("n"), before.trim().parse::<u64>().expect("n") + 1);
+    // From stdin, with a default parent; the ids on stdout, one a line.
+    let mut cmd = env.cmd(c);
+    cmd.args(["add", "--file", "-", "--parent", &plan])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), b"[[task]]\ntitle = \"From stdin\"\n")
+        .expect("write");
+    drop(child.stdin.take());
+    let o = child.wait_with_output().expect("wait");
+    assert!(o.status.success());
+    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert_eq!(env.sw(c, &["show", &id, "--json"]).ok().json()["parent"], plan.as_str());
+
+    // All or none: a bad table anywhere adds nothing, and the error names it.
+    let count = || env.sw(c, &["list", "--json"]).ok().json().as_array().map(Vec::len).unwrap_or(0);
+    let n = count();
+    let cases: [(&str, i32, &str); 5] = [
+        (
+            "[[task]]\ntitle = \"A\"\n[[task]]\ntitle = \"B\"\ndpes = [\"a\"]\n",
+            2,
+            "[[task]] 2 ('B'): unknown key 'dpes'",
+        ),
+        (
+            "[[task]]\ntitle = \"A\"\n[[task]]\ntitle = \"B\"\ndeps = [\"t-nowhere\"]\n",
+            4,
+            "[[task]] 2 ('B'): deps: 't-nowhere' is neither a key",
+        ),
+        (
+            "[[task]]\nkey = \"k\"\ntitle = \"A\"\n[[task]]\nkey = \"k\"\ntitle = \"B\"\n",
+            2,
+            "[[task]] 2 ('B'): the key 'k' is used twice",
+        ),
+        ("[[task]]\ntitle = \"A\"\npriority = \"high\"\n", 2, "[[task]] 1 ('A'):"),
+        ("[[task]]\ntitle = \"A\"\n[[tsak]]\ntitle = \"B\"\n", 2, "unknown key 'tsak' at the top"),
+    ];
+    for (text, code, says) in cases {
+        std::fs::write(&file, text).expect("file");
+        let o = env.sw(c, &["add", "--file", file.to_str().expect("utf-8")]);
+        assert_eq!(o.code, code, "{text}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{text}: {}", o.stderr);
+        assert_eq!(count(), n, "{text}: something was added");
+    }
+    // A title and --file together is a usage error.
+    assert_eq!(env.sw(c, &["add", "x", "--file", file.to_str().expect("utf-8")]).code, 2);
+}

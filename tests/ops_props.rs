@@ -474,6 +474,7 @@ fn check_refusal(before: &Board, op: &Concrete, now: Timestamp, e: &DomainError)
         DomainError::IdSpaceExhausted(_) => prop_assert!(false, "mint never repeats: {e}"),
         DomainError::Invalid { .. } => prop_assert!(false, "the generated tasks are valid: {e}"),
         DomainError::BadSetting(_) => prop_assert!(false, "no generated op changes the settings: {e}"),
+        DomainError::NotOnBoard { .. } => prop_assert!(false, "no generated op reads a task file: {e}"),
         DomainError::NotRetryable { id, status } => {
             prop_assert!(matches!(op, Concrete::Retry { .. }), "NotRetryable for {op:?}");
             prop_assert_eq!(before.status_of(id), Some(*status));

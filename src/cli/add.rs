@@ -1,4 +1,4 @@
-//! `git swarm add`: a new open task.
+//! `git swarm add`: a new open task, or all the tasks of a task file (`--file`) in one commit.
 
 use std::path::PathBuf;
 
@@ -11,7 +11,13 @@ use super::{CliError, CliResult, Ctx, parse_id, parse_kind};
 #[derive(Debug, clap::Args)]
 pub struct AddArgs {
     /// The task's title (one line).
-    title: String,
+    #[arg(required_unless_present = "file")]
+    title: Option<String>,
+    /// Add every `[[task]]` table of this TOML file (`-` for stdin) — the planner's format: `key`, `title`, `body`,
+    /// `acceptance`, `scope`, `priority`, `labels`, `kind`, `deps` (keys of the file or task ids), `parent` — in one
+    /// commit and one push, all or none.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["title", "body", "body_file", "after", "labels", "acceptance", "scope"])]
+    file: Option<PathBuf>,
     /// The task's description.
     #[arg(long, conflicts_with = "body_file")]
     body: Option<String>,
@@ -42,7 +48,10 @@ pub struct AddArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
-    let title = args.title.trim().to_string();
+    if let Some(file) = &args.file {
+        return add_file(ctx, file, args.parent.as_deref());
+    }
+    let title = args.title.as_deref().unwrap_or_default().trim().to_string();
     if title.is_empty() {
         return Err(CliError::usage("add: the title is empty"));
     }
@@ -100,5 +109,40 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
     if let [t] = c.value.as_slice() {
         ctx.out.doc(&task_json(t, now));
     }
+    Ok(())
+}
+
+/// `add --file`: every task of the file, one op.
+fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliResult<()> {
+    let shown = file.display().to_string();
+    let text = if file.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| CliError::io(format!("--file -: cannot read stdin: {e}")))?;
+        s
+    } else {
+        std::fs::read_to_string(file).map_err(|e| CliError::io(format!("--file {shown}: {e}")))?
+    };
+    let bad =
+        |e: String| CliError::usage(format!("--file {shown}: {e}")).hint("the format: docs/contract.md (`add --file`)");
+    let proposals = git_swarm::runner::planner::parse_task_file(&text).map_err(bad)?;
+    let max_body = (MAX_TASK_FILE_BYTES as usize) / 2;
+    if let Some((i, p)) = proposals.iter().enumerate().find(|(_, p)| p.body.len() > max_body) {
+        return Err(bad(format!("[[task]] {} ('{}'): the body is more than {max_body} bytes", i + 1, p.title.trim())));
+    }
+    let (_swarm, c) = ctx.transact(|snap, now, agent| {
+        let actor = Actor { agent: agent.to_string(), now };
+        git_swarm::runner::planner::check_task_file(&snap.board, &proposals)
+            .map_err(|why| ops::DomainError::NotOnBoard { file: format!("--file {shown}"), why })?;
+        let (news, minted) = git_swarm::runner::planner::task_file_tasks(&snap.board, parent, &proposals)?;
+        let mut queue = minted.into_iter();
+        let mut mint = || queue.next().unwrap_or_else(ops::mint_id);
+        ops::add(&snap.board, &actor, news, &mut mint)
+    })?;
+    let now = ctx.now();
+    for t in &c.value {
+        ctx.out.line(&t.id);
+    }
+    ctx.out.doc(&super::output::tasks_json(&c.value, now));
     Ok(())
 }

@@ -105,6 +105,9 @@ impl From<DomainError> for CliError {
             DomainError::DependencyCycle { .. } => CliError::new(Exit::Refused, msg).hint(
                 "`git swarm doctor` shows the cycle (made by hand on the state ref); a planner cancels the tasks on it",
             ),
+            DomainError::NotOnBoard { .. } => {
+                CliError::new(Exit::Refused, msg).hint("`git swarm list` shows the tasks a file can name by id")
+            }
             DomainError::BadSetting(_) => {
                 CliError::new(Exit::Usage, msg).hint("the settings: docs/agents.md (swarm.toml), `git swarm config`")
             }

@@ -66,7 +66,14 @@ pub struct Proposal {
     pub deps: Vec<String>,
     #[serde(default)]
     pub labels: Vec<String>,
+    /// The plan the task belongs to (a task file's; a planner's tasks belong to its plan, whatever they say).
+    #[serde(default)]
+    pub parent: Option<String>,
 }
+
+/// The keys of a `[[task]]` table.
+pub const TASK_KEYS: &[&str] =
+    &["key", "title", "body", "acceptance", "scope", "kind", "priority", "deps", "labels", "parent"];
 
 #[derive(Deserialize)]
 struct Block {
@@ -129,6 +136,81 @@ fn one_line(e: &dyn std::fmt::Display) -> String {
     e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The tasks of a task file (`git swarm add --file`): a TOML document of `[[task]]` tables, the planner's format
+/// (`docs/agents.md`), strictly: an unknown key is an error (a typo must not drop a dependency), and every error
+/// names its table (`[[task]] 3 ('Write the parser'): …`). Keys must be unique; deps name a key of the file or a task.
+pub fn parse_task_file(text: &str) -> Result<Vec<Proposal>, String> {
+    let doc: toml::Table = toml::from_str(text).map_err(|e| format!("not valid TOML: {}", one_line(&e)))?;
+    if let Some(k) = doc.keys().find(|k| *k != "task") {
+        return Err(format!("unknown key '{}' at the top (a task file holds [[task]] tables)", crate::escape::line(k)));
+    }
+    let tables = match doc.get("task") {
+        None => return Err("no [[task]] table".into()),
+        Some(toml::Value::Array(a)) => a,
+        Some(_) => return Err("`task` must be [[task]] tables".into()),
+    };
+    let mut out = Vec::with_capacity(tables.len());
+    let mut keys = BTreeSet::new();
+    for (i, v) in tables.iter().enumerate() {
+        let n = i + 1;
+        let toml::Value::Table(t) = v else { return Err(format!("[[task]] {n} is not a table")) };
+        let title = t.get("title").and_then(toml::Value::as_str).map(|s| crate::escape::line(s.trim()));
+        let name = match &title {
+            Some(title) => format!("[[task]] {n} ('{}')", title.chars().take(60).collect::<String>()),
+            None => format!("[[task]] {n}"),
+        };
+        if let Some(k) = t.keys().find(|k| !TASK_KEYS.contains(&k.as_str())) {
+            return Err(format!("{name}: unknown key '{}' (one of {})", crate::escape::line(k), TASK_KEYS.join(", ")));
+        }
+        let p: Proposal = v.clone().try_into().map_err(|e: toml::de::Error| format!("{name}: {}", one_line(&e)))?;
+        let trimmed = p.title.trim();
+        if trimmed.is_empty() || trimmed.contains(['\n', '\r']) || trimmed.len() > crate::model::MAX_TITLE_LEN {
+            return Err(format!(
+                "{name}: the title is empty, more than one line or longer than {} bytes",
+                crate::model::MAX_TITLE_LEN
+            ));
+        }
+        if let Some(k) = &p.key
+            && !keys.insert(k.clone())
+        {
+            return Err(format!("{name}: the key '{}' is used twice", crate::escape::line(k)));
+        }
+        for l in &p.labels {
+            crate::model::validate_label(l).map_err(|e| format!("{name}: labels: {e}"))?;
+        }
+        for id in p.deps.iter().filter(|d| p.key.as_deref() != Some(d.as_str())).chain(p.parent.iter()) {
+            if !keys.contains(id) && !tables.iter().any(|o| o.get("key").and_then(toml::Value::as_str) == Some(id)) {
+                crate::model::validate_id(id).map_err(|e| format!("{name}: deps/parent: {e}"))?;
+            }
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Where each task of a task file goes wrong against `board`: a dependency that is neither a key of the file nor
+/// a task, a parent that is no task. The first one, naming its table.
+pub fn check_task_file(board: &Board, proposals: &[Proposal]) -> Result<(), String> {
+    let keys: BTreeSet<&str> = proposals.iter().filter_map(|p| p.key.as_deref()).collect();
+    for (i, p) in proposals.iter().enumerate() {
+        let name = format!("[[task]] {} ('{}')", i + 1, crate::escape::line(p.title.trim()));
+        for d in &p.deps {
+            if !keys.contains(d.as_str()) && !board.contains(d) {
+                return Err(format!(
+                    "{name}: deps: '{}' is neither a key of the file nor a task",
+                    crate::escape::line(d)
+                ));
+            }
+        }
+        if let Some(parent) = &p.parent
+            && !board.contains(parent)
+        {
+            return Err(format!("{name}: parent: no task {}", crate::escape::line(parent)));
+        }
+    }
+    Ok(())
+}
+
 /// The contents of fenced code blocks tagged `lang` (```` ```toml ````, any case). A fence line inside the block
 /// (in a multi-line string) does not end it when the text up to there is not valid TOML yet but the text up to a
 /// later fence is.
@@ -171,6 +253,26 @@ pub fn fenced_blocks<'a>(text: &'a str, lang: &str) -> Vec<&'a str> {
 pub fn to_new_tasks(
     board: &Board,
     parent: &str,
+    proposals: &[Proposal],
+    plans_allowed: bool,
+) -> Result<(Vec<NewTask>, Vec<String>), DomainError> {
+    new_tasks(board, &|_| Some(parent.to_string()), proposals, plans_allowed)
+}
+
+/// The tasks of a task file as [`ops::add`] takes them (deps by key resolved, in dependency order), each under its
+/// own `parent` or else `default_parent`: the same filing as a planner's. With the ids minted for them.
+pub fn task_file_tasks(
+    board: &Board,
+    default_parent: Option<&str>,
+    proposals: &[Proposal],
+) -> Result<(Vec<NewTask>, Vec<String>), DomainError> {
+    let parent_of = |p: &Proposal| p.parent.clone().or(default_parent.map(String::from));
+    new_tasks(board, &parent_of, proposals, true)
+}
+
+fn new_tasks(
+    board: &Board,
+    parent_of: &dyn Fn(&Proposal) -> Option<String>,
     proposals: &[Proposal],
     plans_allowed: bool,
 ) -> Result<(Vec<NewTask>, Vec<String>), DomainError> {
@@ -233,7 +335,7 @@ pub fn to_new_tasks(
             priority: p.priority,
             deps,
             labels: p.labels.clone(),
-            parent: Some(parent.to_string()),
+            parent: parent_of(p),
             acceptance: p.acceptance.clone(),
             scope: p.scope.clone(),
         });
@@ -788,6 +890,7 @@ mod tests {
             priority: 0,
             deps: deps.iter().map(|d| d.to_string()).collect(),
             labels: vec![],
+            parent: None,
         }
     }
 
