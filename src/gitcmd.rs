@@ -2,7 +2,8 @@
 //! remote, to pack this clone — starts from [`base`]: nothing of the caller's `GIT_DIR`/`GIT_WORK_TREE`, no
 //! prompt, C locale, stdin closed, and none of the settings through which the repository's own config (which an
 //! agent can write: `.git` is shared with its work tree) would have git run a program of its choosing: hooks,
-//! fsmonitor, commit signing.
+//! fsmonitor, commit signing. The one exception is `hooks::user_git`: installing a person's git hooks asks git
+//! as that person runs it (their `core.hooksPath`, their `GIT_DIR` inside a hook), never for the runner.
 //!
 //! [`local`] adds what commands that never talk to a remote can do without: the system config
 //! (`GIT_CONFIG_NOSYSTEM`), editors and pagers, and a process group of their own. Commands against a remote keep

@@ -499,21 +499,11 @@ pub fn push(
     classify(remote, updates.iter().map(|u| u.0), &lines, out.status.success(), &stderr)
 }
 
-/// Push `new` to `refname` with a lease on `base` (`None`: whatever is there), for refs that are not part of the
-/// protocol (a work branch kept for inspection).
-pub fn push_forced(
-    local: &Store,
-    remote: &str,
-    refname: &str,
-    base: Option<ObjectId>,
-    new: ObjectId,
-) -> Result<Publish, RemoteError> {
+/// Push `new` to `refname`, whatever is there, for refs that are not part of the protocol (a work branch kept for
+/// inspection).
+pub fn push_forced(local: &Store, remote: &str, refname: &str, new: ObjectId) -> Result<Publish, RemoteError> {
     let mut cmd = git(local);
-    cmd.args(["push", "--porcelain", "--no-verify"]);
-    match base {
-        Some(b) => cmd.arg(format!("--force-with-lease={refname}:{b}")),
-        None => cmd.arg("--force"),
-    };
+    cmd.args(["push", "--porcelain", "--no-verify", "--force"]);
     let target = remote_arg(&mut cmd, remote);
     cmd.arg("--").arg(target).arg(format!("{new}:{refname}"));
     let out = run_bounded(&mut cmd, remote)?;

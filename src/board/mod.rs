@@ -566,11 +566,6 @@ impl RefWatch {
         RefWatch { _watcher: w, rx }
     }
 
-    /// Are file events coming (a local remote), or must the caller poll?
-    pub fn is_live(&self) -> bool {
-        self.rx.is_some()
-    }
-
     /// Sleep until a file event or `max`; `true` when an event came. Without events this only sleeps.
     pub fn wait(&self, max: Duration) -> bool {
         match &self.rx {

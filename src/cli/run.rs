@@ -109,7 +109,6 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     let clock = ctx.clock();
     let home = swarm.local.repo.common_dir().join("swarm");
     let commit_ident = git_swarm::runner::commit_ident(&swarm.local.repo, &agent);
-    let json = ctx.out.json;
     let tag = agent.clone();
     // A wait that repeats is said once.
     let mut last_wait = String::new();
@@ -122,7 +121,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         } else {
             last_wait.clear();
         }
-        print_event(&tag, &e, json)
+        print_event(&tag, &e)
     };
     let (exec, check) = match &args.role {
         RoleCmd::Worker(w) => (w.lp.exec.clone(), w.check.clone()),
@@ -250,7 +249,7 @@ fn run_error(e: RunError) -> CliError {
 }
 
 /// One line on stderr per event: `<agent>: <what happened>` (task text escaped).
-pub fn print_event(agent: &str, e: &Event, _json: bool) {
+pub fn print_event(agent: &str, e: &Event) {
     use git_swarm::escape::line;
     use std::io::Write;
     let msg = match e {

@@ -465,12 +465,6 @@ fn rebase_outcome(dir: &Path, cmd: &mut Command) -> Result<Rebased, GitError> {
     Err(GitError { args: "rebase".into(), dir: Some(dir.to_path_buf()), message })
 }
 
-/// Throw away uncommitted changes and untracked files (not ignored ones: build outputs stay).
-pub fn clean_tree(dir: &Path) {
-    let _ = run(dir, &["reset", "--hard", "--quiet", "HEAD"]);
-    let _ = run(dir, &["clean", "-fdq"]);
-}
-
 pub fn abort_rebase(dir: &Path) {
     if rebase_in_progress(dir) {
         let _ = run(dir, &["rebase", "--abort"]);

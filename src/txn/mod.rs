@@ -489,17 +489,14 @@ impl Swarm {
                 }
                 Ok(store.set_ref(refname, new, "git swarm: work kept")?)
             }
-            Location::Url { endpoint: ep } => {
-                let base = None;
-                match remote::push_forced(&self.local, &ep.push_to, refname, base, new)? {
-                    Publish::Done => Ok(()),
-                    Publish::LostRace(reason) => Err(TxnError::Remote(RemoteError::Refused {
-                        remote: self.remote_label.clone(),
-                        refname: refname.into(),
-                        reason,
-                    })),
-                }
-            }
+            Location::Url { endpoint: ep } => match remote::push_forced(&self.local, &ep.push_to, refname, new)? {
+                Publish::Done => Ok(()),
+                Publish::LostRace(reason) => Err(TxnError::Remote(RemoteError::Refused {
+                    remote: self.remote_label.clone(),
+                    refname: refname.into(),
+                    reason,
+                })),
+            },
         }
     }
 
