@@ -256,7 +256,14 @@ impl Spent {
 
 /// Why the running cycle may not claim more: its spend (on `board`) is at or past `limit`.
 pub fn cycle_budget_spent(board: &Board, limit: &crate::usage::Limit) -> Option<String> {
-    let why = limit.reached(&board.spend.cycle_total(board.cycle))?;
+    cycle_budget_spent_after(board, &Change::default(), limit)
+}
+
+/// [`cycle_budget_spent`] once `ch` (computed on `board`) is applied: what a landing asks before it claims the next
+/// task in the same commit, without a copy of the board.
+pub fn cycle_budget_spent_after(board: &Board, ch: &Change, limit: &crate::usage::Limit) -> Option<String> {
+    let spend = ch.spend.as_ref().unwrap_or(&board.spend);
+    let why = limit.reached(&spend.cycle_total(board.cycle))?;
     Some(format!("cycle {} spent its budget: {why}", board.cycle))
 }
 

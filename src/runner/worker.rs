@@ -357,9 +357,9 @@ fn landing_op(
     let (ch, _) =
         ops::done_reporting(&snap.board, actor, id, Some(epoch), Some(code.to_string()), note.map(first_line), usage)?;
     let ch = with_note(ch, id, note);
-    let mut after = snap.board.clone();
-    ops::apply(&mut after, &ch);
-    let go_on = claim_next && !judge_stopped(store, snap) && super::cycle_budget_spent(&after, cycle_budget).is_none();
+    let go_on = claim_next
+        && !judge_stopped(store, snap)
+        && super::cycle_budget_spent_after(&snap.board, &ch, cycle_budget).is_none();
     let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, None);
     Ok((super::scrub(ch), next))
 }
@@ -1055,10 +1055,9 @@ fn fail_noted(
         let (ch, t) = ops::fail_reporting(&snap.board, actor, &id, Some(epoch), reason.clone(), usage, for_good)?;
         let ch = with_note(ch, &id, note);
         let attempts_left = t.status == crate::model::Status::Open;
-        let mut after = snap.board.clone();
-        ops::apply(&mut after, &ch);
-        let go_on =
-            claim_next && !judge_stopped(store, snap) && super::cycle_budget_spent(&after, &cycle_budget).is_none();
+        let go_on = claim_next
+            && !judge_stopped(store, snap)
+            && super::cycle_budget_spent_after(&snap.board, &ch, &cycle_budget).is_none();
         let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, Some(&id));
         Ok((ch, (attempts_left, next)))
     });
