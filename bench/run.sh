@@ -19,6 +19,8 @@
 #      that retries at once (bench/naive_agent.sh), 16 vs 1
 #   3. seconds per op on a board with 2,000 finished tasks vs an empty board
 #   4. bytes per op through a counting proxy (bench/proxy.py) in front of `git daemon`
+#   5. board size: ops, a runner and the read commands on 100 / 2,000 / 20,000 open tasks, and a 20,000-task
+#      `add --file` (bench/board_size.py, its own table in docs/performance.md)
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -539,4 +541,9 @@ EOF
 	python3 "$BENCH_DIR/report.py" splice "$DOC" "$BLOCK"
 	say "wrote the table into $DOC"
 fi
-say "done in ${ELAPSED}s"
+say "5. board size (bench/board_size.py)"
+size_args=(--bin "$SWARM")
+((QUICK)) && size_args+=(--quick)
+((WRITE_DOC)) && size_args+=(--write-doc) || size_args+=(--no-doc)
+python3 "$BENCH_DIR/board_size.py" "${size_args[@]}" || die "bench/board_size.py failed"
+say "done in $((EPOCHSECONDS - START))s"

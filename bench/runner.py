@@ -202,16 +202,18 @@ def table(rows, contended, quick):
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 
-def write_doc(text):
+def write_doc(text, marker="bench-runner", heading="The runner"):
+    """Put `text` between `<!-- {marker}:begin -->` and `<!-- {marker}:end -->` of docs/performance.md (a new
+    section `heading` at the end when the markers are not there yet)."""
     doc = os.path.join(REPO, "docs", "performance.md")
     with open(doc) as f:
         s = f.read()
-    begin, end = "<!-- bench-runner:begin -->", "<!-- bench-runner:end -->"
+    begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
     block = f"{begin}\n{text}{end}"
     if begin in s and end in s:
         s = s[: s.index(begin)] + block + s[s.index(end) + len(end):]
     else:
-        s = s.rstrip() + "\n\n## The runner\n\n" + block + "\n"
+        s = s.rstrip() + f"\n\n## {heading}\n\n" + block + "\n"
     with open(doc, "w") as f:
         f.write(s)
 

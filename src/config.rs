@@ -16,7 +16,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("swarm.remote", "the shared remote holding the swarm (as --remote)."),
     ("swarm.name", "which swarm: refs/swarm/<name> (as --swarm)."),
     ("swarm.agent", "this clone's agent id (as --agent; $GIT_SWARM_AGENT wins over it)."),
-    ("swarm.transport", "git or gix: how a local-path remote is reached ($GIT_SWARM_TRANSPORT wins over it)."),
+    (
+        "swarm.transport",
+        "auto, git or git-fetch: in-process for a local path (auto), git's transport for every remote (git), git fetch subprocesses too (git-fetch); $GIT_SWARM_TRANSPORT wins over it.",
+    ),
     (
         "swarm.trusted",
         "digests of shared settings this clone's runners may run (one entry each; `git swarm trust` adds them).",
@@ -526,5 +529,56 @@ mod parameters {
         assert_eq!(parse("'swarm.agent'='x' 'core.bare'="), ["swarm.agent=x", "core.bare=true"]);
         assert_eq!(parse("'a.b'='ok' 'broken"), ["a.b=ok"]);
         assert!(parse("").is_empty());
+    }
+}
+
+/// The keys are written once, in the tables above; the key list of the manual page and `docs/configuration.md` are
+/// checked against them here, so that neither drifts from what is read.
+#[cfg(test)]
+mod schema {
+    use super::*;
+
+    fn doc_row(doc: &str, key: &str) -> String {
+        let head = format!("| `{key}` |");
+        doc.lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("docs/configuration.md has no row {key}"))
+            .into()
+    }
+
+    #[test]
+    fn every_key_read_is_in_the_key_list_and_the_docs() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md")).expect("docs");
+        let described = |key: &str| KEYS.iter().find(|(k, _)| *k == key).map(|(_, d)| *d).unwrap_or_default();
+        for plain in PLAIN {
+            let key = format!("swarm.{plain}");
+            assert!(!described(&key).is_empty(), "{key} is read but not in config::KEYS");
+            doc_row(&doc, &key);
+        }
+        for (key, table) in
+            [("swarm.run.<key>", RUN), ("swarm.run.cycle.<key>", CYCLE), ("swarm.run.budget.<key>", BUDGET)]
+                .into_iter()
+                .chain([("swarm.roles.<role>.<key>", ROLE)])
+        {
+            let row = doc_row(&doc, key);
+            for (name, _) in table {
+                let git_name = camel(name);
+                assert!(described(key).contains(&git_name), "config::KEYS for {key} does not name {git_name}");
+                assert!(
+                    row.contains(&format!("`{git_name}`")),
+                    "docs/configuration.md's {key} does not name {git_name}"
+                );
+            }
+        }
+        for role in ROLES {
+            assert!(described("swarm.roles.<role>.<key>").contains(role), "config::KEYS does not name the role {role}");
+        }
+        // The values `swarm.transport` takes are the ones `Transport` parses.
+        for t in ["auto", "git", "git-fetch"] {
+            assert!(t.parse::<crate::Transport>().is_ok(), "{t}");
+            assert!(described("swarm.transport").contains(t), "config::KEYS does not name transport {t}");
+            assert!(doc_row(&doc, "swarm.transport").contains(&format!("`{t}`")), "docs do not name transport {t}");
+        }
+        assert!("gix".parse::<crate::Transport>().is_err());
     }
 }

@@ -29,6 +29,10 @@ pub struct Board {
     pub spend: Spend,
     /// The cycle that runs: one more than the last record in `cycles/` (1 before any).
     pub cycle: u64,
+    /// Read for an op about a few tasks ([`crate::store::Store::read_tasks`]): `tasks` holds those, `unread` the
+    /// ids of the other live tasks. An op that looks at every task refuses to run on it ([`DomainError::PartialBoard`]).
+    pub partial: bool,
+    pub unread: std::collections::BTreeSet<String>,
 }
 
 /// A finished task known by its path alone.
@@ -41,7 +45,7 @@ pub struct Closed {
 impl Board {
     /// Is there a task with this id, read or not?
     pub fn contains(&self, id: &str) -> bool {
-        self.tasks.contains_key(id) || self.closed.contains_key(id)
+        self.tasks.contains_key(id) || self.closed.contains_key(id) || self.unread.contains(id)
     }
 
     /// The status of a task, read or not.
@@ -168,6 +172,9 @@ pub enum DomainError {
     /// A dependency of a new task can never run: its dependencies form a cycle (made by hand on the ref).
     #[error("dependency {dep} can never run: its dependencies form a cycle {}", cycle.join(" → "))]
     DependencyCycle { dep: String, cycle: Vec<String> },
+    /// A programming error: an op that looks at every task ran on a board read for a few.
+    #[error("internal: {0} needs a read of every task")]
+    PartialBoard(&'static str),
 }
 
 /// A task to add.
@@ -247,6 +254,10 @@ pub fn add(
     new: Vec<NewTask>,
     mint: &mut dyn FnMut() -> String,
 ) -> Result<(Change, Vec<Task>), DomainError> {
+    if new.iter().any(|n| !n.deps.is_empty()) {
+        // Whether the deps can ever run is a walk through their deps.
+        whole(board, "an add with deps")?;
+    }
     let mut writes = Vec::with_capacity(new.len());
     let mut taken: std::collections::BTreeSet<String> = Default::default();
     for (i, n) in new.into_iter().enumerate() {
@@ -347,10 +358,16 @@ pub fn ready(board: &Board, kind: Kind, now: Timestamp) -> Vec<&Task> {
     v
 }
 
+/// Refuse to run an op that looks at every task on a board read for a few ([`Board::partial`]).
+fn whole(board: &Board, op: &'static str) -> Result<(), DomainError> {
+    if board.partial { Err(DomainError::PartialBoard(op)) } else { Ok(()) }
+}
+
 fn get<'a>(board: &'a Board, id: &str) -> Result<&'a Stored, DomainError> {
     match (board.tasks.get(id), board.closed.get(id)) {
         (Some(s), _) => Ok(s),
         (None, Some(c)) => Err(DomainError::Final { id: id.to_string(), status: c.status }),
+        (None, None) if board.unread.contains(id) => Err(DomainError::PartialBoard("an op about another task")),
         (None, None) => Err(DomainError::UnknownTask(id.to_string())),
     }
 }
@@ -408,6 +425,7 @@ pub fn claim(
             s
         }
         None => {
+            whole(board, "a claim of the next ready task")?;
             // Expired claims whose attempts are spent cannot be taken; the first claim that passes them by records
             // them as failed so that nothing stays stuck.
             for s in board.tasks.values() {
@@ -586,6 +604,7 @@ pub fn renew(
             tasks.push(t);
         }
         None => {
+            whole(board, "a renewal of every claim")?;
             for s in board.tasks.values() {
                 if s.task.status == Status::Claimed && s.task.claim.as_ref().is_some_and(|c| c.agent == actor.agent) {
                     let (w, t) = renew_one(board, s, actor, None, lease, &mut removes)?;

@@ -23,6 +23,9 @@ pub const SPEND_PATH: &str = "spend.toml";
 /// The judge's records, `cycles/<n>.toml`.
 pub const CYCLES_DIR: &str = "cycles";
 const README_PATH: &str = "README.md";
+/// How many parsed tasks a store keeps by blob id: a runner re-reads the board after every op, and a board of 20,000
+/// live tasks must not be parsed again each time (a parsed task is about a kilobyte; the cache starts over when full).
+const PARSED_CACHE_TASKS: usize = 32_768;
 /// Task files nested deeper than this under `tasks/` are reported, not read.
 const MAX_DEPTH: usize = 8;
 
@@ -121,6 +124,25 @@ impl Store {
 
     /// Read the board at `commit`: every task when `full`, else the live ones with the finished ones known by path.
     pub fn read(&self, commit: ObjectId, full: bool) -> Result<Snapshot, StoreError> {
+        self.read_scoped(commit, if full { Scope::Full } else { Scope::Live })
+    }
+
+    /// Read the board at `commit` for an op about `ids` alone (`claim <id>`, `done <id>`): every file of `tasks/`
+    /// is walked by name, as for any read, so twins and finished tasks are known exactly, but only the files of
+    /// `ids` are parsed (a dep that is not read is live, so not done: its id is all an op asks of it). The board says it is [`Board::partial`]; what it did not parse is in
+    /// [`Board::unread`]. On 20,000 live tasks this is what keeps a by-id op as cheap as on 100 (the blobs, not the
+    /// names, are the cost: see docs/performance.md).
+    pub fn read_tasks(&self, commit: ObjectId, ids: &[&str]) -> Result<Snapshot, StoreError> {
+        let want: std::collections::BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
+        self.read_scoped(commit, Scope::Tasks(&want))
+    }
+
+    fn read_scoped(&self, commit: ObjectId, scope: Scope<'_>) -> Result<Snapshot, StoreError> {
+        let full = matches!(scope, Scope::Full);
+        let want = match scope {
+            Scope::Tasks(w) => Some(w),
+            Scope::Full | Scope::Live => None,
+        };
         let commit_hex = commit.to_hex().to_string();
         let c = self.repo.find_commit(commit).git(|| format!("cannot read state commit {commit_hex}"))?;
         let tree_id = c.tree_id().git(|| format!("state commit {commit_hex} has no tree"))?.detach();
@@ -186,10 +208,15 @@ impl Store {
         match tasks_tree {
             None => {}
             Some((EntryKind::Tree, id)) => {
-                let walk = Walk { commit: &commit_hex, full, closed: None };
+                let walk = Walk { commit: &commit_hex, full, closed: None, want };
                 let mut found = Vec::new();
                 self.read_tasks_dir(id, TASKS_DIR, 0, &walk, &mut found, &mut problems)?;
-                resolve(found, &commit_hex, &mut board, &mut problems);
+                let unread = resolve(found, &commit_hex, &mut board, &mut problems);
+                if want.is_some() {
+                    // An unread task is live, so not done: its id is all an op about a task that waits on it asks.
+                    board.partial = true;
+                    board.unread = unread;
+                }
             }
             Some((kind, _)) => problems.push(Problem {
                 path: TASKS_DIR.into(),
@@ -246,12 +273,16 @@ impl Store {
                     let read = match walk.closed {
                         // A finished task is known by its path alone unless the whole board is wanted.
                         Some(status) if !walk.full => model::validate_id(stem).map(|()| Entry::Closed(status)),
+                        // A live task that the op is not about is known by its name and blob.
+                        None if walk.want.is_some_and(|w| !w.contains(stem)) => {
+                            model::validate_id(stem).map(|()| Entry::Unread)
+                        }
                         closed => self.read_task(entry.object_id(), stem).and_then(|task| match closed {
                             Some(st) if task.status != st => {
                                 Err(format!("is under tasks/{st}/ but its status is {}", task.status))
                             }
-                            Some(_) => Ok(Entry::Finished(task)),
-                            None => Ok(Entry::Live(task)),
+                            Some(_) => Ok(Entry::Finished(Box::new(task))),
+                            None => Ok(Entry::Live(Box::new(task))),
                         }),
                     };
                     match read {
@@ -300,7 +331,7 @@ impl Store {
         }
         let task = self.parse_task(id, stem)?;
         let mut cache = self.parsed.borrow_mut();
-        if cache.len() > 4096 {
+        if cache.len() >= PARSED_CACHE_TASKS {
             cache.clear();
         }
         cache.insert(id, task.clone());
@@ -758,43 +789,75 @@ struct Found {
 }
 
 enum Entry {
-    /// A live task, read.
-    Live(Task),
+    /// A live task, read (boxed: a walk holds one entry per file).
+    Live(Box<Task>),
     /// A finished task, read (full reads).
-    Finished(Task),
+    Finished(Box<Task>),
     /// A finished task known by its path (lazy reads).
     Closed(Status),
+    /// A live task known by its path (reads for an op about other tasks).
+    Unread,
+}
+
+/// Which tasks a read parses.
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    /// Every task.
+    Full,
+    /// The live tasks; finished ones by path.
+    Live,
+    /// These live tasks; the others by id.
+    Tasks(&'a std::collections::BTreeSet<String>),
 }
 
 /// Put the files found into the board. One file per id is used: the first live one in tree order, else the first
 /// finished one. Every other file with that id is a problem, and a twin that writing the task will delete.
-fn resolve(found: Vec<Found>, commit: &str, board: &mut Board, problems: &mut Vec<Problem>) {
-    let mut by_id: BTreeMap<String, Vec<Found>> = BTreeMap::new();
-    for f in found {
-        by_id.entry(f.id.clone()).or_default().push(f);
-    }
-    for (id, mut files) in by_id {
-        let pick = files.iter().position(|f| matches!(f.entry, Entry::Live(_))).unwrap_or(0);
-        let chosen = files.remove(pick);
-        if !files.is_empty() {
+/// Returns the ids of the live tasks that were not parsed.
+fn resolve(
+    found: Vec<Found>,
+    commit: &str,
+    board: &mut Board,
+    problems: &mut Vec<Problem>,
+) -> std::collections::BTreeSet<String> {
+    let mut unread = Vec::new();
+    // Grouped by id, tree order kept within a group (a stable sort; a walk of the fan-out is nearly sorted already).
+    let mut found = found;
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut rest = found.into_iter().peekable();
+    while let Some(first) = rest.next() {
+        // One file per id is the rule: no group is built for it.
+        let chosen = if rest.peek().is_some_and(|n| n.id == first.id) {
+            let mut files = vec![first];
+            while let Some(next) = rest.next_if(|f| f.id == files[0].id) {
+                files.push(next);
+            }
+            let pick = files.iter().position(|f| matches!(f.entry, Entry::Live(_) | Entry::Unread)).unwrap_or(0);
+            let chosen = files.remove(pick);
             for f in &files {
                 problems.push(Problem {
                     path: f.path.clone(),
                     commit: commit.to_string(),
-                    message: format!("a second file for task {id}; {} is used", chosen.path),
+                    message: format!("a second file for task {}; {} is used", chosen.id, chosen.path),
                 });
             }
-            board.twins.insert(id.clone(), files.into_iter().map(|f| f.path).collect());
-        }
-        match chosen.entry {
+            board.twins.insert(chosen.id.clone(), files.into_iter().map(|f| f.path).collect());
+            chosen
+        } else {
+            first
+        };
+        let Found { id, path, entry } = chosen;
+        match entry {
             Entry::Live(task) | Entry::Finished(task) => {
-                board.tasks.insert(id, Stored { path: chosen.path, task });
+                board.tasks.insert(id, Stored { path, task: *task });
             }
             Entry::Closed(status) => {
-                board.closed.insert(id, Closed { status, path: chosen.path });
+                board.closed.insert(id, Closed { status, path });
             }
+            // In id order: the set is built in one go.
+            Entry::Unread => unread.push(id),
         }
     }
+    unread.into_iter().collect()
 }
 
 /// Where a walk of `tasks/` is.
@@ -804,6 +867,8 @@ struct Walk<'a> {
     full: bool,
     /// Under `tasks/<status>/` of a finished status.
     closed: Option<Status>,
+    /// The live tasks to parse, when not all.
+    want: Option<&'a std::collections::BTreeSet<String>>,
 }
 
 /// An update that failed writing (not a mismatch, not a lock): a reflog, a full disk.

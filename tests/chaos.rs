@@ -27,7 +27,7 @@ use common::{Daemon, Env, file_url, finish, procs, wait_until};
 use serde_json::Value;
 
 fn agent_exec() -> String {
-    format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"))
+    common::scripted_agent()
 }
 
 fn long_mode() -> bool {

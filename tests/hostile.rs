@@ -226,13 +226,13 @@ impl Fx {
         let out = self.sw(&["status", "--json"], 0);
         warned(&out, &tip, in_ops);
         assert_eq!(out.json()["counts"]["open"], open.len(), "{}", out.stdout);
-        // Claim and finish the first task by id.
+        // Claim and finish the first task by id. An op by id parses its own task alone (invariant 31): what is
+        // wrong inside other files is for the reads above to say, not for every `done`.
         let out = self.agent(&["claim", first], 0);
-        warned(&out, &tip, in_ops);
+        assert_no_panic(&out, &["claim", first]);
         assert_eq!(out.line(), *first);
-        let tip = self.tip();
         let out = self.agent(&["done", first, "--note", "ok"], 0);
-        warned(&out, &tip, in_ops);
+        assert_no_panic(&out, &["done", first]);
         // A claim without id takes one of the others.
         let tip = self.tip();
         let out = self.agent(&["claim"], 0);
@@ -654,8 +654,12 @@ fn every_hostile_entry_at_once_on_every_transport() {
         assert_eq!(out.json().as_array().map(Vec::len), Some(3), "{transport}: {}", out.stdout);
         let id = fx.sw_env(&env, &["--agent", AGENT, "claim"], 0).line();
         assert!(fx.ids.contains(&id), "{transport}: claimed {id}");
+        // An op by id parses its own task alone (invariant 31), but walks every name: what is wrong with an entry
+        // as such (a link, a submodule, a twin) it still reports; what is inside another task's file it does not.
         let out = fx.sw_env(&env, &["--agent", AGENT, "done", &id], 0);
-        assert_warned(&out, &paths[0], &fx.tip_before_last(&id));
+        for p in &paths[1..=2] {
+            assert_warned(&out, p, &fx.tip_before_last(&id));
+        }
         let out = fx.sw_env(&env, &["show", &id, "--json"], 0);
         assert_eq!(out.json()["status"], "done", "{transport}");
         for p in &paths {

@@ -132,6 +132,18 @@ impl Concrete {
             | Concrete::Fail { agent, .. } => agent,
         }
     }
+
+    /// The tasks an op by id is about, as the CLI reads the board for it (`None`: it needs every task).
+    fn reads(&self) -> Option<Vec<String>> {
+        match self {
+            Concrete::Add { deps, .. } if deps.is_empty() => Some(vec![]),
+            Concrete::Claim { id: Some(id), .. } | Concrete::Renew { id: Some(id), .. } => Some(vec![id.clone()]),
+            Concrete::Release { id, .. } | Concrete::Done { id, .. } | Concrete::Fail { id, .. } => {
+                Some(vec![id.clone()])
+            }
+            Concrete::Add { .. } | Concrete::Claim { .. } | Concrete::Renew { .. } | Concrete::Retry { .. } => None,
+        }
+    }
 }
 
 type Outcome = Result<(Change, Vec<Task>), DomainError>;
@@ -475,6 +487,7 @@ fn check_refusal(before: &Board, op: &Concrete, now: Timestamp, e: &DomainError)
         DomainError::Invalid { .. } => prop_assert!(false, "the generated tasks are valid: {e}"),
         DomainError::BadSetting(_) => prop_assert!(false, "no generated op changes the settings: {e}"),
         DomainError::NotOnBoard { .. } => prop_assert!(false, "no generated op reads a task file: {e}"),
+        DomainError::PartialBoard(_) => prop_assert!(false, "the ops run on whole boards here: {e}"),
         DomainError::NotRetryable { id, status } => {
             prop_assert!(matches!(op, Concrete::Retry { .. }), "NotRetryable for {op:?}");
             prop_assert_eq!(before.status_of(id), Some(*status));
@@ -788,6 +801,11 @@ fn keeps_the_invariants(max_attempts: u32, script: &[Op]) -> Result<(), TestCase
         // The op read the board and nothing else: the board is as it was.
         prop_assert_eq!(&board.tasks, &before.tasks);
         prop_assert_eq!(&board.closed, &before.closed);
+        // An op about one task computes the same on a board read for that task alone (`Store::read_tasks`).
+        if let Some(ids) = op.reads() {
+            let view = op_view(&board);
+            prop_assert_eq!(run(&partial_view(&view, &ids), &op, now, step), run(&view, &op, now, step), "{:?}", op);
+        }
         check_must_succeed(&before, &op, outcome.is_ok())?;
         match &outcome {
             Ok((change, value)) => {
@@ -807,6 +825,17 @@ fn keeps_the_invariants(max_attempts: u32, script: &[Op]) -> Result<(), TestCase
         }
     }
     Ok(())
+}
+
+/// The board as `Store::read_tasks` reads it for an op about `ids`: those tasks parsed, the other live tasks known
+/// by id alone (their deps too: a live dep is not done, which is all an op asks of it).
+fn partial_view(view: &Board, ids: &[String]) -> Board {
+    let keep: BTreeSet<String> = ids.iter().cloned().collect();
+    let mut b = view.clone();
+    b.tasks.retain(|id, _| keep.contains(id));
+    b.unread = view.tasks.keys().filter(|id| !keep.contains(*id)).cloned().collect();
+    b.partial = true;
+    b
 }
 
 /// The board as the transaction loop reads it: live tasks in full, finished ones by path alone.

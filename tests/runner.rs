@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Daemon, Env, file_url, finish, path_url};
+use common::{Daemon, Env, file_url, finish, path_url, wait_until};
 use serde_json::Value;
 
 fn agent_exec() -> String {
@@ -305,7 +305,7 @@ fn sigterm_stops_the_agent_and_releases_the_claim() {
     let c = &clones[0];
     let id = add(&env, c, "slow", "@sleep 30");
     let child = spawn(&env, c, "w1", &[], &["run", "worker"]);
-    wait_until(20, || env.sw(c, &["show", &id, "--json"]).ok().json()["status"] == "claimed");
+    wait_until(20, "the task is claimed", || env.sw(c, &["show", &id, "--json"]).ok().json()["status"] == "claimed");
     std::thread::sleep(Duration::from_millis(500));
     let pid = child.id().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
@@ -317,15 +317,6 @@ fn sigterm_stops_the_agent_and_releases_the_claim() {
     untouched(&env, c);
 }
 
-#[track_caller]
-fn wait_until(secs: u64, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < Duration::from_secs(secs), "condition not met within {secs}s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn a_killed_workers_task_is_taken_over_after_its_lease_and_its_work_tree_does_not_break_the_next_run() {
     let env = Env::new();
@@ -334,7 +325,7 @@ fn a_killed_workers_task_is_taken_over_after_its_lease_and_its_work_tree_does_no
     let c = &clones[0];
     let id = add(&env, c, "takes a while", "@sleep 2\n@write slow.txt done");
     let mut child = spawn(&env, c, "w1", &[], &["run", "worker"]);
-    wait_until(20, || env.sw(c, &["show", &id, "--json"]).ok().json()["status"] == "claimed");
+    wait_until(20, "the task is claimed", || env.sw(c, &["show", &id, "--json"]).ok().json()["status"] == "claimed");
     std::thread::sleep(Duration::from_millis(300));
     child.kill().expect("SIGKILL the runner");
     let _ = child.wait();
@@ -572,7 +563,7 @@ fn a_planner_stops_on_sigterm_mid_run_and_one_that_prints_no_block_fails_its_rou
     let (_bare, clones) = swarm(&env, path_url, 1, "[roles.planner]\nexec = \"sleep 30\"\n");
     let c = &clones[0];
     let child = spawn(&env, c, "p1", &[], &["run", "planner", "--goal", "anything"]);
-    wait_until(20, || tasks(&env, c).iter().any(|t| t["status"] == "claimed"));
+    wait_until(20, "a task is claimed", || tasks(&env, c).iter().any(|t| t["status"] == "claimed"));
     std::thread::sleep(Duration::from_millis(500));
     let started = Instant::now();
     assert!(

@@ -25,7 +25,9 @@ pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
     // Claiming a task this agent already holds renews it, but only if it is the claim this clone recorded.
     let recorded = args.id.as_deref().and_then(|id| ctx.recalled_epoch(ctx.agent(), id));
     ctx.refuse_a_runners_id(ctx.agent(), "claim")?;
-    let (_swarm, c) = ctx.transact(|snap, now, agent| {
+    // A claim by id reads that task alone; the next ready one needs every task.
+    let one = args.id.as_deref().map(|id| [id]);
+    let (_swarm, c) = ctx.transact_on(one.as_ref().map(|a| a.as_slice()), |snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };
         ops::claim(&snap.board, &actor, args.id.as_deref(), args.kind, lease, recorded)

@@ -97,7 +97,7 @@ impl From<DomainError> for CliError {
             DomainError::AttemptsExhausted { .. } | DomainError::Final { .. } | DomainError::EpochExhausted { .. } => {
                 CliError::new(Exit::Refused, msg)
             }
-            DomainError::IdSpaceExhausted(_) => CliError::new(Exit::Error, msg),
+            DomainError::IdSpaceExhausted(_) | DomainError::PartialBoard(_) => CliError::new(Exit::Error, msg),
             DomainError::Invalid { .. } => CliError::new(Exit::Usage, msg),
             DomainError::NotRetryable { .. } => {
                 CliError::new(Exit::Refused, msg).hint("`git swarm list --status failed` lists the tasks to retry")

@@ -133,7 +133,7 @@ fn extra_sections() -> Roff {
         ("GIT_SWARM_REMOTE", "the shared remote (as --remote)."),
         ("GIT_SWARM_SWARM", "which swarm (as --swarm)."),
         ("GIT_SWARM_AGENT", "this agent's id (as --agent)."),
-        ("GIT_SWARM_TRANSPORT", "git or gix: how a local-path remote is reached (as git config swarm.transport)."),
+        ("GIT_SWARM_TRANSPORT", "auto, git or git-fetch: how the remote is reached (as git config swarm.transport)."),
         ("GIT_SWARM_MAX_RETRY_SECS", "how long an op retries lost races and unreachable remotes."),
         ("GIT_SWARM_TRUST", "digests of shared settings this runner may run, comma-separated (any: all)."),
         ("GIT_SWARM_GIT_TIMEOUT", "seconds one git push or fetch against the remote may take (default 600)."),

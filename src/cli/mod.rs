@@ -329,6 +329,15 @@ impl Ctx {
         &mut self,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
     ) -> CliResult<(Swarm, git_swarm::txn::Committed<T>)> {
+        self.transact_on(None, op)
+    }
+
+    /// [`Ctx::transact`] for an op about `ids` alone, which reads only those tasks (and their deps) of the board.
+    pub fn transact_on<T>(
+        &mut self,
+        ids: Option<&[&str]>,
+        op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
+    ) -> CliResult<(Swarm, git_swarm::txn::Committed<T>)> {
         let mut op = op;
         let agent = self.agent().to_string();
         let swarm = self.swarm()?;
@@ -336,7 +345,7 @@ impl Ctx {
         let clock = self.clock();
         // Remember what the last attempt could not read, to report it whether the op went through or not.
         let mut seen = Vec::new();
-        let res = swarm.transact(&self.retry, &who, &clock, |snap, now| {
+        let res = swarm.transact_on(ids, &self.retry, &who, &clock, |snap, now| {
             seen.clone_from(&snap.problems);
             op(snap, now, &agent)
         });
@@ -419,7 +428,7 @@ impl Ctx {
         };
         self.refuse_a_runners_id(&agent, what)?;
         let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
-        let (swarm, c) = self.transact(|snap, now, agent| {
+        let (swarm, c) = self.transact_on(Some(&[id]), |snap, now, agent| {
             let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
             op(&snap.board, &actor, epoch)
         })?;

@@ -27,7 +27,9 @@ pub fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
         (Some(id), None) => ctx.recalled_epoch(&agent, id),
         (None, None) => None,
     };
-    let (_swarm, c) = ctx.transact(|snap, now, agent| {
+    // Renewing one claim reads that task alone; every claim of mine needs every task.
+    let one = args.id.as_deref().map(|id| [id]);
+    let (_swarm, c) = ctx.transact_on(one.as_ref().map(|a| a.as_slice()), |snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };
         ops::renew(&snap.board, &actor, args.id.as_deref(), epoch, lease)

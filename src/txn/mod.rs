@@ -228,6 +228,14 @@ impl Swarm {
         self.try_read(full)?.ok_or_else(|| self.not_initialized())
     }
 
+    /// The newest state for an op about `ids` (and no other task): see [`Store::read_tasks`]. `None`: the live
+    /// tasks, as [`Swarm::read`].
+    pub fn read_for(&self, ids: Option<&[&str]>) -> Result<Snapshot, TxnError> {
+        let Some(ids) = ids else { return self.read(false) };
+        let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
+        Ok(self.store().read_tasks(tip, ids)?)
+    }
+
     fn not_initialized(&self) -> TxnError {
         TxnError::NotInitialized { swarm: self.name.clone(), remote: self.remote_label.clone() }
     }
@@ -274,6 +282,19 @@ impl Swarm {
         retry: &Retry,
         who: &Identity,
         clock: &dyn Fn() -> Timestamp,
+        op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
+    ) -> Result<Committed<T>, TxnError> {
+        self.transact_on(None, retry, who, clock, op)
+    }
+
+    /// [`Swarm::transact`] for an op about `ids` alone: each attempt reads the board with [`Swarm::read_for`],
+    /// which parses those tasks (and their deps) only. `None`: every live task.
+    pub fn transact_on<T>(
+        &self,
+        ids: Option<&[&str]>,
+        retry: &Retry,
+        who: &Identity,
+        clock: &dyn Fn() -> Timestamp,
         mut op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
         let res = self.optimistic::<T, std::convert::Infallible>(retry, |guard| {
@@ -281,7 +302,7 @@ impl Swarm {
             if retry.paced {
                 guard.excluded += self.pacer.wait();
             }
-            let snap = self.read(false)?;
+            let snap = self.read_for(ids)?;
             self.pacer.observe(&snap.board, clock());
             if let Some(done) = guard.settle(
                 &|t, c| self.descends(t, c, IN_DOUBT_DEPTH),
