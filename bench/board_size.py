@@ -195,7 +195,7 @@ def main():
             for n in sizes:
                 c = boards[n]["path"]
                 for name, args in reads:
-                    dt, _ = timed([binary, *args], c, w.env)
+                    dt, _, _ = timed([binary, *args], c, w.env)
                     add((name, n, "path"), dt)
                     if r == 0:
                         peaks[(name, n)] = peak_kib([binary, *args], c, w.env)

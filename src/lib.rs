@@ -87,8 +87,13 @@ pub fn open_swarm(
             None => (remote::redact(spec), None, Some(spec.to_string())),
         },
     };
+    // What a read learns about trees is kept in this clone, whichever store it reads (store.rs, *layout*).
+    let cache = repo.common_dir().join("swarm").join("cache");
     let location = match url {
-        None => Location::InProcess { store: Box::new(Store::open(repo.git_dir())?), endpoint: None },
+        None => Location::InProcess {
+            store: Box::new(Store::open(repo.git_dir())?.with_cache(cache.clone())),
+            endpoint: None,
+        },
         Some(url)
             if remote::is_local_path(&url) && remote_name.is_none() && !remote::resolve_path(&repo, &url).exists() =>
         {
@@ -106,7 +111,10 @@ pub fn open_swarm(
                 mirror_key: remote::mirror_key(remote_name.as_deref(), &url),
                 fetch_with: FetchWith::Gix,
             };
-            Location::InProcess { store: Box::new(remote::open_local(&path)?), endpoint: Some(endpoint) }
+            Location::InProcess {
+                store: Box::new(remote::open_local(&path)?.with_cache(cache.clone())),
+                endpoint: Some(endpoint),
+            }
         }
         Some(url) => {
             // A configured remote is pushed by name (git applies pushurl and insteadOf); a bare URL as it is.
@@ -123,7 +131,7 @@ pub fn open_swarm(
         }
     };
     Ok(Swarm {
-        local: Store::from_repo(repo),
+        local: Store::from_repo(repo).with_cache(cache),
         location,
         name: name.to_string(),
         remote_label: label,

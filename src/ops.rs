@@ -202,7 +202,8 @@ pub fn closed_path(status: Status, id: &str) -> String {
     format!("tasks/{status}/{}/{id}.toml", shard(id))
 }
 
-fn shard(id: &str) -> String {
+/// The shard folder of an id: its first two hex digits (lowercase), else `xx`.
+pub(crate) fn shard(id: &str) -> String {
     let hex: String = id.chars().filter(|c| c.is_ascii_hexdigit()).take(2).collect();
     if hex.len() == 2 { hex.to_ascii_lowercase() } else { "xx".to_string() }
 }

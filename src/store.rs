@@ -97,17 +97,28 @@ pub struct Store {
     /// Tasks parsed from blobs, by blob id: a blob never changes, and an op re-reads a board in which almost every
     /// task is as it was (a busy runner re-reads after every lost race).
     parsed: std::cell::RefCell<std::collections::HashMap<ObjectId, Task>>,
+    /// `tasks/` trees known to be laid out as the ops write them ([`Store::canonical`]), by tree id.
+    canonical: std::cell::RefCell<std::collections::HashSet<ObjectId>>,
+    /// Where those verdicts are kept between processes (`.git/swarm/cache/` of the clone that reads).
+    cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let repo = gix::open_opts(path, crate::open_options(gix::sec::Trust::Full))
             .git(|| format!("cannot open the repository at {}", path.display()))?;
-        Ok(Store { repo, parsed: Default::default() })
+        Ok(Store::from_repo(repo))
     }
 
     pub fn from_repo(repo: gix::Repository) -> Store {
-        Store { repo, parsed: Default::default() }
+        Store { repo, parsed: Default::default(), canonical: Default::default(), cache_dir: None }
+    }
+
+    /// Keep what this store learns about trees (content-keyed, so any clone's verdict is right for any reader) in
+    /// `dir` between processes.
+    pub fn with_cache(mut self, dir: std::path::PathBuf) -> Store {
+        self.cache_dir = Some(dir);
+        self
     }
 
     /// The commit a ref points at, if the ref exists.
@@ -207,6 +218,17 @@ impl Store {
         }
         match tasks_tree {
             None => {}
+            // Not for an op about no task (an `add`): whether an id is taken needs every name.
+            Some((EntryKind::Tree, id))
+                if let Some(want) = want
+                    && !want.is_empty()
+                    && let Some(found) = self.probe(commit, id, want, &commit_hex, &mut problems) =>
+            {
+                // A canonical layout: every file of these ids is where the ops put it, so looking there is reading
+                // what a walk would find (invariant 31).
+                board.unread = resolve(found, &commit_hex, &mut board, &mut problems);
+                board.partial = true;
+            }
             Some((EntryKind::Tree, id)) => {
                 let walk = Walk { commit: &commit_hex, full, closed: None, want };
                 let mut found = Vec::new();
@@ -780,6 +802,208 @@ impl Store {
         Ok(out)
     }
 }
+
+/// The layout the ops write, checked so that an op by id can look its task up instead of walking every name: under
+/// `tasks/`, shard folders (`ops::shard`) holding `<id>.toml` files of ids of that shard, and `done/`, `failed/`,
+/// `cancelled/` holding such shard folders. Files that are not `.toml` (which every read skips) may sit anywhere;
+/// anything else — a flat task file, another folder, a misplaced id, a link, a name that is no id — is not
+/// canonical, and reads of that board walk every name. Verdicts are kept by tree id (content: invariant 7), so a
+/// tree is checked once, and a new one against the last checked ancestor: only the folders that changed.
+impl Store {
+    /// Is the `tasks/` tree `tasks` of `commit` canonical?
+    fn canonical(&self, commit: ObjectId, tasks: ObjectId) -> bool {
+        if self.canonical_known(tasks) {
+            return true;
+        }
+        // The nearest ancestor whose tree was checked: only what changed since needs a look.
+        let mut base = None;
+        let mut at = commit;
+        for _ in 0..CANONICAL_ANCESTORS {
+            let Some(parent) = self.repo.find_commit(at).ok().and_then(|c| c.parent_ids().next().map(|p| p.detach()))
+            else {
+                break;
+            };
+            at = parent;
+            if let Some(t) = self.tasks_tree(parent)
+                && self.canonical_known(t)
+            {
+                base = Some(t);
+                break;
+            }
+        }
+        let ok = self.check_root(tasks, base).unwrap_or(false);
+        if ok {
+            self.remember_canonical(tasks);
+        }
+        ok
+    }
+
+    fn tasks_tree(&self, commit: ObjectId) -> Option<ObjectId> {
+        let tree = self.repo.find_commit(commit).ok()?.tree().ok()?;
+        let entry = tree.find_entry(TASKS_DIR)?;
+        (entry.mode().kind() == EntryKind::Tree).then(|| entry.object_id())
+    }
+
+    fn canonical_marker(&self, tree: ObjectId) -> Option<std::path::PathBuf> {
+        Some(self.cache_dir.as_ref()?.join("canonical").join(tree.to_hex().to_string()))
+    }
+
+    fn canonical_known(&self, tree: ObjectId) -> bool {
+        self.canonical.borrow().contains(&tree) || self.canonical_marker(tree).is_some_and(|p| p.exists())
+    }
+
+    fn remember_canonical(&self, tree: ObjectId) {
+        self.canonical.borrow_mut().insert(tree);
+        let Some(marker) = self.canonical_marker(tree) else { return };
+        let Some(dir) = marker.parent() else { return };
+        // Best effort, and bounded: a verdict lost is one more check.
+        if std::fs::read_dir(dir).map(|d| d.count() >= CANONICAL_KEPT).unwrap_or(false) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if std::fs::create_dir_all(dir).is_ok() {
+            let _ = std::fs::write(&marker, b"");
+        }
+    }
+
+    /// The entries of a tree: name, kind, id; `None` when a name is not UTF-8 or the tree cannot be read.
+    fn entries(&self, tree: ObjectId) -> Option<Vec<(String, EntryKind, ObjectId)>> {
+        let tree = self.repo.find_tree(tree).ok()?;
+        let mut out = Vec::new();
+        for e in tree.iter() {
+            let e = e.ok()?;
+            out.push((e.filename().to_str().ok()?.to_string(), e.mode().kind(), e.object_id()));
+        }
+        Some(out)
+    }
+
+    /// `tasks/` against `base` (a canonical `tasks/` tree, or none: everything is checked).
+    fn check_root(&self, tree: ObjectId, base: Option<ObjectId>) -> Option<bool> {
+        self.check_folder(tree, base, true)
+    }
+
+    /// A folder of shard folders (`tasks/` itself when `top`, which also holds the finished ones' folders), against
+    /// the same folder of a canonical tree: what did not change is not looked at again.
+    fn check_folder(&self, tree: ObjectId, base: Option<ObjectId>, top: bool) -> Option<bool> {
+        let before: BTreeMap<String, (EntryKind, ObjectId)> = match base {
+            None => BTreeMap::new(),
+            Some(t) => self.entries(t)?.into_iter().map(|(n, k, id)| (n, (k, id))).collect(),
+        };
+        for (name, kind, id) in self.entries(tree)? {
+            if before.get(&name) == Some(&(kind, id)) {
+                continue;
+            }
+            let ok = match kind {
+                EntryKind::Tree if top && name.parse::<Status>().is_ok_and(|s| s.is_final()) => {
+                    let old = before.get(&name).filter(|(k, _)| *k == EntryKind::Tree).map(|(_, id)| *id);
+                    self.check_folder(id, old, false)?
+                }
+                EntryKind::Tree => is_shard_name(&name) && self.check_shard(id, &name)?,
+                _ => !name.ends_with(".toml"),
+            };
+            if !ok {
+                return Some(false);
+            }
+        }
+        Some(true)
+    }
+
+    fn check_shard(&self, tree: ObjectId, shard: &str) -> Option<bool> {
+        for (name, kind, _) in self.entries(tree)? {
+            let ok = match (kind, name.strip_suffix(".toml")) {
+                (EntryKind::Tree, _) => false,
+                (_, None) => true,
+                (EntryKind::Blob | EntryKind::BlobExecutable, Some(stem)) => {
+                    model::validate_id(stem).is_ok() && crate::ops::shard(stem) == shard
+                }
+                (EntryKind::Link | EntryKind::Commit, Some(_)) => false,
+            };
+            if !ok {
+                return Some(false);
+            }
+        }
+        Some(true)
+    }
+
+    /// The files of `want` (parsed) and of their deps (by path) in a canonical `tasks/` tree, in the order a walk
+    /// finds them; `None` when the tree is not canonical or cannot be read (the caller walks it then).
+    fn probe(
+        &self,
+        commit: ObjectId,
+        tasks: ObjectId,
+        want: &std::collections::BTreeSet<String>,
+        commit_hex: &str,
+        problems: &mut Vec<Problem>,
+    ) -> Option<Vec<Found>> {
+        if !self.canonical(commit, tasks) {
+            return None;
+        }
+        let root = self.entries(tasks)?;
+        let mut found = Vec::new();
+        let mut look = |id: &str, parse: bool, found: &mut Vec<Found>| -> Option<()> {
+            let shard = crate::ops::shard(id);
+            let file = format!("{id}.toml");
+            for (name, kind, oid) in &root {
+                if *kind != EntryKind::Tree {
+                    continue;
+                }
+                let closed = name.parse::<Status>().ok().filter(|s| s.is_final());
+                let (dir, at) = match closed {
+                    Some(_) => {
+                        let Some((_, _, sub)) =
+                            self.entries(*oid)?.into_iter().find(|(n, k, _)| *n == shard && *k == EntryKind::Tree)
+                        else {
+                            continue;
+                        };
+                        (format!("{TASKS_DIR}/{name}/{shard}"), sub)
+                    }
+                    None if *name == shard => (format!("{TASKS_DIR}/{name}"), *oid),
+                    None => continue,
+                };
+                let Some((_, _, blob)) = self.entries(at)?.into_iter().find(|(n, _, _)| *n == file) else { continue };
+                let path = format!("{dir}/{file}");
+                let entry = match closed {
+                    Some(status) => Entry::Closed(status),
+                    None if !parse => Entry::Unread,
+                    None => match self.read_task(blob, id) {
+                        Ok(task) => Entry::Live(Box::new(task)),
+                        Err(message) => {
+                            problems.push(Problem { path, commit: commit_hex.to_string(), message });
+                            continue;
+                        }
+                    },
+                };
+                found.push(Found { id: id.to_string(), path, entry });
+            }
+            Some(())
+        };
+        for id in want {
+            look(id, true, &mut found)?;
+        }
+        let deps: std::collections::BTreeSet<String> = found
+            .iter()
+            .filter_map(|f| match &f.entry {
+                Entry::Live(t) => Some(t.deps.iter().cloned()),
+                _ => None,
+            })
+            .flatten()
+            .filter(|d| !want.contains(d))
+            .collect();
+        for dep in &deps {
+            look(dep, false, &mut found)?;
+        }
+        Some(found)
+    }
+}
+
+/// What `ops::shard` can name: two lowercase hex digits, or `xx`.
+fn is_shard_name(name: &str) -> bool {
+    name == "xx" || (name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// How many commits back a new `tasks/` tree looks for one already checked.
+const CANONICAL_ANCESTORS: usize = 8;
+/// How many verdicts a clone keeps on disk (the folder starts over when full).
+const CANONICAL_KEPT: usize = 4096;
 
 /// A readable task file found by a walk of `tasks/`.
 struct Found {

@@ -487,6 +487,43 @@ fn twins_complete_once(copy_folder: &str, live_folder: &str) {
     }
 }
 
+/// A twin where the ops would put one: a live task and a finished copy of it in `tasks/done/<shard>/`. The layout is
+/// canonical, so an op by id looks the task up instead of walking every name (invariant 31): it must see the twin
+/// as the walk does — the live file used, the other reported — and its write must delete the twin.
+#[test]
+fn a_finished_twin_at_its_canonical_place_is_seen_by_ops_that_look_up() {
+    let fx = Fx::new();
+    let id = fx.ids[1].clone();
+    let shard = fx.folder_of(&id).trim_start_matches("tasks/").to_string();
+    let done = task_toml(&id, "an old copy", "status = \"done\"\n");
+    let oid = fx.blob(done.as_bytes());
+    let twin = format!("tasks/done/{shard}/{id}.toml");
+    fx.craft(Base::Tip, &[("100644", &oid, twin.as_bytes())]);
+    // Both readers agree: the live copy is used and the finished one is a second file.
+    let (out, tasks) = fx.list();
+    assert_eq!(tasks[&id]["status"], "open", "{}", out.stdout);
+    assert!(out.stderr.contains("second file") && out.stderr.contains(&twin), "{}", out.stderr);
+    let tip = fx.tip();
+    let out = fx.agent(&["claim", &id], 0);
+    assert_eq!(out.line(), id);
+    assert_warned(&out, &twin, &tip);
+    // It looked the task up (the layout's verdict is kept in the clone), and its write deleted the twin.
+    let kept = fx.clone.join(".git/swarm/cache/canonical");
+    assert!(std::fs::read_dir(&kept).is_ok_and(|d| d.count() > 0), "no verdict in {}", kept.display());
+    assert!(fx.entry(twin.as_bytes()).is_none(), "the claim left the twin");
+    fx.agent(&["done", &id, "--note", "the live one"], 0);
+    let (out, tasks) = fx.list();
+    assert_eq!(tasks[&id]["status"], "done");
+    assert_eq!(tasks[&id]["result"]["note"], "the live one", "{}", out.stdout);
+    assert!(!out.stderr.contains("second file"), "the twin is still there: {}", out.stderr);
+    let files = fx.env.git(&fx.bare, &["ls-tree", "-r", "--name-only", REF]);
+    assert_eq!(files.matches(&format!("{id}.toml")).count(), 1, "{files}");
+    // The other tasks are untouched and still ready.
+    for other in [&fx.ids[0], &fx.ids[2]] {
+        assert_eq!(tasks[other.as_str()]["status"], "open");
+    }
+}
+
 #[test]
 fn twin_files_complete_once_copy_sorting_first() {
     // The copy in tasks/00/ is used; when it moves to tasks/done/0a/ the original in tasks/0a/ (which sorts before
