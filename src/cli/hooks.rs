@@ -231,7 +231,7 @@ fn pre_push(ctx: &mut Ctx) -> CliResult<()> {
     if pushed.is_empty() {
         return Ok(());
     }
-    let strict = ctx.repo.as_ref().and_then(|r| r.config_snapshot().boolean("swarm.prePushStrict")).unwrap_or(false);
+    let strict = ctx.repo().and_then(|r| r.config_snapshot().boolean("swarm.prePushStrict")).unwrap_or(false);
     let me = ctx.agent().to_string();
     let now = ctx.now();
     let mut ids: Vec<String> = pushed.iter().map(|p| p.task.clone()).collect();

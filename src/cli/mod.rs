@@ -172,7 +172,11 @@ pub enum Command {
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
 pub struct Ctx {
     pub out: Printer,
+    /// The repository until the swarm is opened, which then owns it (`swarm.local.repo`).
     repo: Option<gix::Repository>,
+    /// The swarm, opened on first use and shared by every later use in the command (a command may read and
+    /// transact).
+    swarm: Option<std::rc::Rc<Swarm>>,
     pub swarm_name: String,
     remote: Option<String>,
     transport: git_swarm::Transport,
@@ -242,6 +246,7 @@ impl Ctx {
         Ok(Ctx {
             out,
             repo: Some(repo),
+            swarm: None,
             swarm_name,
             remote,
             transport,
@@ -297,20 +302,31 @@ impl Ctx {
         &self.dir
     }
 
+    /// The repository the command runs in, whether the swarm is open yet or not.
+    pub fn repo(&self) -> Option<&gix::Repository> {
+        self.repo.as_ref().or_else(|| self.swarm.as_deref().map(|s| &s.local.repo))
+    }
+
     /// The remote as agents should name it (`GIT_SWARM_REMOTE`): `--remote`, else `origin` when configured, else
-    /// this repository's path. Call before [`Ctx::swarm`].
+    /// this repository's path.
     pub fn remote_arg(&self) -> String {
         if let Some(r) = &self.remote {
             return r.clone();
         }
-        let has_origin = self.repo.as_ref().is_some_and(|r| r.config_snapshot().string("remote.origin.url").is_some());
+        let has_origin = self.repo().is_some_and(|r| r.config_snapshot().string("remote.origin.url").is_some());
         if has_origin { "origin".into() } else { self.common_dir.to_string_lossy().into_owned() }
     }
 
-    /// Open the swarm (once).
-    pub fn swarm(&mut self) -> CliResult<Swarm> {
-        let repo = self.repo.take().ok_or_else(|| CliError::io("internal: the swarm was opened twice"))?;
-        Ok(git_swarm::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?)
+    /// The swarm, opened on the first call; every later call shares it.
+    pub fn swarm(&mut self) -> CliResult<std::rc::Rc<Swarm>> {
+        if let Some(s) = &self.swarm {
+            return Ok(std::rc::Rc::clone(s));
+        }
+        let repo = self.repo.take().ok_or_else(|| CliError::io("internal: the repository is gone"))?;
+        let swarm =
+            std::rc::Rc::new(git_swarm::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?);
+        self.swarm = Some(std::rc::Rc::clone(&swarm));
+        Ok(swarm)
     }
 
     /// The identity written on state commits: the configured user, else the agent.
@@ -328,7 +344,7 @@ impl Ctx {
     pub fn transact<T>(
         &mut self,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
-    ) -> CliResult<(Swarm, git_swarm::txn::Committed<T>)> {
+    ) -> CliResult<(std::rc::Rc<Swarm>, git_swarm::txn::Committed<T>)> {
         self.transact_on(None, op)
     }
 
@@ -337,7 +353,7 @@ impl Ctx {
         &mut self,
         ids: Option<&[&str]>,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
-    ) -> CliResult<(Swarm, git_swarm::txn::Committed<T>)> {
+    ) -> CliResult<(std::rc::Rc<Swarm>, git_swarm::txn::Committed<T>)> {
         let mut op = op;
         let agent = self.agent().to_string();
         let swarm = self.swarm()?;
@@ -392,8 +408,7 @@ impl Ctx {
     /// clone: its agent inherits the id, and an agent that finishes its own task would have it done without its
     /// code (the landing then refused). `renew` stays open to the agent's hooks.
     pub fn refuse_a_runners_id(&self, agent: &str, what: &str) -> CliResult<()> {
-        let Some(common) = self.repo.as_ref().map(|r| r.common_dir().to_path_buf()) else { return Ok(()) };
-        let Some(pid) = git_swarm::runner::live_runner(&git_swarm::runner::Places::of(&common), agent) else {
+        let Some(pid) = git_swarm::runner::live_runner(&git_swarm::runner::Places::of(&self.common_dir), agent) else {
             return Ok(());
         };
         Err(CliError::new(
@@ -419,7 +434,7 @@ impl Ctx {
             &git_swarm::ops::Actor,
             Option<u64>,
         ) -> Result<(git_swarm::ops::Change, git_swarm::model::Task), DomainError>,
-    ) -> CliResult<Swarm> {
+    ) -> CliResult<std::rc::Rc<Swarm>> {
         let agent = self.agent().to_string();
         let what = match verb {
             "failed" => "fail",
