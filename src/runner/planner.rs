@@ -299,22 +299,31 @@ fn new_tasks(
         deps_of.push(mine);
         ext_deps.push(ext);
     }
-    // Topological order (Kahn); a cycle is refused.
-    let mut order = Vec::new();
-    let mut placed = vec![false; proposals.len()];
-    while order.len() < proposals.len() {
-        let before = order.len();
-        for i in 0..proposals.len() {
-            if !placed[i] && deps_of[i].iter().all(|d| placed[*d]) {
-                placed[i] = true;
-                order.push(i);
+    // Topological order (Kahn, the earliest ready proposal first); a cycle is refused. Linear in the proposals and
+    // their deps, however they are listed (a chain of 20,000 listed backwards included).
+    let mut waiting: Vec<usize> = deps_of.iter().map(Vec::len).collect();
+    let mut needed_by: Vec<Vec<usize>> = vec![Vec::new(); proposals.len()];
+    for (i, deps) in deps_of.iter().enumerate() {
+        for d in deps {
+            needed_by[*d].push(i);
+        }
+    }
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> =
+        (0..proposals.len()).filter(|i| waiting[*i] == 0).map(std::cmp::Reverse).collect();
+    let mut order = Vec::with_capacity(proposals.len());
+    while let Some(std::cmp::Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &j in &needed_by[i] {
+            waiting[j] -= 1;
+            if waiting[j] == 0 {
+                ready.push(std::cmp::Reverse(j));
             }
         }
-        if order.len() == before {
-            let stuck: Vec<String> =
-                (0..proposals.len()).filter(|i| !placed[*i]).map(|i| proposals[i].title.clone()).collect();
-            return Err(DomainError::DepsNotDone { id: "(proposed)".into(), waiting: stuck });
-        }
+    }
+    if order.len() < proposals.len() {
+        let stuck: Vec<String> =
+            (0..proposals.len()).filter(|i| waiting[*i] > 0).map(|i| proposals[i].title.clone()).collect();
+        return Err(DomainError::DepsNotDone { id: "(proposed)".into(), waiting: stuck });
     }
     let mut demoted = Vec::new();
     let mut news = Vec::new();
@@ -954,6 +963,30 @@ mod tests {
         // Another plan's task of the same title is not a repeat.
         let (kept, _) = without_repeats(&board, &board, "t-other", &proposals[..1]);
         assert_eq!(kept.len(), 1);
+    }
+
+    #[test]
+    fn a_chain_listed_backwards_is_filed_in_dependency_order() {
+        let board = Board::default();
+        let n = 2_000;
+        // k0 ← k1 ← … ← k(n-1), listed from the end: every task needs the one listed after it.
+        let keys: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
+        let props: Vec<Proposal> = (0..n)
+            .rev()
+            .map(|i| {
+                let deps: Vec<&str> = if i == 0 { vec![] } else { vec![keys[i - 1].as_str()] };
+                proposal(&keys[i], &keys[i], &deps)
+            })
+            .collect();
+        let (news, ids) = to_new_tasks(&board, "t-root", &props, true).expect("ok");
+        let titles: Vec<&str> = news.iter().map(|t| t.title.as_str()).collect();
+        let expected: Vec<&str> = keys.iter().map(String::as_str).collect();
+        assert_eq!(titles, expected);
+        // Each one's dep is the id minted for the one before it.
+        assert_eq!(ids.len(), n);
+        for k in 1..n {
+            assert_eq!(news[k].deps, vec![ids[k - 1].clone()], "task {k}");
+        }
     }
 
     #[test]
