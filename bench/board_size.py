@@ -4,7 +4,7 @@
     python3 bench/board_size.py [--bin PATH] [--quick] [--write-doc | --no-doc]
 
 `bench/run.sh` runs it after its own table. Each size gets a bare remote whose tasks were filed with one
-`git swarm add --file` (its objects left as that op wrote them), and two clones of it: one over `file://`
+`git swarm add --file` and then packed (`git gc`, as a hosted remote is), and two clones of it: one over `file://`
 (every op fetches and pushes through git) and one by plain path (in-process compare-and-swap). Then, in interleaved
 rounds (the order of the sizes rotates each round, so that the machine's noise falls on every size alike):
 
@@ -98,6 +98,7 @@ class World(runner.World):
             f.write("exec = " + json.dumps(f"sh '{os.path.join(REPO, 'tests', 'agents', 'scripted.sh')}'") + "\n")
         sh([self.bin, "init", "--config", cfg], cwd=first, env=self.env)
         sh([self.bin, "--agent", "planner", "add", "--file", "-"], cwd=first, env=self.env, stdin=task_file(n, "k"))
+        sh(["git", "gc", "-q"], cwd=bare, env=self.env)
         clones = {}
         for kind, url in (("file", "file://" + bare), ("path", bare)):
             c = os.path.join(base, kind)
@@ -187,7 +188,7 @@ def main():
             ("status", ["status"]),
             ("list --json", ["list", "--json"]),
             ("board --json", ["board", "--json"]),
-            ("board --html", ["board", "--html", os.devnull]),
+            ("board --html", ["board", "--html", os.path.join(root, "board.html")]),
             ("watch --once", ["watch", "--once"]),
         ]
         peaks = {}

@@ -33,6 +33,9 @@ pub struct Board {
     /// ids of the other live tasks. An op that looks at every task refuses to run on it ([`DomainError::PartialBoard`]).
     pub partial: bool,
     pub unread: std::collections::BTreeSet<String>,
+    /// A partial board whose files were looked up: only those tasks and their deps are known, no other id (an op
+    /// that mints ids refuses it).
+    pub lookup: bool,
 }
 
 /// A finished task known by its path alone.
@@ -258,6 +261,10 @@ pub fn add(
     if new.iter().any(|n| !n.deps.is_empty()) {
         // Whether the deps can ever run is a walk through their deps.
         whole(board, "an add with deps")?;
+    }
+    if board.lookup {
+        // A minted id must be one that no file has.
+        return Err(DomainError::PartialBoard("an add (it must know every id)"));
     }
     let mut writes = Vec::with_capacity(new.len());
     let mut taken: std::collections::BTreeSet<String> = Default::default();

@@ -138,21 +138,22 @@ impl Store {
         self.read_scoped(commit, if full { Scope::Full } else { Scope::Live })
     }
 
-    /// Read the board at `commit` for an op about `ids` alone (`claim <id>`, `done <id>`): every file of `tasks/`
-    /// is walked by name, as for any read, so twins and finished tasks are known exactly, but only the files of
-    /// `ids` are parsed (a dep that is not read is live, so not done: its id is all an op asks of it). The board says it is [`Board::partial`]; what it did not parse is in
-    /// [`Board::unread`]. On 20,000 live tasks this is what keeps a by-id op as cheap as on 100 (the blobs, not the
-    /// names, are the cost: see docs/performance.md).
-    pub fn read_tasks(&self, commit: ObjectId, ids: &[&str]) -> Result<Snapshot, StoreError> {
+    /// Read the board at `commit` for an op about `ids` alone (invariant 31): only those tasks and their deps are
+    /// parsed, and the board says it is [`Board::partial`]. On a canonical layout ([`Store::canonical`]) their files
+    /// are looked up, unless `every_name` (an op that mints an id must know every id: [`Board::lookup`]); otherwise
+    /// every name of `tasks/` is walked, as for any read, and the live tasks not parsed are [`Board::unread`].
+    /// Either way the same files are found for those ids as by a full read. On 20,000 live tasks this is what
+    /// keeps a by-id op as cheap as on 100 (see docs/performance.md).
+    pub fn read_tasks(&self, commit: ObjectId, ids: &[&str], every_name: bool) -> Result<Snapshot, StoreError> {
         let want: std::collections::BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
-        self.read_scoped(commit, Scope::Tasks(&want))
+        self.read_scoped(commit, Scope::Tasks { want: &want, every_name })
     }
 
     fn read_scoped(&self, commit: ObjectId, scope: Scope<'_>) -> Result<Snapshot, StoreError> {
         let full = matches!(scope, Scope::Full);
-        let want = match scope {
-            Scope::Tasks(w) => Some(w),
-            Scope::Full | Scope::Live => None,
+        let (want, look_up) = match scope {
+            Scope::Tasks { want, every_name } => (Some(want), !every_name),
+            Scope::Full | Scope::Live => (None, false),
         };
         let commit_hex = commit.to_hex().to_string();
         let c = self.repo.find_commit(commit).git(|| format!("cannot read state commit {commit_hex}"))?;
@@ -218,24 +219,51 @@ impl Store {
         }
         match tasks_tree {
             None => {}
-            // Not for an op about no task (an `add`): whether an id is taken needs every name.
             Some((EntryKind::Tree, id))
-                if let Some(want) = want
-                    && !want.is_empty()
+                if look_up
+                    && let Some(want) = want
                     && let Some(found) = self.probe(commit, id, want, &commit_hex, &mut problems) =>
             {
                 // A canonical layout: every file of these ids is where the ops put it, so looking there is reading
                 // what a walk would find (invariant 31).
                 board.unread = resolve(found, &commit_hex, &mut board, &mut problems);
                 board.partial = true;
+                board.lookup = true;
             }
             Some((EntryKind::Tree, id)) => {
                 let walk = Walk { commit: &commit_hex, full, closed: None, want };
                 let mut found = Vec::new();
                 self.read_tasks_dir(id, TASKS_DIR, 0, &walk, &mut found, &mut problems)?;
+                if want.is_some() {
+                    // The deps of the tasks read are parsed too, as a full read parses them: a file in a live place
+                    // may say `done`, and one that cannot be read leaves its id to a finished twin.
+                    let deps: std::collections::BTreeSet<String> = found
+                        .iter()
+                        .filter_map(|f| match &f.entry {
+                            Entry::Live(t) => Some(t.deps.iter().cloned()),
+                            _ => None,
+                        })
+                        .flatten()
+                        .collect();
+                    found.retain_mut(|f| {
+                        let Entry::Unread(blob) = f.entry else { return true };
+                        if !deps.contains(&f.id) {
+                            return true;
+                        }
+                        match self.read_task(blob, &f.id) {
+                            Ok(task) => {
+                                f.entry = Entry::Live(Box::new(task));
+                                true
+                            }
+                            Err(message) => {
+                                problems.push(Problem { path: f.path.clone(), commit: commit_hex.clone(), message });
+                                false
+                            }
+                        }
+                    });
+                }
                 let unread = resolve(found, &commit_hex, &mut board, &mut problems);
                 if want.is_some() {
-                    // An unread task is live, so not done: its id is all an op about a task that waits on it asks.
                     board.partial = true;
                     board.unread = unread;
                 }
@@ -297,7 +325,7 @@ impl Store {
                         Some(status) if !walk.full => model::validate_id(stem).map(|()| Entry::Closed(status)),
                         // A live task that the op is not about is known by its name and blob.
                         None if walk.want.is_some_and(|w| !w.contains(stem)) => {
-                            model::validate_id(stem).map(|()| Entry::Unread)
+                            model::validate_id(stem).map(|()| Entry::Unread(entry.object_id()))
                         }
                         closed => self.read_task(entry.object_id(), stem).and_then(|task| match closed {
                             Some(st) if task.status != st => {
@@ -845,7 +873,8 @@ impl Store {
     }
 
     fn canonical_marker(&self, tree: ObjectId) -> Option<std::path::PathBuf> {
-        Some(self.cache_dir.as_ref()?.join("canonical").join(tree.to_hex().to_string()))
+        // The rule's version in the folder's name: a changed rule never trusts an old verdict.
+        Some(self.cache_dir.as_ref()?.join(CANONICAL_DIR).join(tree.to_hex().to_string()))
     }
 
     fn canonical_known(&self, tree: ObjectId) -> bool {
@@ -888,7 +917,11 @@ impl Store {
             None => BTreeMap::new(),
             Some(t) => self.entries(t)?.into_iter().map(|(n, k, id)| (n, (k, id))).collect(),
         };
-        for (name, kind, id) in self.entries(tree)? {
+        let entries = self.entries(tree)?;
+        if !in_tree_order(&entries) {
+            return Some(false);
+        }
+        for (name, kind, id) in entries {
             if before.get(&name) == Some(&(kind, id)) {
                 continue;
             }
@@ -908,7 +941,11 @@ impl Store {
     }
 
     fn check_shard(&self, tree: ObjectId, shard: &str) -> Option<bool> {
-        for (name, kind, _) in self.entries(tree)? {
+        let entries = self.entries(tree)?;
+        if !in_tree_order(&entries) {
+            return Some(false);
+        }
+        for (name, kind, _) in entries {
             let ok = match (kind, name.strip_suffix(".toml")) {
                 (EntryKind::Tree, _) => false,
                 (_, None) => true,
@@ -924,8 +961,9 @@ impl Store {
         Some(true)
     }
 
-    /// The files of `want` (parsed) and of their deps (by path) in a canonical `tasks/` tree, in the order a walk
-    /// finds them; `None` when the tree is not canonical or cannot be read (the caller walks it then).
+    /// The files of `want` and of their deps (live ones parsed, as a full read parses them) in a canonical `tasks/`
+    /// tree, in the order a walk finds them; `None` when the tree is not canonical or cannot be read (the caller
+    /// walks it then).
     fn probe(
         &self,
         commit: ObjectId,
@@ -939,7 +977,9 @@ impl Store {
         }
         let root = self.entries(tasks)?;
         let mut found = Vec::new();
-        let mut look = |id: &str, parse: bool, found: &mut Vec<Found>| -> Option<()> {
+        // Kept aside until the lookup is known to hold: a walk would report them again.
+        let mut seen = Vec::new();
+        let mut look = |id: &str, found: &mut Vec<Found>| -> Option<()> {
             let shard = crate::ops::shard(id);
             let file = format!("{id}.toml");
             for (name, kind, oid) in &root {
@@ -963,11 +1003,11 @@ impl Store {
                 let path = format!("{dir}/{file}");
                 let entry = match closed {
                     Some(status) => Entry::Closed(status),
-                    None if !parse => Entry::Unread,
+                    // A dep is parsed too, as a full read parses it: a file in a live place may say `done`.
                     None => match self.read_task(blob, id) {
                         Ok(task) => Entry::Live(Box::new(task)),
                         Err(message) => {
-                            problems.push(Problem { path, commit: commit_hex.to_string(), message });
+                            seen.push(Problem { path, commit: commit_hex.to_string(), message });
                             continue;
                         }
                     },
@@ -977,7 +1017,7 @@ impl Store {
             Some(())
         };
         for id in want {
-            look(id, true, &mut found)?;
+            look(id, &mut found)?;
         }
         let deps: std::collections::BTreeSet<String> = found
             .iter()
@@ -989,10 +1029,24 @@ impl Store {
             .filter(|d| !want.contains(d))
             .collect();
         for dep in &deps {
-            look(dep, false, &mut found)?;
+            look(dep, &mut found)?;
         }
+        problems.append(&mut seen);
         Some(found)
     }
+}
+
+/// Are the entries strictly in git's tree order (a name of a tree compares as if it ended in `/`)? A tree made by
+/// hand may repeat a name or be out of order; a walk reads every entry, a lookup only the first it meets.
+fn in_tree_order(entries: &[(String, EntryKind, ObjectId)]) -> bool {
+    let key = |(name, kind, _): &(String, EntryKind, ObjectId)| {
+        let mut k = name.as_bytes().to_vec();
+        if *kind == EntryKind::Tree {
+            k.push(b'/');
+        }
+        k
+    };
+    entries.windows(2).all(|w| key(&w[0]) < key(&w[1]))
 }
 
 /// What `ops::shard` can name: two lowercase hex digits, or `xx`.
@@ -1000,6 +1054,8 @@ fn is_shard_name(name: &str) -> bool {
     name == "xx" || (name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
+/// Where the verdicts are kept under the cache folder (the version of the rule they follow).
+const CANONICAL_DIR: &str = "canonical-v1";
 /// How many commits back a new `tasks/` tree looks for one already checked.
 const CANONICAL_ANCESTORS: usize = 8;
 /// How many verdicts a clone keeps on disk (the folder starts over when full).
@@ -1019,8 +1075,8 @@ enum Entry {
     Finished(Box<Task>),
     /// A finished task known by its path (lazy reads).
     Closed(Status),
-    /// A live task known by its path (reads for an op about other tasks).
-    Unread,
+    /// A live task known by its path and blob (reads for an op about other tasks).
+    Unread(ObjectId),
 }
 
 /// Which tasks a read parses.
@@ -1030,8 +1086,8 @@ enum Scope<'a> {
     Full,
     /// The live tasks; finished ones by path.
     Live,
-    /// These live tasks; the others by id.
-    Tasks(&'a std::collections::BTreeSet<String>),
+    /// These live tasks and their deps; the others by id (or not at all when looked up).
+    Tasks { want: &'a std::collections::BTreeSet<String>, every_name: bool },
 }
 
 /// Put the files found into the board. One file per id is used: the first live one in tree order, else the first
@@ -1055,7 +1111,7 @@ fn resolve(
             while let Some(next) = rest.next_if(|f| f.id == files[0].id) {
                 files.push(next);
             }
-            let pick = files.iter().position(|f| matches!(f.entry, Entry::Live(_) | Entry::Unread)).unwrap_or(0);
+            let pick = files.iter().position(|f| matches!(f.entry, Entry::Live(_) | Entry::Unread(_))).unwrap_or(0);
             let chosen = files.remove(pick);
             for f in &files {
                 problems.push(Problem {
@@ -1078,7 +1134,7 @@ fn resolve(
                 board.closed.insert(id, Closed { status, path });
             }
             // In id order: the set is built in one go.
-            Entry::Unread => unread.push(id),
+            Entry::Unread(_) => unread.push(id),
         }
     }
     unread.into_iter().collect()
@@ -1196,6 +1252,18 @@ compare-and-swap. swarm.toml holds the settings; every tasks/**/<id>.toml is one
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_with_a_repeated_or_unsorted_name_is_not_in_tree_order() {
+        let id = ObjectId::empty_tree(gix::hash::Kind::Sha1);
+        let e = |n: &str, k: EntryKind| (n.to_string(), k, id);
+        assert!(in_tree_order(&[e("ab", EntryKind::Tree), e("done", EntryKind::Tree), e("e0", EntryKind::Tree)]));
+        // `done/` sorts after `done.toml`, as git sorts it.
+        assert!(in_tree_order(&[e("done.toml", EntryKind::Blob), e("done", EntryKind::Tree)]));
+        assert!(!in_tree_order(&[e("ab", EntryKind::Tree), e("ab", EntryKind::Tree)]));
+        assert!(!in_tree_order(&[e("t-ab1.toml", EntryKind::Blob), e("t-ab1.toml", EntryKind::Blob)]));
+        assert!(!in_tree_order(&[e("e0", EntryKind::Tree), e("ab", EntryKind::Tree)]));
+    }
 
     #[test]
     fn log_entries_read_their_trailers() {

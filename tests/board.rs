@@ -233,6 +233,34 @@ fn board_html_is_one_escaped_self_contained_page_with_every_section() {
     assert!(bad.stderr.contains("/nonexistent/dir/x.html"), "{}", bad.stderr);
 }
 
+/// `--html` onto something that is not a plain file: a symbolic link keeps pointing where it did (its file gets the
+/// page), and a FIFO — as `/dev/stdout` or `/dev/null` are, devices — is written to and stays what it is (renaming
+/// over it, as root, once turned `/dev/null` into a plain file on a test machine).
+#[test]
+fn board_html_writes_through_links_and_into_special_files() {
+    use std::os::unix::fs::FileTypeExt;
+    let fx = fixture(path_url);
+    let real = fx.env.path("real.html");
+    std::fs::write(&real, "old").expect("real");
+    let link = fx.env.path("link.html");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    fx.env.sw(&fx.clone, &["board", "--html", link.to_str().expect("utf-8")]).ok();
+    assert!(std::fs::symlink_metadata(&link).expect("link").file_type().is_symlink(), "the link was replaced");
+    assert!(std::fs::read_to_string(&real).expect("page").starts_with("<!DOCTYPE html>"));
+    let fifo = fx.env.path("board.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).expect("read the fifo"))
+    };
+    fx.env.sw(&fx.clone, &["board", "--html", fifo.to_str().expect("utf-8")]).ok();
+    // Checked before the reader is joined: a FIFO renamed over would leave it waiting for a writer for ever.
+    assert!(std::fs::symlink_metadata(&fifo).expect("fifo").file_type().is_fifo(), "the FIFO was replaced");
+    let page = reader.join().expect("reader");
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("id=\"depgraph\""), "{page}");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The live board
 

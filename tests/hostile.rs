@@ -508,7 +508,7 @@ fn a_finished_twin_at_its_canonical_place_is_seen_by_ops_that_look_up() {
     assert_eq!(out.line(), id);
     assert_warned(&out, &twin, &tip);
     // It looked the task up (the layout's verdict is kept in the clone), and its write deleted the twin.
-    let kept = fx.clone.join(".git/swarm/cache/canonical");
+    let kept = fx.clone.join(".git/swarm/cache/canonical-v1");
     assert!(std::fs::read_dir(&kept).is_ok_and(|d| d.count() > 0), "no verdict in {}", kept.display());
     assert!(fx.entry(twin.as_bytes()).is_none(), "the claim left the twin");
     fx.agent(&["done", &id, "--note", "the live one"], 0);
@@ -522,6 +522,52 @@ fn a_finished_twin_at_its_canonical_place_is_seen_by_ops_that_look_up() {
     for other in [&fx.ids[0], &fx.ids[2]] {
         assert_eq!(tasks[other.as_str()]["status"], "open");
     }
+}
+
+/// A dep as a full read sees it, whether the op looks it up (a canonical layout) or walks every name (a stray file
+/// makes the layout not canonical): `set_up` gets the dep's id and live path and returns the entries that make it
+/// done. The task that waits on it must then be claimable by id, as `claim` without id and `ready` say.
+fn a_done_dep_lets_its_task_be_claimed_by_id(set_up: impl Fn(&Fx, &str, &str) -> Vec<(String, String)>) {
+    for stray in [false, true] {
+        let fx = Fx::new();
+        let (dep, task) = (fx.ids[0].clone(), fx.ids[1].clone());
+        let dep_path = fx.path_of(&dep);
+        let mut files = set_up(&fx, &dep, &dep_path);
+        let waits = task_toml(&task, "beta", &format!("deps = [\"{dep}\"]\n"));
+        files.push((fx.blob(waits.as_bytes()), fx.path_of(&task)));
+        if stray {
+            // A task in a folder that is not its shard's: every read of this board walks every name.
+            let lost = task_toml("t-0b0b0b", "lost", "");
+            files.push((fx.blob(lost.as_bytes()), "tasks/zz/t-0b0b0b.toml".into()));
+        }
+        let entries: Vec<(&str, &str, &[u8])> =
+            files.iter().map(|(oid, path)| ("100644", oid.as_str(), path.as_bytes())).collect();
+        fx.craft(Base::Tip, &entries);
+        let ready = fx.sw(&["ready", "--json"], 0).json();
+        assert!(ready.to_string().contains(&task), "stray {stray}: a full read does not find {task} ready: {ready}");
+        let out = fx.agent(&["claim", &task], 0);
+        assert_eq!(out.line(), task, "stray {stray}");
+    }
+}
+
+#[test]
+fn a_dep_whose_live_file_says_done_counts_as_done() {
+    a_done_dep_lets_its_task_be_claimed_by_id(|fx, dep, path| {
+        let done = task_toml(dep, "alpha", "status = \"done\"\n");
+        vec![(fx.blob(done.as_bytes()), path.to_string())]
+    });
+}
+
+#[test]
+fn an_unreadable_live_file_of_a_dep_leaves_it_to_its_finished_twin() {
+    a_done_dep_lets_its_task_be_claimed_by_id(|fx, dep, path| {
+        let shard = path.trim_start_matches("tasks/").split('/').next().expect("a shard").to_string();
+        let done = task_toml(dep, "alpha", "status = \"done\"\n");
+        vec![
+            (fx.blob(b"= = = not toml"), path.to_string()),
+            (fx.blob(done.as_bytes()), format!("tasks/done/{shard}/{dep}.toml")),
+        ]
+    });
 }
 
 #[test]

@@ -98,9 +98,12 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
         acceptance: args.acceptance.unwrap_or_default(),
         scope: args.scope,
     };
-    // A task with no deps needs no other task read (whether an id is taken is known by the names of the files).
-    let ids: Option<&[&str]> = new.deps.is_empty().then_some(&[]);
-    let (_swarm, c) = ctx.transact_on(ids, |snap, now, agent| {
+    // A task with no deps needs no other task parsed but its parent; whether an id is taken is known by the names
+    // of the files.
+    let parent: Vec<&str> = new.parent.iter().map(String::as_str).collect();
+    let reads =
+        if new.deps.is_empty() { git_swarm::txn::Reads::TasksAndNames(&parent) } else { git_swarm::txn::Reads::Live };
+    let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         let actor = Actor { agent: agent.to_string(), now };
         ops::add(&snap.board, &actor, vec![new.clone()], &mut ops::mint_id)
     })?;

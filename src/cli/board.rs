@@ -58,13 +58,23 @@ pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
 }
 
 /// Write through a temp file in the same directory and rename, so that a browser reloading the page never sees
-/// half of it.
+/// half of it. A path that is no regular file (`/dev/stdout`, `/dev/null`, a FIFO) is written to, never replaced;
+/// a symbolic link is followed, so the file it names gets the page and the link stays.
 fn write_file(path: &std::path::Path, text: &str) -> CliResult<()> {
+    let fail = |e: std::io::Error| CliError::io(format!("--html {}: {e}", path.display()));
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() {
+            let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(fail)?;
+            return f.write_all(text.as_bytes()).and_then(|()| f.flush()).map_err(fail);
+        }
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return write_file(&std::fs::canonicalize(path).map_err(fail)?, text);
+        }
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let fail = |e: std::io::Error| CliError::io(format!("--html {}: {e}", path.display()));
     let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(fail)?;
     tmp.write_all(text.as_bytes()).map_err(fail)?;
     // A page to open and share, not a secret (a temp file is created 0600).

@@ -27,7 +27,8 @@ pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
     ctx.refuse_a_runners_id(ctx.agent(), "claim")?;
     // A claim by id reads that task alone; the next ready one needs every task.
     let one = args.id.as_deref().map(|id| [id]);
-    let (_swarm, c) = ctx.transact_on(one.as_ref().map(|a| a.as_slice()), |snap, now, agent| {
+    let reads = one.as_ref().map_or(git_swarm::txn::Reads::Live, |a| git_swarm::txn::Reads::Tasks(a));
+    let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };
         ops::claim(&snap.board, &actor, args.id.as_deref(), args.kind, lease, recorded)

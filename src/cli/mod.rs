@@ -345,13 +345,13 @@ impl Ctx {
         &mut self,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
     ) -> CliResult<(std::rc::Rc<Swarm>, git_swarm::txn::Committed<T>)> {
-        self.transact_on(None, op)
+        self.transact_on(git_swarm::txn::Reads::Live, op)
     }
 
-    /// [`Ctx::transact`] for an op about `ids` alone, which reads only those tasks (and their deps) of the board.
+    /// [`Ctx::transact`] for an op that reads only part of the board ([`git_swarm::txn::Reads`]).
     pub fn transact_on<T>(
         &mut self,
-        ids: Option<&[&str]>,
+        reads: git_swarm::txn::Reads<'_>,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
     ) -> CliResult<(std::rc::Rc<Swarm>, git_swarm::txn::Committed<T>)> {
         let mut op = op;
@@ -361,7 +361,7 @@ impl Ctx {
         let clock = self.clock();
         // Remember what the last attempt could not read, to report it whether the op went through or not.
         let mut seen = Vec::new();
-        let res = swarm.transact_on(ids, &self.retry, &who, &clock, |snap, now| {
+        let res = swarm.transact_on(reads, &self.retry, &who, &clock, |snap, now| {
             seen.clone_from(&snap.problems);
             op(snap, now, &agent)
         });
@@ -443,7 +443,7 @@ impl Ctx {
         };
         self.refuse_a_runners_id(&agent, what)?;
         let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
-        let (swarm, c) = self.transact_on(Some(&[id]), |snap, now, agent| {
+        let (swarm, c) = self.transact_on(git_swarm::txn::Reads::Tasks(&[id]), |snap, now, agent| {
             let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
             op(&snap.board, &actor, epoch)
         })?;

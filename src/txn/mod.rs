@@ -42,6 +42,17 @@ const IN_DOUBT_DEPTH: usize = 100_000;
 /// Refusals of an update while the ref stays where it was, before the loop stops (see [`TxnError::Stuck`]).
 const UNMOVED_LIMIT: u32 = 8;
 
+/// What an op reads of the board (invariant 31).
+#[derive(Debug, Clone, Copy)]
+pub enum Reads<'a> {
+    /// Every live task (the finished ones by path): an op that chooses among them.
+    Live,
+    /// These tasks and their deps alone, looked up on a canonical board: an op about them.
+    Tasks(&'a [&'a str]),
+    /// These tasks and their deps, and the name of every file: an op that mints an id (`add`).
+    TasksAndNames(&'a [&'a str]),
+}
+
 /// Limits of the retry loop.
 #[derive(Debug, Clone)]
 pub struct Retry {
@@ -228,12 +239,15 @@ impl Swarm {
         self.try_read(full)?.ok_or_else(|| self.not_initialized())
     }
 
-    /// The newest state for an op about `ids` (and no other task): see [`Store::read_tasks`]. `None`: the live
-    /// tasks, as [`Swarm::read`].
-    pub fn read_for(&self, ids: Option<&[&str]>) -> Result<Snapshot, TxnError> {
-        let Some(ids) = ids else { return self.read(false) };
+    /// The newest state as an op reads it ([`Reads`]).
+    pub fn read_for(&self, reads: Reads<'_>) -> Result<Snapshot, TxnError> {
+        let (ids, every_name) = match reads {
+            Reads::Live => return self.read(false),
+            Reads::Tasks(ids) => (ids, false),
+            Reads::TasksAndNames(ids) => (ids, true),
+        };
         let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
-        Ok(self.store().read_tasks(tip, ids)?)
+        Ok(self.store().read_tasks(tip, ids, every_name)?)
     }
 
     fn not_initialized(&self) -> TxnError {
@@ -284,14 +298,14 @@ impl Swarm {
         clock: &dyn Fn() -> Timestamp,
         op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
-        self.transact_on(None, retry, who, clock, op)
+        self.transact_on(Reads::Live, retry, who, clock, op)
     }
 
-    /// [`Swarm::transact`] for an op about `ids` alone: each attempt reads the board with [`Swarm::read_for`],
-    /// which parses those tasks (and their deps) only. `None`: every live task.
+    /// [`Swarm::transact`] for an op that reads only part of the board: each attempt reads it with
+    /// [`Swarm::read_for`].
     pub fn transact_on<T>(
         &self,
-        ids: Option<&[&str]>,
+        reads: Reads<'_>,
         retry: &Retry,
         who: &Identity,
         clock: &dyn Fn() -> Timestamp,
@@ -302,7 +316,7 @@ impl Swarm {
             if retry.paced {
                 guard.excluded += self.pacer.wait();
             }
-            let snap = self.read_for(ids)?;
+            let snap = self.read_for(reads)?;
             self.pacer.observe(&snap.board, clock());
             if let Some(done) = guard.settle(
                 &|t, c| self.descends(t, c, IN_DOUBT_DEPTH),
