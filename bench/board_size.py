@@ -19,7 +19,6 @@ to stdout and, for a full run, into docs/performance.md between `<!-- bench-size
 `<!-- bench-size:end -->`. Needs git and python3 only; everything runs in a temporary directory with its own HOME.
 """
 
-import argparse
 import json
 import os
 import re
@@ -122,18 +121,8 @@ def fmt_ratio(r, goal=None):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default=None)
-    ap.add_argument("--quick", action="store_true")
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--write-doc", action="store_true")
-    g.add_argument("--no-doc", action="store_true")
-    a = ap.parse_args()
-    binary = a.bin
-    if binary is None:
-        sh(["cargo", "build", "--release", "--quiet"], cwd=REPO)
-        binary = os.path.join(REPO, "target", "release", "git-swarm")
-    binary = os.path.abspath(binary)
+    a = runner.bench_args().parse_args()
+    binary = runner.binary_of(a)
     sizes = [100, 500, 2000] if a.quick else [100, 2000, 20000]
     rounds = 4 if a.quick else 12
     runner_rounds = 1 if a.quick else 3

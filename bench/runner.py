@@ -218,20 +218,30 @@ def write_doc(text, marker="bench-runner", heading="The runner"):
         f.write(s)
 
 
-def main():
+def bench_args():
+    """The flags every bench script of ours takes: --bin, --quick, --write-doc | --no-doc."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=None)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--sizes", default=None, help="comma-separated worker counts (default 1,8,16,32; quick 1,4,8)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--write-doc", action="store_true")
     g.add_argument("--no-doc", action="store_true")
-    a = ap.parse_args()
-    binary = a.bin
-    if binary is None:
+    return ap
+
+
+def binary_of(a):
+    """The binary to measure: --bin, else a fresh release build of this checkout."""
+    if a.bin is None:
         sh(["cargo", "build", "--release", "--quiet"], cwd=REPO)
-        binary = os.path.join(REPO, "target", "release", "git-swarm")
-    binary = os.path.abspath(binary)
+        return os.path.join(REPO, "target", "release", "git-swarm")
+    return os.path.abspath(a.bin)
+
+
+def main():
+    ap = bench_args()
+    ap.add_argument("--sizes", default=None, help="comma-separated worker counts (default 1,8,16,32; quick 1,4,8)")
+    a = ap.parse_args()
+    binary = binary_of(a)
     root = tempfile.mkdtemp(prefix="git-swarm-bench-runner-")
     try:
         world = World(root, binary)

@@ -237,14 +237,7 @@ impl Store {
                 if want.is_some() {
                     // The deps of the tasks read are parsed too, as a full read parses them: a file in a live place
                     // may say `done`, and one that cannot be read leaves its id to a finished twin.
-                    let deps: std::collections::BTreeSet<String> = found
-                        .iter()
-                        .filter_map(|f| match &f.entry {
-                            Entry::Live(t) => Some(t.deps.iter().cloned()),
-                            _ => None,
-                        })
-                        .flatten()
-                        .collect();
+                    let deps = deps_of_parsed(&found);
                     found.retain_mut(|f| {
                         let Entry::Unread(blob) = f.entry else { return true };
                         if !deps.contains(&f.id) {
@@ -1019,21 +1012,24 @@ impl Store {
         for id in want {
             look(id, &mut found)?;
         }
-        let deps: std::collections::BTreeSet<String> = found
-            .iter()
-            .filter_map(|f| match &f.entry {
-                Entry::Live(t) => Some(t.deps.iter().cloned()),
-                _ => None,
-            })
-            .flatten()
-            .filter(|d| !want.contains(d))
-            .collect();
-        for dep in &deps {
+        for dep in deps_of_parsed(&found).difference(want) {
             look(dep, &mut found)?;
         }
         problems.append(&mut seen);
         Some(found)
     }
+}
+
+/// The deps of the live tasks parsed so far (an op by id reads them too).
+fn deps_of_parsed(found: &[Found]) -> std::collections::BTreeSet<String> {
+    found
+        .iter()
+        .filter_map(|f| match &f.entry {
+            Entry::Live(t) => Some(t.deps.iter().cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
 }
 
 /// Are the entries strictly in git's tree order (a name of a tree compares as if it ended in `/`)? A tree made by
