@@ -12,9 +12,10 @@ use std::time::Duration;
 use gix::ObjectId;
 
 use crate::model::Status;
-use crate::remote::{Location, Publish};
+use crate::remote::Publish;
 use crate::store::short;
 use crate::time::Timestamp;
+use crate::txn::Reach;
 use crate::txn::{Relation, Swarm, TxnError};
 
 /// How bad a finding is.
@@ -482,7 +483,7 @@ fn s_is_claimed(b: &crate::ops::Board, id: &str) -> bool {
 /// Lock files older than [`STALE_LOCK`] under the refs of this clone and of an in-process remote.
 fn locks(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) {
     let mut dirs = vec![swarm.local.repo.common_dir().to_path_buf()];
-    if let Location::InProcess { store, endpoint: Some(_) } = &swarm.location {
+    if let Reach::Path(store) = swarm.remote.reach() {
         dirs.push(store.repo.common_dir().to_path_buf());
     }
     let mut stale = Vec::new();

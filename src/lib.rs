@@ -35,8 +35,9 @@ pub mod usage;
 
 use std::path::Path;
 
-use crate::remote::{FetchWith, Location};
+use crate::remote::FetchWith;
 use crate::store::{Store, StoreError};
+use crate::txn::{GitTransport, InProcess, StateRemote};
 use crate::txn::{Swarm, TxnError};
 
 /// How to reach the state ref.
@@ -89,11 +90,8 @@ pub fn open_swarm(
     };
     // What a read learns about trees is kept in this clone, whichever store it reads (store.rs, *layout*).
     let cache = repo.common_dir().join("swarm").join("cache");
-    let location = match url {
-        None => Location::InProcess {
-            store: Box::new(Store::open(repo.git_dir())?.with_cache(cache.clone())),
-            endpoint: None,
-        },
+    let remote: Box<dyn StateRemote> = match url {
+        None => Box::new(InProcess::itself(Store::open(repo.git_dir())?.with_cache(cache.clone()))),
         Some(url)
             if remote::is_local_path(&url) && remote_name.is_none() && !remote::resolve_path(&repo, &url).exists() =>
         {
@@ -105,16 +103,8 @@ pub fn open_swarm(
         }
         Some(url) if remote::is_local_path(&url) && transport == Transport::Auto => {
             let path = remote::resolve_path(&repo, &url);
-            let endpoint = remote::Endpoint {
-                url: path.to_string_lossy().into_owned(),
-                push_to: remote_name.clone().unwrap_or_else(|| path.to_string_lossy().into_owned()),
-                mirror_key: remote::mirror_key(remote_name.as_deref(), &url),
-                fetch_with: FetchWith::Gix,
-            };
-            Location::InProcess {
-                store: Box::new(remote::open_local(&path)?.with_cache(cache.clone())),
-                endpoint: Some(endpoint),
-            }
+            let key = remote::mirror_key(remote_name.as_deref(), &url);
+            Box::new(InProcess::path(remote::open_local(&path)?.with_cache(cache.clone()), key))
         }
         Some(url) => {
             // A configured remote is pushed by name (git applies pushurl and insteadOf); a bare URL as it is.
@@ -127,12 +117,12 @@ pub fn open_swarm(
             let is_http = url.starts_with("http://") || url.starts_with("https://");
             let fetch_with = if transport == Transport::GitFetch || is_http { FetchWith::Git } else { FetchWith::Gix };
             let mirror_key = remote::mirror_key(remote_name.as_deref(), &url);
-            Location::Url { endpoint: remote::Endpoint { url: fetch_url, push_to, mirror_key, fetch_with } }
+            Box::new(GitTransport::new(remote::Endpoint { url: fetch_url, push_to, mirror_key, fetch_with }))
         }
     };
     Ok(Swarm {
         local: Store::from_repo(repo).with_cache(cache),
-        location,
+        remote,
         name: name.to_string(),
         remote_label: label,
         publishes: Default::default(),

@@ -1,8 +1,8 @@
-//! Where the swarm's state ref lives, and how it is read and compare-and-swapped there.
+//! Git's transports for the state remote ([`crate::txn::Transport`]), and what every kind of remote needs: how a
+//! remote is named and resolved, and a local path opened.
 //!
-//! * The repository itself, or a remote that is a plain local path: the state ref is read and swapped in-process
-//!   with gix in that repository (objects written into its object database, ref updated by a gix transaction
-//!   with `PreviousValue::MustExistAndMatch`). No subprocess at all.
+//! * The repository itself, or a remote that is a plain local path, is read and written in-process
+//!   ([`crate::txn::InProcess`]): nothing here but [`open_local`].
 //! * Any URL (`file://`, `git://`, `ssh://`, `https://`): fetched with gix into a private mirror ref
 //!   `refs/swarm-remotes/<remote>/<name>` of the local repository, and pushed with the system `git` as
 //!   `git push --porcelain --force-with-lease=<ref>:<base>`, whose porcelain output is parsed (never human text).
@@ -24,16 +24,6 @@ pub enum FetchWith {
     Gix,
     /// `git fetch` subprocess (transports this build of gix lacks, like https, and for comparison).
     Git,
-}
-
-/// Where the state ref is.
-#[derive(Debug)]
-pub enum Location {
-    /// This repository or a local path: in-process CAS. `endpoint` is how git reaches a local path (for landing
-    /// code, which must copy objects there); `None` for the repository itself.
-    InProcess { store: Box<Store>, endpoint: Option<Endpoint> },
-    /// A URL: gix fetch + `git push`.
-    Url { endpoint: Endpoint },
 }
 
 /// How git reaches a remote: what to fetch from, what to push to, the key of its mirror refs, and how to fetch.

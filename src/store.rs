@@ -527,19 +527,9 @@ impl Store {
         Ok(entry.map(|e| (e.mode().kind(), e.object_id())))
     }
 
-    /// Move `name` from `expected` (None: must not exist) to `new`, atomically. `Ok(false)` when the ref was not at
-    /// `expected` (a lost race) or its lock was held by another writer at that moment.
-    pub fn cas_ref(
-        &self,
-        name: &str,
-        expected: Option<ObjectId>,
-        new: ObjectId,
-        why: &str,
-    ) -> Result<bool, StoreError> {
-        self.cas_refs(&[(name, expected, new)], why)
-    }
-
-    /// Move several refs at once, all or none (a gix transaction locks them all before it changes any).
+    /// Move each ref from its expected value (None: must not exist) to its new one, all or none (a gix transaction
+    /// locks them all before it changes any). `Ok(false)` when a ref was not where expected (a lost race) or its
+    /// lock was held by another writer at that moment.
     pub fn cas_refs(&self, updates: &[(&str, Option<ObjectId>, ObjectId)], why: &str) -> Result<bool, StoreError> {
         let edits = updates
             .iter()

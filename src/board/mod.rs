@@ -13,11 +13,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::model::{Kind, Status};
-use crate::remote::Location;
 use crate::runner::CycleRecord;
 use crate::store::{LogEntry, Snapshot};
 use crate::time::Timestamp;
-use crate::txn::{Swarm, TxnError};
+use crate::txn::{Reach, Swarm, TxnError};
 use crate::usage::Usage;
 
 /// The version of the JSON document of `git swarm board --json`.
@@ -559,9 +558,9 @@ pub struct RefWatch {
 
 impl RefWatch {
     pub fn new(swarm: &Swarm) -> RefWatch {
-        let (w, rx) = match &swarm.location {
-            Location::InProcess { store, .. } => crate::runner::watch_refs(store.repo.common_dir()),
-            Location::Url { .. } => (None, None),
+        let (w, rx) = match swarm.remote.reach() {
+            Reach::Itself(store) | Reach::Path(store) => crate::runner::watch_refs(store.repo.common_dir()),
+            Reach::Transport => (None, None),
         };
         RefWatch { _watcher: w, rx }
     }

@@ -26,10 +26,9 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{self, Backend};
 use crate::model::{Config, Kind, Status, Task};
 use crate::ops::{self, Actor, Board, Change, DomainError};
-use crate::remote::Location;
 use crate::store::{Identity, Snapshot, Store};
 use crate::time::Timestamp;
-use crate::txn::{Committed, Retry, Swarm, TxnError};
+use crate::txn::{Committed, Reach, Retry, Swarm, TxnError};
 use crate::usage::Usage;
 
 pub use settings::{Role, RunSettings};
@@ -451,9 +450,9 @@ impl Runner<'_> {
     /// watched for changes (`notify`); URL remotes are polled with a backoff that `backoff` carries across calls.
     pub fn wait_for_change(&self, seen: ObjectId, max: Duration, backoff: &mut Duration) -> Result<(), RunError> {
         let started = Instant::now();
-        let watch_dir = match &self.swarm.location {
-            Location::InProcess { store, .. } => Some(store.repo.common_dir().to_path_buf()),
-            Location::Url { .. } => None,
+        let watch_dir = match self.swarm.remote.reach() {
+            Reach::Itself(store) | Reach::Path(store) => Some(store.repo.common_dir().to_path_buf()),
+            Reach::Transport => None,
         };
         let (_watcher, rx) = match &watch_dir {
             Some(dir) => watch_refs(dir),

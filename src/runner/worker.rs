@@ -12,7 +12,7 @@ use crate::model::{Kind, Task};
 use crate::ops::{self, Actor, Board, Change, DomainError};
 use crate::store::Snapshot;
 use crate::time::Timestamp;
-use crate::txn::TxnError;
+use crate::txn::{Reach, TxnError};
 use crate::usage::{Limit, Usage};
 
 /// Options of `git swarm run worker`.
@@ -270,7 +270,7 @@ fn guard_checked_out_target(r: &mut Runner<'_>) -> Result<(), RunError> {
     let target = r.read(false)?.board.config.target;
     let branch = format!("refs/heads/{target}");
     // A non-bare repository on a local path, written in-process: its own checkout must not be on the target.
-    if let crate::remote::Location::InProcess { store, endpoint: Some(_) } = &r.swarm.location {
+    if let Reach::Path(store) = r.swarm.remote.reach() {
         let head = store.repo.head_name().ok().flatten().map(|h| h.as_bstr().to_string());
         if let (Some(dir), Some(h)) = (store.repo.workdir(), head)
             && h == branch
@@ -283,7 +283,7 @@ fn guard_checked_out_target(r: &mut Runner<'_>) -> Result<(), RunError> {
         }
         return Ok(());
     }
-    if !matches!(r.swarm.location, crate::remote::Location::InProcess { endpoint: None, .. }) {
+    if !matches!(r.swarm.remote.reach(), Reach::Itself(_)) {
         return Ok(());
     }
     if let Some((_, path)) = git::checked_out_branches(&r.common_dir()).into_iter().find(|(b, _)| *b == branch) {

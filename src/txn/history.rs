@@ -7,13 +7,11 @@
 //! keeps the objects, so a deleted or rewound state can be restored from any clone that saw it), and the file
 //! `.git/swarm/seen/<remote>/<name>` for the in-process locations (the repository itself, a local path).
 
-use std::path::PathBuf;
-
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
 use super::{Attempt, IN_DOUBT_DEPTH, Retry, Swarm, TxnError};
-use crate::remote::{self, Location, Publish};
+use crate::remote::Publish;
 use crate::store::{GitContext, Identity, LogEntry, Store, StoreError};
 use crate::time::Timestamp;
 
@@ -120,79 +118,24 @@ pub struct Compacted {
 }
 
 impl Swarm {
-    /// The mirror ref of an URL remote, or the file of an in-process location, that records what was seen.
-    fn seen_file(&self) -> Option<PathBuf> {
-        match &self.location {
-            Location::InProcess { endpoint, .. } => {
-                let key = endpoint.as_ref().map(|e| e.mirror_key.as_str()).unwrap_or("self");
-                Some(self.local.repo.common_dir().join("swarm").join("seen").join(key).join(&self.name))
-            }
-            Location::Url { .. } => None,
-        }
-    }
-
     /// The tip of the state ref this clone saw last.
     pub fn seen(&self) -> Result<Option<ObjectId>, TxnError> {
-        match &self.location {
-            Location::Url { endpoint } => Ok(self.local.read_ref(&self.mirror_ref(&endpoint.mirror_key))?),
-            Location::InProcess { .. } => Ok(self
-                .seen_file()
-                .and_then(|f| std::fs::read_to_string(f).ok())
-                .and_then(|s| ObjectId::from_hex(s.trim().as_bytes()).ok())),
-        }
+        self.remote.seen(&self.local, &self.mirror_ref(), &self.name)
     }
 
     /// Record `id` as seen (best effort: the record only makes the check possible).
     pub(crate) fn set_seen(&self, id: ObjectId) {
-        match &self.location {
-            Location::Url { endpoint } => self.local.set_mirror(&self.mirror_ref(&endpoint.mirror_key), id),
-            Location::InProcess { .. } => {
-                let Some(file) = self.seen_file() else { return };
-                if std::fs::read_to_string(&file).is_ok_and(|s| id.to_hex() == s.trim()) {
-                    return;
-                }
-                let Some(dir) = file.parent() else { return };
-                // Written aside and renamed: a reader never sees half a record.
-                let _ = std::fs::create_dir_all(dir).and_then(|()| {
-                    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-                    std::io::Write::write_all(&mut tmp, format!("{id}\n").as_bytes())?;
-                    tmp.persist(&file).map(drop).map_err(|e| e.error)
-                });
-            }
-        }
+        self.remote.set_seen(&self.local, &self.mirror_ref(), &self.name, id)
     }
 
     /// Forget what was seen (the swarm is gone and that is accepted).
     fn forget_seen(&self) -> Result<(), TxnError> {
-        match &self.location {
-            Location::Url { endpoint } => {
-                let name = self.mirror_ref(&endpoint.mirror_key);
-                if self.local.read_ref(&name)?.is_some() {
-                    self.local.delete_ref(&name)?;
-                }
-            }
-            Location::InProcess { .. } => {
-                if let Some(f) = self.seen_file() {
-                    let _ = std::fs::remove_file(f);
-                }
-            }
-        }
-        Ok(())
+        self.remote.forget_seen(&self.local, &self.mirror_ref(), &self.name)
     }
 
     /// Where the state ref is now, without comparing it with what was seen (fetching it from a URL remote).
     pub(crate) fn tip_unchecked(&self) -> Result<Option<ObjectId>, TxnError> {
-        let refname = self.ref_name();
-        Ok(match &self.location {
-            Location::InProcess { store, .. } => store.read_ref(&refname)?,
-            Location::Url { endpoint: remote::Endpoint { url, push_to, mirror_key, fetch_with } } => {
-                let tip =
-                    remote::fetch(&self.local, url, push_to, &refname, &self.mirror_ref(mirror_key), *fetch_with)?;
-                // Each fetch that brings something adds a pack.
-                self.local.maybe_gc();
-                tip
-            }
-        })
+        Ok(self.remote.fetch(&self.local, &[(&self.ref_name(), &self.mirror_ref())])?.pop().flatten())
     }
 
     /// Is `wanted` in the history of `tip`, following compactions into their archives (fetched when needed)?
@@ -246,16 +189,9 @@ impl Swarm {
         if self.store().repo.has_object(link.tip) {
             return Ok(true);
         }
-        match &self.location {
-            Location::InProcess { .. } => Ok(false),
-            Location::Url { endpoint: ep } => {
-                let mirror = format!("refs/swarm-archives/{}/{}/{}", ep.mirror_key, self.name, link.number);
-                match remote::fetch(&self.local, &ep.url, &ep.push_to, &link.refname, &mirror, ep.fetch_with) {
-                    Ok(_) => Ok(self.local.repo.has_object(link.tip)),
-                    Err(e) => Err(e.into()),
-                }
-            }
-        }
+        let mirror = format!("refs/swarm-archives/{}/{}/{}", self.remote.key(), self.name, link.number);
+        self.remote.fetch(&self.local, &[(&link.refname, &mirror)])?;
+        Ok(self.store().repo.has_object(link.tip))
     }
 
     /// How `now` (the remote's tip) relates to `seen` (what this clone saw last).
@@ -342,7 +278,7 @@ impl Swarm {
             let value =
                 Compacted { archive: archive.clone(), archived: tip.to_string(), ops: w.steps, root: root.to_string() };
             let updates = [(state_ref.as_str(), Some(tip), root), (archive.as_str(), None, tip)];
-            match self.publish_refs(&updates, &summary) {
+            match self.publish_refs(&updates, None, &summary) {
                 Ok(Publish::Done) => {
                     self.set_seen(root);
                     Ok(Attempt::Published(guard.committed(Some(value), Some(root), vec![])))
@@ -362,53 +298,15 @@ impl Swarm {
         }
     }
 
-    /// One atomic compare-and-swap of several refs of the remote (`None` as the base: must not exist).
-    fn publish_refs(&self, updates: &[(&str, Option<ObjectId>, ObjectId)], why: &str) -> Result<Publish, TxnError> {
-        self.publishes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let r = match &self.location {
-            Location::InProcess { store, .. } => {
-                if store.cas_refs(updates, why)? {
-                    Publish::Done
-                } else {
-                    Publish::LostRace("a ref moved".into())
-                }
-            }
-            Location::Url { endpoint } => remote::push(&self.local, &endpoint.push_to, updates)?,
-        };
-        if r != Publish::Done {
-            self.lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        Ok(r)
-    }
-
-    /// Where a ref is on the remote (fetched into a private mirror for a URL remote).
+    /// Where a ref is on the remote (fetched into a private mirror over a transport).
     pub fn remote_ref(&self, refname: &str) -> Result<Option<ObjectId>, TxnError> {
-        Ok(match &self.location {
-            Location::InProcess { store, .. } => store.read_ref(refname)?,
-            Location::Url { endpoint: ep } => {
-                let mirror = format!("refs/swarm-archives/{}/{}", ep.mirror_key, refname.trim_start_matches("refs/"));
-                remote::fetch(&self.local, &ep.url, &ep.push_to, refname, &mirror, ep.fetch_with)?
-            }
-        })
+        let mirror = format!("refs/swarm-archives/{}/{}", self.remote.key(), refname.trim_start_matches("refs/"));
+        Ok(self.remote.fetch(&self.local, &[(refname, &mirror)])?.pop().flatten())
     }
 
     /// The refs of the remote under `prefix` (`refs/swarm-work/<name>/`), name and commit, sorted by name.
     pub fn remote_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, TxnError> {
-        let mut out = match &self.location {
-            Location::InProcess { store, .. } => {
-                let platform = store.repo.references().git(|| "cannot list refs".into())?;
-                let iter = platform.prefixed(prefix).git(|| format!("cannot list {prefix}"))?;
-                let mut v = Vec::new();
-                for r in iter {
-                    let Ok(mut r) = r else { continue };
-                    if let Ok(id) = r.peel_to_id() {
-                        v.push((r.name().as_bstr().to_string(), id.detach()));
-                    }
-                }
-                v
-            }
-            Location::Url { endpoint } => remote::list(&self.local, &endpoint.push_to, prefix)?,
-        };
+        let mut out = self.remote.list(&self.local, prefix)?;
         out.sort();
         Ok(out)
     }
@@ -435,10 +333,7 @@ impl Swarm {
         }
         let mut best = seen;
         for c in candidates {
-            let have = match &self.location {
-                Location::InProcess { store, .. } => store.repo.has_object(c) || self.local.repo.has_object(c),
-                Location::Url { .. } => self.local.repo.has_object(c),
-            };
+            let have = self.store().repo.has_object(c) || self.local.repo.has_object(c);
             if c != best && have && self.descends(c, best, usize::MAX).unwrap_or(false) {
                 best = c;
             }
@@ -450,10 +345,7 @@ impl Swarm {
     /// rewound or deleted state ref. Refused unless `to`'s objects are at hand.
     pub fn restore(&self, from: Option<ObjectId>, to: ObjectId) -> Result<Publish, TxnError> {
         let why = format!("git swarm doctor: restore {} to {to}", self.ref_name());
-        let have = match &self.location {
-            Location::InProcess { store, .. } => store.repo.has_object(to),
-            Location::Url { .. } => self.local.repo.has_object(to),
-        };
+        let have = self.store().repo.has_object(to);
         if !have {
             return Err(StoreError::Git {
                 context: format!("cannot restore {}", self.ref_name()),
@@ -461,7 +353,7 @@ impl Swarm {
             }
             .into());
         }
-        let r = self.publish_refs(&[(self.ref_name().as_str(), from, to)], &why)?;
+        let r = self.publish_refs(&[(self.ref_name().as_str(), from, to)], None, &why)?;
         if r == Publish::Done {
             self.set_seen(to);
         }
@@ -472,13 +364,10 @@ impl Swarm {
     /// (when its objects are at hand) and remember the remote's tip as seen.
     pub fn accept_remote(&self, seen: ObjectId, now: Option<ObjectId>) -> Result<Option<String>, TxnError> {
         let kept = format!("refs/swarm-archive/{}/lost-{}", self.name, &seen.to_string()[..12]);
-        let have = match &self.location {
-            Location::InProcess { store, .. } => store.repo.has_object(seen),
-            Location::Url { .. } => self.local.repo.has_object(seen),
-        };
+        let have = self.store().repo.has_object(seen);
         let kept = if have && self.remote_ref(&kept)?.is_none() {
             let why = "git swarm doctor: keep the history this clone saw";
-            (self.publish_refs(&[(kept.as_str(), None, seen)], why)? == Publish::Done).then_some(kept)
+            (self.publish_refs(&[(kept.as_str(), None, seen)], None, why)? == Publish::Done).then_some(kept)
         } else {
             None
         };

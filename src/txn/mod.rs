@@ -9,20 +9,23 @@ use gix::ObjectId;
 
 use crate::model::Config;
 use crate::ops::{Change, DomainError};
-use crate::remote::{self, Location, Publish, RemoteError};
+use crate::remote::{Publish, RemoteError};
 use crate::store::{Identity, Problem, Snapshot, Store, StoreError};
 use crate::time::Timestamp;
 
 mod history;
 mod pace;
+mod state_remote;
 pub use history::{ARCHIVE, ArchiveLink, COMPACTED_FROM, Compacted, Relation};
 pub use pace::Pacer;
+pub use state_remote::{GitTransport, InProcess, Reach, StateRemote, Update};
 
 /// A swarm: a state ref at a location, seen from a local repository.
 pub struct Swarm {
     /// The user's repository (objects for pushes, the mirror ref).
     pub local: Store,
-    pub location: Location,
+    /// Where the state ref is ([`StateRemote`]).
+    pub remote: Box<dyn StateRemote>,
     /// `default`, or the `--swarm` name.
     pub name: String,
     /// What users call the remote in messages (`origin`, a URL, `this repository`).
@@ -205,16 +208,14 @@ impl Swarm {
         format!("refs/swarm/{}", self.name)
     }
 
-    fn mirror_ref(&self, key: &str) -> String {
-        format!("refs/swarm-remotes/{key}/{}", self.name)
+    /// This clone's private mirror of the state ref (`refs/swarm-remotes/<key>/<name>`; set over a transport only).
+    fn mirror_ref(&self) -> String {
+        format!("refs/swarm-remotes/{}/{}", self.remote.key(), self.name)
     }
 
     /// The store that holds the objects of the state ref after a read.
     pub fn store(&self) -> &Store {
-        match &self.location {
-            Location::InProcess { store, .. } => store,
-            Location::Url { .. } => &self.local,
-        }
+        self.remote.objects(&self.local)
     }
 
     /// Where the state ref is now (fetching it first from a URL remote). A ref that went back or away since this
@@ -256,38 +257,24 @@ impl Swarm {
 
     /// One compare-and-swap of the state ref from `base` to `new`.
     fn publish(&self, base: Option<ObjectId>, new: ObjectId, why: &str) -> Result<Publish, TxnError> {
-        let refname = self.ref_name();
-        self.publishes.fetch_add(1, Ordering::Relaxed);
-        match &self.location {
-            Location::InProcess { store, .. } => Ok(if store.cas_ref(&refname, base, new, why)? {
-                self.set_seen(new);
-                Publish::Done
-            } else {
-                self.lost.fetch_add(1, Ordering::Relaxed);
-                let lock = store.repo.common_dir().join(format!("{refname}.lock"));
-                Publish::LostRace(if lock.exists() {
-                    format!(
-                        "{} exists (another writer, or one that died; remove it if no git process runs)",
-                        lock.display()
-                    )
-                } else {
-                    "the ref moved".into()
-                })
-            }),
-            Location::Url { endpoint: remote::Endpoint { push_to, mirror_key, .. } } => {
-                let r = remote::push(&self.local, push_to, &[(&refname, base, new)])?;
-                if r != Publish::Done {
-                    self.lost.fetch_add(1, Ordering::Relaxed);
-                }
-                if r == Publish::Done {
-                    // Keep the mirror current: the next fetch negotiates from it and may find nothing to do. It is
-                    // only a cache: failing to update it (a concurrent fetch holds its lock) must not turn a
-                    // published op into an error.
-                    self.local.set_mirror(&self.mirror_ref(mirror_key), new);
-                }
-                Ok(r)
-            }
+        let r = self.publish_refs(&[(self.ref_name().as_str(), base, new)], None, why)?;
+        if r == Publish::Done {
+            // Keep the record current (over a transport, the mirror the next fetch negotiates from). Best effort:
+            // failing to write it (a concurrent fetch holds its lock) must not turn a published op into an error.
+            self.set_seen(new);
         }
+        Ok(r)
+    }
+
+    /// One atomic compare-and-swap of several refs of the remote (`None` as the base: must not exist), the objects
+    /// of `carry` brought along; counted in the figures behind "pushes per task".
+    fn publish_refs(&self, updates: &[Update<'_>], carry: Option<ObjectId>, why: &str) -> Result<Publish, TxnError> {
+        self.publishes.fetch_add(1, Ordering::Relaxed);
+        let r = self.remote.update(&self.local, updates, carry, why)?;
+        if r != Publish::Done {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(r)
     }
 
     /// Run `op` on the newest state until its change is published or it is refused.
@@ -369,7 +356,7 @@ impl Swarm {
         // In-process, a lost landing costs milliseconds and the writers are runners on one machine: a short
         // ceiling serves them better (measured: 32 workers 0.39–0.48 → 0.55–0.59 of the ideal).
         let in_process = Retry { spread: 8, ..retry.clone() };
-        let retry = if matches!(self.location, Location::InProcess { .. }) { &in_process } else { retry };
+        let retry = if matches!(self.remote.reach(), Reach::Transport) { retry } else { &in_process };
         self.optimistic(retry, |guard| {
             if retry.paced {
                 guard.excluded += self.pacer.wait();
@@ -406,51 +393,26 @@ impl Swarm {
             let (change, value) = op(&snap, now, code)?;
             // In-process, look again before writing anything: under contention most attempts have lost by now,
             // and objects written for a lost attempt are garbage (each one a file on the remote's disk).
-            if let Location::InProcess { store, .. } = &self.location
-                && (store.read_ref(&state_ref)? != Some(state_tip) || store.read_ref(branch)? != Some(branch_tip))
-            {
+            if self.remote.moved(&[(state_ref.as_str(), state_tip), (branch, branch_tip)])? {
                 self.lost.fetch_add(1, Ordering::Relaxed);
                 return Ok(Attempt::Lost { base: snap.commit, reason: "a ref moved".into() });
             }
             let commit = store.write(Some(&snap), None, &change, who, now)?;
             let updates = [(branch, Some(branch_tip), code), (state_ref.as_str(), Some(state_tip), commit)];
-            self.publishes.fetch_add(1, Ordering::Relaxed);
-            let published = match &self.location {
-                // The repository itself, or a remote on a local path: copy the new code's objects there and move
-                // both refs in one in-process transaction (no subprocess).
-                Location::InProcess { store, endpoint } => {
-                    if endpoint.is_some() {
-                        self.local.copy_reachable(store, code)?;
-                    }
-                    if store.cas_refs(&updates, &change.summary)? {
-                        self.set_seen(commit);
-                        Ok(Publish::Done)
-                    } else {
-                        Ok(Publish::LostRace("a ref moved".into()))
-                    }
-                }
-                Location::Url { endpoint: ep } => remote::push(&self.local, &ep.push_to, &updates).map(|p| {
-                    if p == Publish::Done {
-                        self.local.set_mirror(&self.mirror_ref(&ep.mirror_key), commit);
-                        self.local.set_mirror(&self.branch_mirror(&ep.mirror_key, branch), code);
-                    }
-                    p
-                }),
-            };
-            match published {
+            // Code and state in one atomic update; the new code's objects go along.
+            match self.publish_refs(&updates, Some(code), &change.summary) {
                 Ok(Publish::Done) => {
+                    self.set_seen(commit);
+                    self.remote.remember(&self.local, &self.branch_mirror(branch), code);
                     store.maybe_gc();
                     Ok(Attempt::Published(guard.committed(value, Some(commit), snap.problems)))
                 }
-                Ok(Publish::LostRace(reason)) => {
-                    self.lost.fetch_add(1, Ordering::Relaxed);
-                    Ok(Attempt::Lost { base: snap.commit, reason })
-                }
+                Ok(Publish::LostRace(reason)) => Ok(Attempt::Lost { base: snap.commit, reason }),
                 Err(e) => {
-                    if in_doubt(&e) {
+                    if matches!(&e, TxnError::Remote(r) if in_doubt(r)) {
                         guard.in_doubt.push((commit, value));
                     }
-                    Err(e.into())
+                    Err(e)
                 }
             }
         })
@@ -466,72 +428,36 @@ impl Swarm {
             })
         };
         let seen = self.seen()?;
-        let (state, code) = match &self.location {
-            Location::InProcess { store, endpoint } => {
-                let state = store.read_ref(&state_ref)?;
-                let code = store.read_ref(branch)?.ok_or_else(missing_branch)?;
-                if endpoint.is_some() {
-                    // The rebase happens here: bring the branch's new commits over.
-                    store.copy_reachable(&self.local, code)?;
-                }
-                (state, code)
-            }
-            Location::Url { endpoint: ep } => {
-                let mirror = self.mirror_ref(&ep.mirror_key);
-                let bmirror = self.branch_mirror(&ep.mirror_key, branch);
-                let tips = remote::fetch_many(
-                    &self.local,
-                    &ep.url,
-                    &ep.push_to,
-                    &[(&state_ref, &mirror), (branch, &bmirror)],
-                    ep.fetch_with,
-                )?;
-                self.local.maybe_gc();
-                let code = tips.get(1).copied().flatten().ok_or_else(missing_branch)?;
-                (tips.first().copied().flatten(), code)
-            }
-        };
+        let tips = self
+            .remote
+            .fetch(&self.local, &[(&state_ref, &self.mirror_ref()), (branch, &self.branch_mirror(branch))])?;
+        let (state, code) =
+            (tips.first().copied().flatten(), tips.get(1).copied().flatten().ok_or_else(missing_branch)?);
+        // The rebase happens in this clone: bring the branch's new commits over.
+        self.remote.bring(&self.local, code)?;
         self.check_seen(seen, state)?;
         Ok((state.ok_or_else(|| self.not_initialized())?, code))
     }
 
     /// Where `branch` (`refs/heads/<target>`) is on the remote, fetched into the local repository.
     pub fn fetch_branch(&self, branch: &str) -> Result<Option<ObjectId>, TxnError> {
-        Ok(match &self.location {
-            Location::InProcess { store, endpoint } => {
-                let tip = store.read_ref(branch)?;
-                if let (Some(tip), Some(_)) = (tip, endpoint) {
-                    store.copy_reachable(&self.local, tip)?;
-                }
-                tip
-            }
-            Location::Url { endpoint: ep } => {
-                let bmirror = self.branch_mirror(&ep.mirror_key, branch);
-                let tip = remote::fetch(&self.local, &ep.url, &ep.push_to, branch, &bmirror, ep.fetch_with)?;
-                self.local.maybe_gc();
-                tip
-            }
-        })
+        let tip = self.remote.fetch(&self.local, &[(branch, &self.branch_mirror(branch))])?.pop().flatten();
+        if let Some(tip) = tip {
+            self.remote.bring(&self.local, tip)?;
+        }
+        Ok(tip)
     }
 
     /// Push `new` to `refname` on the remote, whatever is there (a work branch kept for a person to look at; never
     /// the state ref or the target branch).
     pub fn push_aside(&self, refname: &str, new: ObjectId) -> Result<(), TxnError> {
-        match &self.location {
-            Location::InProcess { store, endpoint } => {
-                if endpoint.is_some() {
-                    self.local.copy_reachable(store, new)?;
-                }
-                Ok(store.set_ref(refname, new, "git swarm: work kept")?)
-            }
-            Location::Url { endpoint: ep } => match remote::push_forced(&self.local, &ep.push_to, refname, new)? {
-                Publish::Done => Ok(()),
-                Publish::LostRace(reason) => Err(TxnError::Remote(RemoteError::Refused {
-                    remote: self.remote_label.clone(),
-                    refname: refname.into(),
-                    reason,
-                })),
-            },
+        match self.remote.force(&self.local, refname, new, "git swarm: work kept")? {
+            Publish::Done => Ok(()),
+            Publish::LostRace(reason) => Err(TxnError::Remote(RemoteError::Refused {
+                remote: self.remote_label.clone(),
+                refname: refname.into(),
+                reason,
+            })),
         }
     }
 
@@ -560,19 +486,13 @@ impl Swarm {
             .map(|(r, _)| r)
             .filter(|r| r.strip_prefix(prefix.as_str()).and_then(|rest| rest.split('/').next()).is_some_and(done))
             .collect();
-        match &self.location {
-            Location::InProcess { store, .. } => {
-                for r in &stale {
-                    store.delete_ref(r)?;
-                }
-            }
-            Location::Url { endpoint: ep } => remote::push_delete(&self.local, &ep.push_to, &stale)?,
-        }
+        self.remote.delete(&self.local, &stale)?;
         Ok(stale)
     }
 
-    fn branch_mirror(&self, key: &str, branch: &str) -> String {
-        format!("refs/swarm-branches/{key}/{}", branch.trim_start_matches("refs/heads/"))
+    /// This clone's private mirror of a branch of the remote (`refs/swarm-branches/<key>/<branch>`).
+    fn branch_mirror(&self, branch: &str) -> String {
+        format!("refs/swarm-branches/{}/{}", self.remote.key(), branch.trim_start_matches("refs/heads/"))
     }
 
     /// The retry loop shared by [`Swarm::transact`] and [`Swarm::land`]: backoff in round trips on lost races,
