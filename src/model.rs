@@ -451,3 +451,42 @@ mod tests {
         assert!(back.contains("[roles.worker]"), "{back}");
     }
 }
+
+/// The judge's word at the end of a cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Continue,
+    Stop,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Continue => "continue",
+            Verdict::Stop => "stop",
+        })
+    }
+}
+
+/// `cycles/<n>.toml`: what the judge said at the end of cycle `n`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CycleRecord {
+    pub cycle: u64,
+    pub verdict: Verdict,
+    #[serde(default)]
+    pub reasons: String,
+    #[serde(default)]
+    pub by: String,
+    pub at: Timestamp,
+    #[serde(default)]
+    pub tasks_done: u64,
+    #[serde(default)]
+    pub tasks_failed: u64,
+    /// What the judge's run for this verdict spent, as reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// What the cycle spent, every role together (the judge's run included), as the board counted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Usage>,
+}

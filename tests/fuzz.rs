@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use git_swarm::model::{self, Claim, Config, Failure, Kind, Status, Task, TaskResult};
+use git_swarm::ops::plan::to_new_tasks;
 use git_swarm::ops::{self, Actor, Board, Closed, NewTask, Stored};
 use git_swarm::remote::{PushLine, RemoteError, classify, parse_porcelain};
 use git_swarm::runner::judge::parse_verdict;
-use git_swarm::runner::planner::{parse_proposals, to_new_tasks};
+use git_swarm::runner::planner::parse_proposals;
 use git_swarm::runner::settings::{Role, backend_for};
 use git_swarm::runner::{self, CycleRecord, RunSettings, Verdict, prompts};
 use git_swarm::store::{Identity, LogEntry, Snapshot, StoreError, short};
@@ -1674,7 +1675,9 @@ fn check_proposals(out: &str) -> Result<(), TestCaseError> {
         }
     }
     let board = plan_board();
-    let Ok((news, _)) = to_new_tasks(&board, "t-p1a000", &proposals, true) else { return Ok(()) };
+    let Ok((news, _)) = to_new_tasks(&board, "t-p1a000", &proposals, true, &mut git_swarm::ops::mint_id) else {
+        return Ok(());
+    };
     let now = clock();
     if let Ok((change, tasks)) = ops::add(&board, &Actor { agent: "planner-1".into(), now }, news, &mut ops::mint_id) {
         prop_assert_eq!(tasks.len(), proposals.len());

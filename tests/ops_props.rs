@@ -1,5 +1,6 @@
-//! Property tests of the pure ops (`git_swarm::ops`): random interleavings of add, claim, renew, release, done and
-//! fail by a few agents, with time running on so that leases expire, stale epochs, and a small `max_attempts`.
+//! Property tests of the pure ops (`git_swarm::ops`): random interleavings of add, claim, renew, release, done,
+//! fail and planning rounds (`ops::plan::plan_round`) by a few agents, with time running on so that leases expire,
+//! stale epochs, and a small `max_attempts`.
 //! After every step the invariants of the protocol must hold; a second property replays the same ops the way the
 //! transaction loop does (computed on a stale read, thrown away, computed again on a fresh read of the op view)
 //! and must land on exactly what a plain sequential application gives. A third runs long op logs — a thousand ops
@@ -73,8 +74,24 @@ enum Op {
     Retry {
         task: usize,
     },
+    /// The holder of a plan files what its agent proposed (`None`: the agent printed no block).
+    Plan {
+        agent: usize,
+        task: usize,
+        epoch: EpochPick,
+        proposals: Option<Vec<PlanProp>>,
+    },
     /// Time runs on by this many milliseconds.
     Wait(u64),
+}
+
+/// One proposed task of a planning round: its title among a few (so that rounds repeat each other), a dep on an
+/// earlier proposal of the same round by its key, and whether it is a plan.
+#[derive(Debug, Clone)]
+struct PlanProp {
+    title: u8,
+    dep: Option<usize>,
+    plan: bool,
 }
 
 /// An op with every choice made: ids, epochs, time.
@@ -112,6 +129,14 @@ enum Concrete {
         id: String,
         epoch: Option<u64>,
     },
+    Plan {
+        agent: String,
+        id: String,
+        epoch: u64,
+        proposals: Option<Vec<git_swarm::ops::plan::Proposal>>,
+        /// The plan's children when the round began.
+        before: BTreeSet<String>,
+    },
     /// With the task as stored on the full board: what the caller reads by name when the op view knows a
     /// finished task by its path alone.
     Retry {
@@ -129,7 +154,8 @@ impl Concrete {
             | Concrete::Renew { agent, .. }
             | Concrete::Release { agent, .. }
             | Concrete::Done { agent, .. }
-            | Concrete::Fail { agent, .. } => agent,
+            | Concrete::Fail { agent, .. }
+            | Concrete::Plan { agent, .. } => agent,
         }
     }
 
@@ -141,7 +167,11 @@ impl Concrete {
             Concrete::Release { id, .. } | Concrete::Done { id, .. } | Concrete::Fail { id, .. } => {
                 Some(vec![id.clone()])
             }
-            Concrete::Add { .. } | Concrete::Claim { .. } | Concrete::Renew { .. } | Concrete::Retry { .. } => None,
+            Concrete::Add { .. }
+            | Concrete::Claim { .. }
+            | Concrete::Renew { .. }
+            | Concrete::Retry { .. }
+            | Concrete::Plan { .. } => None,
         }
     }
 }
@@ -213,8 +243,19 @@ fn op(agents: usize, wide: bool) -> impl Strategy<Value = Op> {
         3 => (holder_agent(agents), held_ix(wide), epoch_pick())
             .prop_map(|(agent, task, epoch)| Op::Fail { agent, task, epoch }),
         1 => task_ix(wide).prop_map(|task| Op::Retry { task }),
+        2 => (holder_agent(agents), held_ix(wide), epoch_pick(), proptest::option::weighted(0.85, plan_props()))
+            .prop_map(|(agent, task, epoch, proposals)| Op::Plan { agent, task, epoch, proposals }),
         4 => prop_oneof![3 => 0u64..3_000, 2 => 3_000u64..40_000].prop_map(Op::Wait),
     ]
+}
+
+/// What a planning round proposes: none to a few tasks, each perhaps needing an earlier one.
+fn plan_props() -> impl Strategy<Value = Vec<PlanProp>> {
+    proptest::collection::vec(
+        (0u8..4, proptest::option::weighted(0.4, 0usize..3), proptest::bool::weighted(0.2))
+            .prop_map(|(title, dep, plan)| PlanProp { title, dep, plan }),
+        0..4,
+    )
 }
 
 /// A scenario: the swarm's `max_attempts`, the tasks there at the start (by their deps on earlier ones), then ops.
@@ -333,6 +374,34 @@ fn concretize(board: &Board, op: &Op) -> Option<Concrete> {
             let epoch = resolve_epoch(board, &id, epoch);
             Concrete::Fail { agent: resolve_agent(board, *agent), id, epoch }
         }
+        Op::Plan { agent, task, epoch, proposals } => {
+            let agent = resolve_agent(board, *agent);
+            let id = resolve_held(board, &ids, *task, &agent);
+            // A planner always knows the epoch of its plan.
+            let epoch = resolve_epoch(board, &id, epoch)
+                .or_else(|| resolve_epoch(board, &id, &EpochPick::Current))
+                .unwrap_or_default();
+            let proposals = proposals.as_ref().map(|props| {
+                props
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| git_swarm::ops::plan::Proposal {
+                        key: Some(format!("k{i}")),
+                        title: format!("proposal {}", p.title),
+                        body: String::new(),
+                        acceptance: String::new(),
+                        scope: vec![],
+                        kind: kind_of(p.plan),
+                        priority: 0,
+                        deps: p.dep.filter(|d| *d < i).map(|d| format!("k{d}")).into_iter().collect(),
+                        labels: vec![],
+                        parent: None,
+                    })
+                    .collect()
+            });
+            let before = git_swarm::ops::plan::children(board, &id);
+            Concrete::Plan { agent, id, epoch, proposals, before }
+        }
         Op::Retry { task } => {
             let id = resolve_id(&ids, *task);
             let stored = board.tasks.get(&id).map(|s| Box::new((s.task.clone(), s.path.clone())));
@@ -384,6 +453,24 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
         Concrete::Fail { id, epoch, .. } => {
             ops::fail_reporting(board, &actor, id, *epoch, format!("broke at step {step}"), spent(step), false)
                 .map(|(c, t)| (c, vec![t]))
+        }
+        Concrete::Plan { id, epoch, proposals, before, .. } => {
+            let round = git_swarm::ops::plan::PlanRound {
+                plan: id,
+                epoch: *epoch,
+                round: (step % 5) as u32 + 1,
+                proposals: proposals.as_deref(),
+                plans_allowed: step.is_multiple_of(2),
+                children_before: before,
+                full: board,
+                usage: spent(step),
+            };
+            let mut k = 0u32;
+            let mut mint = || {
+                k += 1;
+                format!("t-{step:04x}{k:02x}")
+            };
+            git_swarm::ops::plan::plan_round(board, &actor, &round, &mut mint).map(|(c, _)| (c, vec![]))
         }
         Concrete::Retry { id, stored } => {
             let found = match board.tasks.get(id) {
@@ -583,6 +670,37 @@ fn check_success(
     }
     let holder = op.agent();
     match op {
+        Concrete::Plan { id, epoch, proposals, .. } => {
+            prop_assert!(is_holder(before, id, holder, Some(*epoch)), "{:?} succeeded for a non-holder", op);
+            let old = task(before, id).expect("on the board");
+            let new: Vec<&Task> = after.tasks.values().map(|s| &s.task).filter(|t| !before.contains(&t.id)).collect();
+            for t in &new {
+                prop_assert_eq!(t.parent.as_deref(), Some(id.as_str()), "a round files tasks of its own plan");
+                prop_assert_eq!(t.status, Status::Open);
+                for d in &t.deps {
+                    prop_assert!(after.contains(d), "{} needs {} which is nowhere", t.id, d);
+                }
+            }
+            let plan = task(after, id).expect("the plan stays on the board");
+            prop_assert_eq!(plan.epoch, old.epoch);
+            match proposals {
+                // No block: nothing is written (the runner fails the round on its own).
+                None => prop_assert!(change.is_empty() && new.is_empty(), "a round without a block wrote {change:?}"),
+                Some(p) => {
+                    prop_assert!(new.len() <= p.len(), "{} tasks filed for {} proposals", new.len(), p.len());
+                    if new.is_empty() {
+                        // Nothing new (an empty block, or only repeats): the plan is done, once.
+                        prop_assert_eq!(plan.status, Status::Done);
+                        let n = done_by.entry(id.clone()).or_default();
+                        *n += 1;
+                        prop_assert_eq!(*n, 1, "plan {} completed twice", id);
+                    } else {
+                        prop_assert_eq!(plan.status, Status::Claimed, "a plan that filed tasks stays held");
+                        prop_assert!(plan.plan_round >= 1);
+                    }
+                }
+            }
+        }
         Concrete::Retry { id, .. } => {
             let old = task(before, id).expect("on the board");
             let t = &value[0];
@@ -716,6 +834,9 @@ fn check_must_succeed(before: &Board, op: &Concrete, ok: bool) -> Result<(), Tes
             prop_assert_eq!(ok, retryable, "retry {:?}", op);
         }
         Concrete::Renew { id: None, .. } => prop_assert!(ok, "renew of all my claims never fails"),
+        Concrete::Plan { id, epoch, agent, .. } => {
+            prop_assert_eq!(ok, is_holder(before, id, agent, Some(*epoch)), "plan round {:?}", op);
+        }
     }
     Ok(())
 }
@@ -892,7 +1013,8 @@ proptest! {
                 | Op::Renew { agent, .. }
                 | Op::Release { agent, .. }
                 | Op::Done { agent, .. }
-                | Op::Fail { agent, .. } => Some(*agent),
+                | Op::Fail { agent, .. }
+                | Op::Plan { agent, .. } => Some(*agent),
                 Op::Add { .. } | Op::Retry { .. } | Op::Wait(_) => None,
             })
             .filter(|a| *a < AGENTS.len())

@@ -130,16 +130,16 @@ fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliR
     };
     let bad =
         |e: String| CliError::usage(format!("--file {shown}: {e}")).hint("the format: docs/contract.md (`add --file`)");
-    let proposals = git_swarm::runner::planner::parse_task_file(&text).map_err(bad)?;
+    let proposals = git_swarm::ops::plan::parse_task_file(&text).map_err(bad)?;
     let max_body = (MAX_TASK_FILE_BYTES as usize) / 2;
     if let Some((i, p)) = proposals.iter().enumerate().find(|(_, p)| p.body.len() > max_body) {
         return Err(bad(format!("[[task]] {} ('{}'): the body is more than {max_body} bytes", i + 1, p.title.trim())));
     }
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
         let actor = Actor { agent: agent.to_string(), now };
-        git_swarm::runner::planner::check_task_file(&snap.board, &proposals)
+        git_swarm::ops::plan::check_task_file(&snap.board, &proposals)
             .map_err(|why| ops::DomainError::NotOnBoard { file: format!("--file {shown}"), why })?;
-        let (news, minted) = git_swarm::runner::planner::task_file_tasks(&snap.board, parent, &proposals)?;
+        let (news, minted) = git_swarm::ops::plan::task_file_tasks(&snap.board, parent, &proposals)?;
         let mut queue = minted.into_iter();
         let mut mint = || queue.next().unwrap_or_else(ops::mint_id);
         ops::add(&snap.board, &actor, news, &mut mint)

@@ -127,7 +127,7 @@ pub fn next_cycle(
 ) -> Result<(Change, u64, String), DomainError> {
     let ended = last.map_or(1, |c| c.cycle.saturating_add(1));
     let since = last.map_or(Timestamp::from_secs(0), |c| c.at);
-    let finished = |st: Status| super::judge::finished_since(full, st, since);
+    let finished = |st: Status| ops::cycle::finished_since(full, st, since);
     let record = CycleRecord {
         cycle: ended,
         verdict: Verdict::Continue,

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::{CycleRecord, Event, Mode, Role, RunEnd, RunError, Runner, Verdict, git, prompts};
 use crate::agent::Exit;
-use crate::model::{Kind, Status};
-use crate::ops::{self, Board, DomainError, NewTask};
+use crate::model::Status;
+use crate::ops::{self, Board};
 use crate::store::Snapshot;
 use crate::time::Timestamp;
 
@@ -74,7 +74,7 @@ fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
     let last = super::last_cycle(r.swarm.store(), full.commit);
     let n = next_cycle(last.as_ref());
     let started = last.as_ref().map(|c| c.at).unwrap_or(Timestamp::from_secs(0));
-    let finished_since = |st: Status| finished_since(&full.board, st, started);
+    let finished_since = |st: Status| ops::cycle::finished_since(&full.board, st, started);
     // A task that waits on a failed one can never run: it does not keep the cycle open.
     let live = full
         .board
@@ -86,19 +86,6 @@ fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
         })
         .count();
     CycleView { n, started, done: finished_since(Status::Done), failed: finished_since(Status::Failed), live }
-}
-
-/// How many tasks of `board` (read in full) reached `status` at or after `since`: what a cycle record counts.
-pub(crate) fn finished_since(board: &Board, status: Status, since: Timestamp) -> u64 {
-    board
-        .tasks
-        .values()
-        .filter(|s| s.task.status == status)
-        .filter(|s| {
-            let t = &s.task;
-            t.result.as_ref().and_then(|r| r.at).or(t.failures.last().map(|f| f.at)).is_some_and(|at| at >= since)
-        })
-        .count() as u64
 }
 
 pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
@@ -164,60 +151,19 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
         };
         no_verdict = 0;
         let n = view.n;
-        let usage = spent.take();
+        let said = ops::cycle::Said {
+            cycle: n,
+            verdict,
+            reasons: &reasons,
+            tasks_done: view.done,
+            tasks_failed: view.failed,
+            usage: spent.take(),
+        };
         let res = r.transact(|snap, actor| {
-            if super::last_cycle(r.swarm.store(), snap.commit).is_some_and(|c| c.cycle >= n) {
-                // Another judge spoke first. What this one's runs spent is still counted (a push of its own).
-                let spend = usage.and_then(|u| ops::spend_after(&snap.board, "judge", &u));
-                let ch = match (spend, usage) {
-                    (Some(spend), Some(u)) => ops::Change {
-                        op: "spend",
-                        agent: actor.agent.clone(),
-                        summary: format!("spend of a judge's runs for cycle {n} ({})", ops::spent_briefly(&u)),
-                        spend: Some(spend),
-                        ..Default::default()
-                    },
-                    _ => Default::default(),
-                };
-                return Ok((ch, false));
-            }
-            // The judge's run is the cycle's last spend: the record says what the whole cycle spent.
-            let spend = usage.and_then(|u| ops::spend_after(&snap.board, "judge", &u));
-            let in_cycle = spend.as_ref().unwrap_or(&snap.board.spend).cycle_total(snap.board.cycle);
-            let rec = CycleRecord {
-                cycle: n,
-                verdict,
-                reasons: reasons.clone(),
-                by: r.agent.clone(),
-                at: actor.now,
-                tasks_done: view.done,
-                tasks_failed: view.failed,
-                usage,
-                spent: (!in_cycle.is_zero()).then_some(in_cycle),
-            };
-            let text = toml::to_string(&rec).map_err(|e| DomainError::BadSetting(e.to_string()))?;
-            let mut ch = ops::Change {
-                op: "judge",
-                agent: actor.agent.clone(),
-                summary: format!("cycle {n}: {verdict}"),
-                files: [(format!("cycles/{n}.toml"), text)].into(),
-                spend,
-                ..Default::default()
-            };
-            if verdict == Verdict::Continue {
-                let goal = super::goal(r.swarm.store(), snap.commit).unwrap_or_default();
-                let new = NewTask {
-                    title: format!("Cycle {}: plan the goal again", n.saturating_add(1)),
-                    body: format!("{goal}\n\nThe judge ended cycle {n} with `continue`:\n\n{reasons}\n"),
-                    kind: Kind::Plan,
-                    priority: 100,
-                    labels: vec!["goal".into(), format!("cycle-{}", n.saturating_add(1))],
-                    ..NewTask::default()
-                };
-                let (add, _) = ops::add(&snap.board, actor, vec![new], &mut ops::mint_id)?;
-                ch = ch.then(add);
-            }
-            Ok((ch, true))
+            // What the op needs besides the board: the newest record and the goal, of the very state it runs on.
+            let last = super::last_cycle(r.swarm.store(), snap.commit);
+            let goal = super::goal(r.swarm.store(), snap.commit);
+            ops::cycle::verdict(&snap.board, actor, &said, last.as_ref(), goal.as_deref(), &mut ops::mint_id)
         })?;
         if res.value {
             verdicts += 1;
@@ -370,7 +316,7 @@ mod tests {
             id: "t-1".into(),
             title: "t".into(),
             body: String::new(),
-            kind: Kind::Work,
+            kind: crate::model::Kind::Work,
             status: Status::Done,
             priority: 0,
             deps: vec![],

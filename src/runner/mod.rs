@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use gix::ObjectId;
-use serde::{Deserialize, Serialize};
 
 use crate::agent::{self, Backend};
 use crate::model::{Config, Kind, Status, Task};
@@ -53,44 +52,7 @@ pub enum Event {
     Warning(String),
 }
 
-/// The judge's word at the end of a cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Continue,
-    Stop,
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Verdict::Continue => "continue",
-            Verdict::Stop => "stop",
-        })
-    }
-}
-
-/// `cycles/<n>.toml`: what the judge said at the end of cycle `n`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CycleRecord {
-    pub cycle: u64,
-    pub verdict: Verdict,
-    #[serde(default)]
-    pub reasons: String,
-    #[serde(default)]
-    pub by: String,
-    pub at: Timestamp,
-    #[serde(default)]
-    pub tasks_done: u64,
-    #[serde(default)]
-    pub tasks_failed: u64,
-    /// What the judge's run for this verdict spent, as reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    /// What the cycle spent, every role together (the judge's run included), as the board counted it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spent: Option<Usage>,
-}
+pub use crate::model::{CycleRecord, Verdict};
 
 /// Why a runner stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]

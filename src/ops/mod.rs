@@ -11,6 +11,9 @@ use crate::model::{Claim, Config, Failure, Kind, MAX_EPOCH, Status, Task, TaskRe
 use crate::time::Timestamp;
 use crate::usage::{Spend, Usage};
 
+pub mod cycle;
+pub mod plan;
+
 /// The board as read from one commit of the state ref: the settings and the readable tasks.
 ///
 /// A board read for an op holds every live task (open or claimed) in `tasks` and knows the finished ones only by
