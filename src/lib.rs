@@ -27,6 +27,7 @@ pub mod ops;
 pub mod remote;
 pub mod runner;
 pub mod secrets;
+pub mod state;
 pub mod store;
 pub mod time;
 pub mod trust;

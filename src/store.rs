@@ -13,16 +13,10 @@ use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{Change as RefChange, LogChange, PreviousValue, RefEdit, RefLog};
 
 use crate::model::{self, Config, Status, Task};
-use crate::ops::{Board, Change, Closed, Stored};
+use crate::state::{Board, Change, Closed, Stored};
+pub use crate::state::{CONFIG_PATH, CYCLES_DIR, README_PATH, SPEND_PATH, TASKS_DIR};
 use crate::time::Timestamp;
 
-pub const CONFIG_PATH: &str = "swarm.toml";
-pub const TASKS_DIR: &str = "tasks";
-/// What the swarm has spent ([`crate::usage::Spend`]).
-pub const SPEND_PATH: &str = "spend.toml";
-/// The judge's records, `cycles/<n>.toml`.
-pub const CYCLES_DIR: &str = "cycles";
-const README_PATH: &str = "README.md";
 /// How many parsed tasks a store keeps by blob id: a runner re-reads the board after every op, and a board of 20,000
 /// live tasks must not be parsed again each time (a parsed task is about a kilobyte; the cache starts over when full).
 const PARSED_CACHE_TASKS: usize = 32_768;
@@ -815,7 +809,7 @@ impl Store {
 }
 
 /// The layout the ops write, checked so that an op by id can look its task up instead of walking every name: under
-/// `tasks/`, shard folders (`ops::shard`) holding `<id>.toml` files of ids of that shard, and `done/`, `failed/`,
+/// `tasks/`, shard folders (`state::shard`) holding `<id>.toml` files of ids of that shard, and `done/`, `failed/`,
 /// `cancelled/` holding such shard folders. Files that are not `.toml` (which every read skips) may sit anywhere;
 /// anything else — a flat task file, another folder, a misplaced id, a link, a name that is no id — is not
 /// canonical, and reads of that board walk every name. Verdicts are kept by tree id (content: invariant 7), so a
@@ -933,7 +927,7 @@ impl Store {
                 (EntryKind::Tree, _) => false,
                 (_, None) => true,
                 (EntryKind::Blob | EntryKind::BlobExecutable, Some(stem)) => {
-                    model::validate_id(stem).is_ok() && crate::ops::shard(stem) == shard
+                    model::validate_id(stem).is_ok() && crate::state::shard(stem) == shard
                 }
                 (EntryKind::Link | EntryKind::Commit, Some(_)) => false,
             };
@@ -963,7 +957,7 @@ impl Store {
         // Kept aside until the lookup is known to hold: a walk would report them again.
         let mut seen = Vec::new();
         let mut look = |id: &str, found: &mut Vec<Found>| -> Option<()> {
-            let shard = crate::ops::shard(id);
+            let shard = crate::state::shard(id);
             let file = format!("{id}.toml");
             for (name, kind, oid) in &root {
                 if *kind != EntryKind::Tree {
@@ -1035,7 +1029,7 @@ fn in_tree_order(entries: &[(String, EntryKind, ObjectId)]) -> bool {
     entries.windows(2).all(|w| key(&w[0]) < key(&w[1]))
 }
 
-/// What `ops::shard` can name: two lowercase hex digits, or `xx`.
+/// What `state::shard` can name: two lowercase hex digits, or `xx`.
 fn is_shard_name(name: &str) -> bool {
     name == "xx" || (name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }

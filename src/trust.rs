@@ -42,7 +42,7 @@ impl Document {
             flatten("roles", roles, &mut lines);
         }
         for (name, blob) in prompts {
-            lines.push(format!("prompts/{name} = blob {blob}"));
+            lines.push(format!("{}/{name} = blob {blob}", crate::state::PROMPTS_DIR));
         }
         lines.sort();
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();

@@ -31,7 +31,7 @@ pub fn document_at(swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId) -> CliR
     let store = swarm.store();
     let snap = store.read(commit, false).map_err(|e| CliError::io(e.to_string()))?;
     let prompts = store
-        .list_dir(commit, "prompts")
+        .list_dir(commit, git_swarm::state::PROMPTS_DIR)
         .map_err(|e| CliError::io(format!("cannot read the prompt overrides: {e}")))?;
     Ok(Document::of(&snap.board.config, &prompts))
 }

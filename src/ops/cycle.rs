@@ -4,7 +4,7 @@
 use super::{Actor, Board, Change, DomainError, NewTask};
 use crate::model::{CycleRecord, Kind, Status, Verdict};
 use crate::time::Timestamp;
-use crate::usage::Usage;
+use crate::usage::{Limit, Usage};
 
 /// What a judge said at the end of cycle `cycle`, and what the cycle it judged came to.
 #[derive(Debug, Clone, Copy)]
@@ -65,7 +65,7 @@ pub fn verdict(
         op: "judge",
         agent: actor.agent.clone(),
         summary: format!("cycle {n}: {}", said.verdict),
-        files: [(format!("cycles/{n}.toml"), text)].into(),
+        files: [(crate::state::cycle_path(n), text)].into(),
         spend,
         ..Default::default()
     };
@@ -87,6 +87,19 @@ pub fn verdict(
         ch = ch.then(add);
     }
     Ok((ch, true))
+}
+
+/// Has the running cycle spent its budget (`[run.budget] cycle`)? Why, if so.
+pub fn budget_spent(board: &Board, limit: &Limit) -> Option<String> {
+    budget_spent_after(board, &Change::default(), limit)
+}
+
+/// [`budget_spent`] once `ch` (computed on `board`) is applied: what a landing asks before it claims the next task in
+/// the same commit, without a copy of the board.
+pub fn budget_spent_after(board: &Board, ch: &Change, limit: &Limit) -> Option<String> {
+    let spend = ch.spend.as_ref().unwrap_or(&board.spend);
+    let why = limit.reached(&spend.cycle_total(board.cycle))?;
+    Some(format!("cycle {} spent its budget: {why}", board.cycle))
 }
 
 /// How many tasks of `board` (read in full) reached `status` at or after `since`: what a cycle record counts.

@@ -109,7 +109,7 @@ fn first_goal(board: &Board, actor: &Actor, goal: &str, cycle: Option<u64>) -> R
     labels.extend(cycle.map(|c| format!("cycle-{c}")));
     let new = NewTask { title, body: goal.to_string(), kind: Kind::Plan, priority: 100, labels, ..NewTask::default() };
     let (mut ch, tasks) = ops::add(board, actor, vec![new], &mut ops::mint_id)?;
-    ch.files.insert(super::GOAL_PATH.into(), format!("{goal}\n"));
+    ch.files.insert(crate::state::GOAL_PATH.into(), format!("{goal}\n"));
     ch.summary = format!("goal: {}", ch.summary);
     let id = tasks.first().map(|t| t.id.clone()).unwrap_or_default();
     Ok((ch, id))
@@ -145,7 +145,7 @@ pub fn next_cycle(
         op: "goal",
         agent: actor.agent.clone(),
         summary: format!("cycle {ended}: continue with a new goal"),
-        files: [(format!("cycles/{ended}.toml"), text)].into(),
+        files: [(crate::state::cycle_path(ended), text)].into(),
         ..Default::default()
     };
     // Nothing should plan the old goal again: its root plans (a planner holds one all cycle long) and the plans

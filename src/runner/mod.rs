@@ -8,6 +8,7 @@
 pub mod git;
 pub mod goal;
 pub mod judge;
+mod landing;
 pub mod planner;
 pub mod planted;
 pub mod prompts;
@@ -215,18 +216,7 @@ impl Spent {
     }
 }
 
-/// Why the running cycle may not claim more: its spend (on `board`) is at or past `limit`.
-pub fn cycle_budget_spent(board: &Board, limit: &crate::usage::Limit) -> Option<String> {
-    cycle_budget_spent_after(board, &Change::default(), limit)
-}
-
-/// [`cycle_budget_spent`] once `ch` (computed on `board`) is applied: what a landing asks before it claims the next
-/// task in the same commit, without a copy of the board.
-pub fn cycle_budget_spent_after(board: &Board, ch: &Change, limit: &crate::usage::Limit) -> Option<String> {
-    let spend = ch.spend.as_ref().unwrap_or(&board.spend);
-    let why = limit.reached(&spend.cycle_total(board.cycle))?;
-    Some(format!("cycle {} spent its budget: {why}", board.cycle))
-}
+pub use crate::ops::cycle::budget_spent as cycle_budget_spent;
 
 impl Runner<'_> {
     pub fn emit(&mut self, e: Event) {
@@ -321,7 +311,7 @@ impl Runner<'_> {
             && self.check.is_none()
             && check_of(config).is_some()
             && check_of(&applied) == check_of(config);
-        let prompts = self.swarm.store().list_dir(snap.commit, "prompts").unwrap_or_default();
+        let prompts = self.swarm.store().list_dir(snap.commit, crate::state::PROMPTS_DIR).unwrap_or_default();
         let mine: &[&str] = match role {
             Role::Worker => &["worker.md", "conflict.md"],
             Role::Planner => &["planner.md", "sub-planner.md"],
@@ -835,7 +825,7 @@ pub(crate) fn watch_refs(
 /// The record of the last cycle, if any judge has spoken: the highest-numbered `cycles/<n>.toml` that reads (a
 /// broken newer file must not hide a `stop` before it; the judge's next record replaces it).
 pub fn last_cycle(store: &Store, commit: ObjectId) -> Option<CycleRecord> {
-    let files = store.list_dir(commit, "cycles").ok()?;
+    let files = store.list_dir(commit, crate::state::CYCLES_DIR).ok()?;
     let mut numbered: Vec<(u64, bool, ObjectId)> = files
         .iter()
         .filter_map(|(name, id)| {
@@ -868,11 +858,11 @@ pub fn goal(store: &Store, commit: ObjectId) -> Option<String> {
     }
 }
 
-pub const GOAL_PATH: &str = "goal.md";
+pub use crate::state::GOAL_PATH;
 
 /// `notes/<id>.md` of the state at `commit`: the hand-offs, newest task first, at most `budget` bytes in all.
 pub fn handoffs(store: &Store, snap: &Snapshot, only_parent: Option<&str>, budget: usize) -> String {
-    let Ok(files) = store.list_dir(snap.commit, "notes") else { return String::new() };
+    let Ok(files) = store.list_dir(snap.commit, crate::state::NOTES_DIR) else { return String::new() };
     let mut notes: Vec<(Timestamp, String, String)> = Vec::new();
     for (name, id) in files {
         let Some(task_id) = name.strip_suffix(".md") else { continue };

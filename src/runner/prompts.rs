@@ -23,7 +23,7 @@ const MAX_PROMPT_BYTES: u64 = 256 * 1024;
 /// built-in one. A file that cannot be read is reported in the second value and the built-in one used.
 pub fn load(store: &Store, commit: ObjectId, name: &str) -> (String, Option<String>) {
     let fallback = builtin(name).unwrap_or_default().to_string();
-    let path = format!("prompts/{name}.md");
+    let path = crate::state::prompt_path(name);
     match store.read_text(commit, &path, MAX_PROMPT_BYTES) {
         Ok(Some(Ok(text))) if !text.trim().is_empty() => (text, None),
         Ok(Some(Ok(_))) => (fallback, Some(format!("{path} is empty; using the built-in prompt"))),

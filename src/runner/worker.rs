@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
+use super::landing::{Landing, LeaseKeeper};
 use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, git, prompts};
 use crate::agent::{Backend, Exit, Prepared};
 use crate::model::{Kind, Task};
+use crate::ops::land::{Finish, Outcome};
 use crate::ops::{self, Actor, Board, Change, DomainError};
 use crate::store::Snapshot;
 use crate::time::Timestamp;
@@ -46,7 +48,7 @@ impl Held {
 }
 
 /// Runs of the check for one landing before it gives up (each lost race to a moved target re-runs it).
-const MAX_CHECK_RUNS: u32 = 8;
+pub(super) const MAX_CHECK_RUNS: u32 = 8;
 
 /// How one task ended.
 enum TaskEnd {
@@ -59,7 +61,7 @@ enum TaskEnd {
 }
 
 /// Why landing gave up before publishing anything.
-enum Abort {
+pub(super) enum Abort {
     /// A rebase conflict the agent could not resolve, a failing check, a broken work tree…: fail the task.
     Fail(String),
     /// A conflict run stopped at the task's budget: fail the task for good.
@@ -337,9 +339,10 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
 }
 
 /// How far back (first-parent commits of the target) a takeover looks for the task's code before it runs an agent.
-const ROLL_FORWARD_DEPTH: usize = 10_000;
+pub(super) const ROLL_FORWARD_DEPTH: usize = 10_000;
 
-/// The op of a landing: `done` with the landed commit and the hand-off, and the next claim in the same commit.
+/// The state half of a landing on `snap` ([`ops::land::finish`]): `done` with the landed commit and the hand-off,
+/// and the next claim in the same commit.
 #[allow(clippy::too_many_arguments)]
 fn landing_op(
     snap: &Snapshot,
@@ -354,14 +357,20 @@ fn landing_op(
     spent: (Option<Usage>, &Limit),
 ) -> Result<(Change, Option<Task>), DomainError> {
     let (usage, cycle_budget) = spent;
-    let (ch, _) =
-        ops::done_reporting(&snap.board, actor, id, Some(epoch), Some(code.to_string()), note.map(first_line), usage)?;
-    let ch = with_note(ch, id, note);
-    let go_on = claim_next
-        && !judge_stopped(store, snap)
-        && super::cycle_budget_spent_after(&snap.board, &ch, cycle_budget).is_none();
-    let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, None);
-    Ok((super::scrub(ch), next))
+    let code = code.to_string();
+    let f = Finish {
+        id,
+        epoch,
+        outcome: Outcome::Done { code: Some(&code) },
+        note,
+        usage,
+        claim_next,
+        stopped: claim_next && judge_stopped(store, snap),
+        cycle_budget: *cycle_budget,
+        lease,
+    };
+    let (ch, finished) = ops::land::finish(&snap.board, actor, &f)?;
+    Ok((super::scrub(ch), finished.next))
 }
 
 /// Finish a task whose code is on the target already (`code`): `done` alone, in one update of the state ref.
@@ -432,11 +441,11 @@ fn say_landed(
 }
 
 /// What `finish` needs of the task's start: settings, config and the state it was read from (no second read).
-struct Job<'a> {
-    settings: &'a RunSettings,
-    config: &'a crate::model::Config,
-    state: ObjectId,
-    backend: &'a Prepared,
+pub(super) struct Job<'a> {
+    pub(super) settings: &'a RunSettings,
+    pub(super) config: &'a crate::model::Config,
+    pub(super) state: ObjectId,
+    pub(super) backend: &'a Prepared,
 }
 
 fn missing_target(r: &Runner<'_>, target: &str) -> RunError {
@@ -519,11 +528,10 @@ fn run_worker_agent(
     let id = t.id.clone();
     let lease = config.lease;
     let epoch = h.epoch;
-    let mut until = h.until;
-    let mut lost: Option<String> = None;
+    let keeper = LeaseKeeper::new(&id, epoch, h.until, lease);
     let out = {
-        // The poll below needs `r` mutably (renewal); the run itself only reads it: split the borrow by moving
-        // what the run needs out first.
+        // The poll below needs `r` mutably (to report renewals as they happen); the run itself only reads it:
+        // split the borrow by moving what the run needs out first.
         let stop = std::sync::Arc::clone(&r.stop);
         let inv_prompt_file = r.run_dir().join("prompt.md");
         let log = r.log_file();
@@ -545,13 +553,11 @@ fn run_worker_agent(
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
             }
-            match r.renew_if_due(&id, epoch, &mut until, lease) {
-                Ok(()) => true,
-                Err(why) => {
-                    lost = Some(why);
-                    false
-                }
+            let alive = keeper.keep(r);
+            for e in keeper.drain() {
+                r.emit(e);
             }
+            alive
         });
         r.spent.ended(&id, epoch, out.as_ref().ok().and_then(|o| o.usage));
         (out, guard.restore())
@@ -563,10 +569,10 @@ fn run_worker_agent(
     // Before anything is committed: the settings files are not part of the work.
     crate::hooks::agent::remove(&hooks);
     let out = out?;
-    h.until = until;
+    h.until = keeper.until();
     let at = Instant::now();
     r.emit(Event::AgentExited { task: h.task.id.clone(), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });
-    if let Some(why) = lost {
+    if let Some(why) = keeper.lost() {
         return Ok(AgentRun::LostClaim(why));
     }
     if out.exit == Exit::Stopped {
@@ -693,16 +699,18 @@ fn finish(
         let epoch = h.epoch;
         let usage = r.spent.of(&id, epoch);
         let c = r.transact(|snap, actor| {
-            let (ch, _) = ops::done_reporting(
-                &snap.board,
-                actor,
-                &id,
-                Some(epoch),
-                None,
-                note.as_deref().map(first_line),
+            let f = Finish {
+                id: &id,
+                epoch,
+                outcome: Outcome::Done { code: None },
+                note: note.as_deref(),
                 usage,
-            )?;
-            Ok((with_note(ch, &id, note.as_deref()), ()))
+                claim_next: false,
+                stopped: false,
+                cycle_budget: Limit::default(),
+                lease,
+            };
+            ops::land::finish(&snap.board, actor, &f).map(|(ch, _)| (ch, ()))
         });
         return match c {
             Ok(_) => {
@@ -725,165 +733,27 @@ fn finish(
     }
     // Land: rebase onto the newest target (adding the trailer on the first pass), check, then one atomic push of
     // the branch and the state (done + hand-off + the next claim).
-    let mut current_base = base;
+    let epoch = h.epoch;
     // Commits that carry the trailer already (the runner's own commit of what the agent left) need no rewrite.
     let trailer_line = format!("Swarm-Task: {}", h.task.id);
-    let mut trailered = mine.iter().all(|m| m.lines().any(|l| l.trim() == trailer_line));
-    let mut checked_on: Option<ObjectId> = None;
-    let mut checks_run = 0u32;
-    // The work's tip as the runner knows it, and whether the work tree shows it.
-    let mut work_head = work_tip;
-    let mut synced = true;
-    let epoch = h.epoch;
-    let tries = settings.conflict_tries;
-    let check = settings.check.clone();
-    let timeout = settings.task_timeout;
-    let task = h.task.clone();
-    let stop = std::sync::Arc::clone(&r.stop);
-    let mut events: Vec<Event> = Vec::new();
+    let trailered = mine.iter().all(|m| m.lines().any(|l| l.trim() == trailer_line));
     // The lease is renewed while the check and conflict runs go on, as while the agent worked.
-    let until = std::cell::Cell::new(h.until);
-    let lost_claim: std::cell::RefCell<Option<String>> = Default::default();
-    let renewals: std::cell::RefCell<Vec<Event>> = Default::default();
-    let keep_lease = || {
-        let mut u = until.get();
-        let alive = match r.try_renew(&task.id, epoch, &mut u, lease) {
-            Ok(e) => {
-                renewals.borrow_mut().extend(e);
-                true
-            }
-            Err(why) => {
-                *lost_claim.borrow_mut() = Some(why);
-                false
-            }
-        };
-        until.set(u);
-        alive
-    };
-    let mut prepare = |tip: ObjectId| -> Result<ObjectId, Abort> {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(Abort::Interrupted);
-        }
-        // Put the work tree at `work_head` (after an in-process rebase moved it, or a check dirtied it).
-        let sync = |head: ObjectId| -> Result<(), Abort> {
-            git::run(wt, &["reset", "--hard", "--quiet", &head.to_string()]).map_err(|e| Abort::Fail(e.to_string()))?;
-            git::run(wt, &["clean", "-fdq"]).map_err(|e| Abort::Fail(e.to_string()))?;
-            Ok(())
-        };
-        // The target moved since the work's base: if what moved it is this very task's code (our own landing
-        // whose state half failed, or a twin's), there is nothing to land — finish it.
-        if tip != current_base
-            && let Ok(Some(code)) =
-                r.swarm.local.landed_commit(tip, &task.id, Some(current_base), None, ROLL_FORWARD_DEPTH)
-        {
-            return Err(Abort::AlreadyLanded(code));
-        }
-        if tip != current_base || !trailered {
-            // Most landings after a lost race touch other paths than what landed meanwhile: replay in-process.
-            let fast = super::rebase::rebase_in_process(
-                &r.swarm.local,
-                tip,
-                current_base,
-                work_head,
-                &task.id,
-                &r.who,
-                (r.clock)(),
-            );
-            match fast {
-                Ok(Some(new)) => {
-                    work_head = new;
-                    synced = false;
-                }
-                _ => {
-                    if !synced {
-                        sync(work_head)?;
-                    }
-                    let trailer = (!trailered).then_some(("GIT_SWARM_TASK_ID", task.id.as_str()));
-                    match git::rebase(wt, tip, current_base, trailer, &r.commit_ident)
-                        .map_err(|e| Abort::Fail(e.to_string()))?
-                    {
-                        git::Rebased::Clean => {}
-                        git::Rebased::Conflict(files) => {
-                            let res = resolve_conflict(r, job, wt, &task, files, tries, &mut events, &keep_lease);
-                            events.extend(renewals.borrow_mut().drain(..));
-                            if let Some(why) = lost_claim.borrow().clone() {
-                                return Err(Abort::LostClaim(why));
-                            }
-                            res?;
-                        }
-                    }
-                    work_head = git::head_fast(wt).map_err(|e| Abort::Fail(e.to_string()))?;
-                    // A conflict run commits too: what it took of the agents' own files goes, as after the work.
-                    let scope = &task.scope;
-                    let artifact =
-                        |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
-                    if let Some(clean) = super::rebase::strip_new_paths(&r.swarm.local, tip, work_head, &artifact)
-                        .map_err(|e| Abort::Fail(e.to_string()))?
-                    {
-                        git::run(wt, &["reset", "--hard", "--quiet", &clean.to_string()])
-                            .map_err(|e| Abort::Fail(e.to_string()))?;
-                        work_head = clean;
-                    }
-                    synced = true;
-                }
-            }
-            trailered = true;
-            current_base = tip;
-        }
-        // The rebased work must hold the branch's tip and add to it: an agent that aborted the rebase or reset the
-        // tree would otherwise rewind the branch and drop work that has landed.
-        let holds_tip = r.swarm.local.has_ancestor(work_head, tip, 100_000).unwrap_or(false);
-        if work_head == tip || !holds_tip {
-            return Err(Abort::Fail(format!(
-                "after the rebase the work no longer builds on the target's tip {}: landing it would drop landed work",
-                &tip.to_string()[..12]
-            )));
-        }
-        if let Some(cmd) = &check
-            && checked_on != Some(current_base)
-        {
-            // Each lost race to a moving target re-runs the check; a check slower than the gap between landings
-            // would do so for ever.
-            checks_run += 1;
-            if checks_run > MAX_CHECK_RUNS {
-                return Err(Abort::Fail(format!(
-                    "the target moved during each of {MAX_CHECK_RUNS} runs of the check; giving up this attempt"
-                )));
-            }
-            if !synced {
-                sync(work_head)?;
-            }
-            // The check runs the agent's code (its tests, its Makefile): what it plants in `.git` is put back too.
-            let guard = super::planted::Guard::take(&r.common_dir(), wt);
-            let out = run_check(wt, cmd, timeout, &r.commit_ident, &r.run_dir(), &keep_lease);
-            events.extend(guard.restore().into_iter().map(Event::Warning));
-            events.extend(renewals.borrow_mut().drain(..));
-            // Whatever the check changed in the tree is not part of the work.
-            synced = false;
-            if let Some(why) = lost_claim.borrow().clone() {
-                return Err(Abort::LostClaim(why));
-            }
-            if !out.0 {
-                return Err(Abort::Fail(super::reason_from("the check failed", &out.1)));
-            }
-            checked_on = Some(current_base);
-        }
-        Ok(work_head)
-    };
+    let keeper = LeaseKeeper::new(&id, epoch, h.until, lease);
     let note = handoff.clone();
     let cycle_budget = r.spent.budgets().1;
-    let landed = {
-        let agent = r.agent.clone();
-        let store = r.swarm.store();
-        let spent = &r.spent;
-        r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut prepare, |snap, now, code| {
-            let actor = Actor { agent: agent.clone(), now };
-            // What the attempt spent, its conflict runs included: read when the landing is made.
-            let spent = (spent.of(&id, epoch), &cycle_budget);
-            let (ch, next) =
-                landing_op(snap, &actor, store, &id, epoch, code, note.as_deref(), claim_next, lease, spent)?;
-            Ok((ch, (next, code)))
-        })
+    let (landed, events) = {
+        let mut landing = Landing::new(r, job, wt, &h.task, &keeper, base, work_tip, trailered);
+        let (agent, store, spent) = (r.agent.clone(), r.swarm.store(), &r.spent);
+        let landed =
+            r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut |tip| landing.prepare(tip), |snap, now, code| {
+                let actor = Actor { agent: agent.clone(), now };
+                // What the attempt spent, its conflict runs included: read when the landing is made.
+                let spent = (spent.of(&id, epoch), &cycle_budget);
+                let (ch, next) =
+                    landing_op(snap, &actor, store, &id, epoch, code, note.as_deref(), claim_next, lease, spent)?;
+                Ok((ch, (next, code)))
+            });
+        (landed, landing.into_events())
     };
     for e in events {
         r.emit(e);
@@ -966,43 +836,7 @@ fn judge_stopped(store: &crate::store::Store, snap: &Snapshot) -> bool {
     super::last_cycle(store, snap.commit).is_some_and(|c| c.verdict == super::Verdict::Stop)
 }
 
-/// Fold "claim the next ready work task" into `ch` when wanted and possible; never `except` (the task this worker
-/// just failed: another agent should have the next try). Public for the model check (`tests/model.rs`).
-pub fn then_claim(
-    board: &Board,
-    actor: &Actor,
-    ch: Change,
-    claim_next: bool,
-    lease: Duration,
-    except: Option<&str>,
-) -> (Change, Option<Task>) {
-    if !claim_next {
-        return (ch, None);
-    }
-    let mut after = board.clone();
-    ops::apply(&mut after, &ch);
-    let best = ops::ready(&after, Kind::Work, actor.now)
-        .into_iter()
-        .map(|t| t.id.clone())
-        .find(|id| Some(id.as_str()) != except);
-    let Some(best) = best else { return (ch, None) };
-    match ops::claim(&after, actor, Some(&best), Kind::Work, lease, None) {
-        Ok((next, task)) => (ch.then(next), task),
-        Err(_) => (ch, None),
-    }
-}
-
-fn with_note(mut ch: Change, id: &str, note: Option<&str>) -> Change {
-    if let Some(n) = note {
-        ch.files.insert(format!("notes/{id}.md"), n.to_string());
-    }
-    ch
-}
-
-fn first_line(s: &str) -> String {
-    let l = s.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or_default();
-    l.chars().take(200).collect()
-}
+pub use crate::ops::land::then_claim;
 
 fn one_line(s: &str) -> String {
     s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_string()
@@ -1052,14 +886,19 @@ fn fail_noted(
     let store = r.swarm.store();
     let (usage, cycle_budget) = (r.spent.of(&id, epoch), r.spent.budgets().1);
     let res = r.transact(|snap, actor| {
-        let (ch, t) = ops::fail_reporting(&snap.board, actor, &id, Some(epoch), reason.clone(), usage, for_good)?;
-        let ch = with_note(ch, &id, note);
-        let attempts_left = t.status == crate::model::Status::Open;
-        let go_on = claim_next
-            && !judge_stopped(store, snap)
-            && super::cycle_budget_spent_after(&snap.board, &ch, &cycle_budget).is_none();
-        let (ch, next) = then_claim(&snap.board, actor, ch, go_on, lease, Some(&id));
-        Ok((ch, (attempts_left, next)))
+        let f = Finish {
+            id: &id,
+            epoch,
+            outcome: Outcome::Failed { reason: &reason, for_good },
+            note,
+            usage,
+            claim_next,
+            stopped: claim_next && judge_stopped(store, snap),
+            cycle_budget,
+            lease,
+        };
+        let (ch, finished) = ops::land::finish(&snap.board, actor, &f)?;
+        Ok((ch, (finished.task.status == crate::model::Status::Open, finished.next)))
     });
     match res {
         Ok(c) => {
@@ -1089,7 +928,7 @@ fn keep_aside(r: &mut Runner<'_>, h: &Held, wt: &Path, work_tip: ObjectId) {
 
 /// Run the agent again in the stopped rebase with the conflict prompt, up to `tries` times.
 #[allow(clippy::too_many_arguments)]
-fn resolve_conflict(
+pub(super) fn resolve_conflict(
     r: &Runner<'_>,
     job: &Job<'_>,
     wt: &Path,

@@ -1,0 +1,267 @@
+//! The code half of a worker's landing: a type that owns what the attempts of one landing share ([`Landing`]:
+//! rebase the work onto the target's newest tip, run the check, say which commit to land), and the keeper of a
+//! claim's lease while something long runs ([`LeaseKeeper`]: the agent, a conflict run, the check). The state half
+//! is a pure op (`ops::land::finish`); `txn::Swarm::land` puts both in one atomic update.
+
+use std::cell::{Cell, RefCell};
+use std::path::Path;
+use std::time::Duration;
+
+use gix::ObjectId;
+
+use super::worker::{Abort, Job, MAX_CHECK_RUNS, ROLL_FORWARD_DEPTH, resolve_conflict, run_check};
+use super::{Event, Runner, git};
+use crate::model::Task;
+use crate::time::Timestamp;
+
+/// Keeps the lease of one claim alive while something long runs: [`LeaseKeeper::keep`] is its poll (renew when a
+/// third of the lease is left). What it has to report is kept for the caller to emit ([`LeaseKeeper::drain`]), and
+/// a claim that was lost is remembered ([`LeaseKeeper::lost`]).
+pub(super) struct LeaseKeeper {
+    task: String,
+    epoch: u64,
+    lease: Duration,
+    until: Cell<Timestamp>,
+    lost: RefCell<Option<String>>,
+    events: RefCell<Vec<Event>>,
+}
+
+impl LeaseKeeper {
+    pub(super) fn new(task: &str, epoch: u64, until: Timestamp, lease: Duration) -> LeaseKeeper {
+        LeaseKeeper {
+            task: task.to_string(),
+            epoch,
+            lease,
+            until: Cell::new(until),
+            lost: RefCell::default(),
+            events: RefCell::default(),
+        }
+    }
+
+    /// One poll: renew when due. `false` once the claim is lost (taken over, or finished by someone else).
+    pub(super) fn keep(&self, r: &Runner<'_>) -> bool {
+        if self.lost.borrow().is_some() {
+            return false;
+        }
+        let mut until = self.until.get();
+        let alive = match r.try_renew(&self.task, self.epoch, &mut until, self.lease) {
+            Ok(e) => {
+                self.events.borrow_mut().extend(e);
+                true
+            }
+            Err(why) => {
+                *self.lost.borrow_mut() = Some(why);
+                false
+            }
+        };
+        self.until.set(until);
+        alive
+    }
+
+    /// Why the claim was lost, if it was.
+    pub(super) fn lost(&self) -> Option<String> {
+        self.lost.borrow().clone()
+    }
+
+    /// What the polls so far have to report (renewals, a remote away for a moment).
+    pub(super) fn drain(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.events.borrow_mut())
+    }
+
+    /// Until when the claim is held, as far as this keeper knows.
+    pub(super) fn until(&self) -> Timestamp {
+        self.until.get()
+    }
+}
+
+/// One landing of a worker's attempt: its work in `wt`, built on `base`, and what its tries share. `txn` calls
+/// [`Landing::prepare`] with the target's newest tip on every try (after each lost race).
+pub(super) struct Landing<'a, 'r> {
+    r: &'a Runner<'r>,
+    job: &'a Job<'a>,
+    wt: &'a Path,
+    task: &'a Task,
+    keeper: &'a LeaseKeeper,
+    /// The target commit the work is built on now (it moves with each rebase).
+    base: ObjectId,
+    /// Every commit of the work carries the task's `Swarm-Task:` trailer.
+    trailered: bool,
+    /// The work's tip as the runner knows it, and whether the work tree shows it (an in-process rebase moves the
+    /// one and not the other; a check may dirty the tree).
+    head: ObjectId,
+    synced: bool,
+    /// The base the check passed on last, and how often it ran.
+    checked_on: Option<ObjectId>,
+    checks_run: u32,
+    /// What to report once the landing is over (conflict runs, renewals, files the check planted).
+    events: Vec<Event>,
+}
+
+impl<'a, 'r> Landing<'a, 'r> {
+    /// `head`: the work's tip in `wt`; `trailered`: all its commits carry the trailer already.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        r: &'a Runner<'r>,
+        job: &'a Job<'a>,
+        wt: &'a Path,
+        task: &'a Task,
+        keeper: &'a LeaseKeeper,
+        base: ObjectId,
+        head: ObjectId,
+        trailered: bool,
+    ) -> Self {
+        Landing {
+            r,
+            job,
+            wt,
+            task,
+            keeper,
+            base,
+            trailered,
+            head,
+            synced: true,
+            checked_on: None,
+            checks_run: 0,
+            events: vec![],
+        }
+    }
+
+    /// The commit to land on the target's tip `tip`: the work rebased onto it (the trailer added on the first
+    /// pass), checked. Gives up ([`Abort`]) on a signal, a lost claim, a conflict nobody resolved, a failing check,
+    /// or when the target holds this task's code already.
+    pub(super) fn prepare(&mut self, tip: ObjectId) -> Result<ObjectId, Abort> {
+        if self.r.stopping() {
+            return Err(Abort::Interrupted);
+        }
+        // The target moved since the work's base: if what moved it is this very task's code (our own landing
+        // whose state half failed, or a twin's), there is nothing to land — finish it.
+        if tip != self.base
+            && let Ok(Some(code)) =
+                self.r.swarm.local.landed_commit(tip, &self.task.id, Some(self.base), None, ROLL_FORWARD_DEPTH)
+        {
+            return Err(Abort::AlreadyLanded(code));
+        }
+        if tip != self.base || !self.trailered {
+            self.rebase(tip)?;
+        }
+        // The rebased work must hold the branch's tip and add to it: an agent that aborted the rebase or reset the
+        // tree would otherwise rewind the branch and drop work that has landed.
+        let holds_tip = self.r.swarm.local.has_ancestor(self.head, tip, 100_000).unwrap_or(false);
+        if self.head == tip || !holds_tip {
+            return Err(Abort::Fail(format!(
+                "after the rebase the work no longer builds on the target's tip {}: landing it would drop landed work",
+                &tip.to_string()[..12]
+            )));
+        }
+        self.check()?;
+        Ok(self.head)
+    }
+
+    /// What is left to report, once the landing is over.
+    pub(super) fn into_events(self) -> Vec<Event> {
+        self.events
+    }
+
+    /// Put the work tree at the work's tip (after an in-process rebase moved it, or a check dirtied it).
+    fn sync(&mut self) -> Result<(), Abort> {
+        if !self.synced {
+            git::run(self.wt, &["reset", "--hard", "--quiet", &self.head.to_string()]).map_err(fail)?;
+            git::run(self.wt, &["clean", "-fdq"]).map_err(fail)?;
+            self.synced = true;
+        }
+        Ok(())
+    }
+
+    /// Rebase the work onto `tip`: in-process when nothing conflicts (most landings after a lost race touch other
+    /// paths than what landed meanwhile), else with git in the work tree, the agent run again on a conflict.
+    fn rebase(&mut self, tip: ObjectId) -> Result<(), Abort> {
+        let r = self.r;
+        let fast = super::rebase::rebase_in_process(
+            &r.swarm.local,
+            tip,
+            self.base,
+            self.head,
+            &self.task.id,
+            &r.who,
+            (r.clock)(),
+        );
+        match fast {
+            Ok(Some(new)) => {
+                self.head = new;
+                self.synced = false;
+            }
+            _ => {
+                self.sync()?;
+                let trailer = (!self.trailered).then_some(("GIT_SWARM_TASK_ID", self.task.id.as_str()));
+                match git::rebase(self.wt, tip, self.base, trailer, &r.commit_ident).map_err(fail)? {
+                    git::Rebased::Clean => {}
+                    git::Rebased::Conflict(files) => {
+                        let keeper = self.keeper;
+                        let tries = self.job.settings.conflict_tries;
+                        let res =
+                            resolve_conflict(r, self.job, self.wt, self.task, files, tries, &mut self.events, &|| {
+                                keeper.keep(r)
+                            });
+                        self.events.extend(keeper.drain());
+                        if let Some(why) = keeper.lost() {
+                            return Err(Abort::LostClaim(why));
+                        }
+                        res?;
+                    }
+                }
+                self.head = git::head_fast(self.wt).map_err(fail)?;
+                // A conflict run commits too: what it took of the agents' own files goes, as after the work.
+                let scope = &self.task.scope;
+                let artifact =
+                    |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
+                if let Some(clean) =
+                    super::rebase::strip_new_paths(&r.swarm.local, tip, self.head, &artifact).map_err(fail)?
+                {
+                    git::run(self.wt, &["reset", "--hard", "--quiet", &clean.to_string()]).map_err(fail)?;
+                    self.head = clean;
+                }
+                self.synced = true;
+            }
+        }
+        self.trailered = true;
+        self.base = tip;
+        Ok(())
+    }
+
+    /// Run the check on the rebased work, once per base: each lost race to a moving target runs it again, so a
+    /// check slower than the gap between landings gives up after [`MAX_CHECK_RUNS`].
+    fn check(&mut self) -> Result<(), Abort> {
+        let Some(cmd) = &self.job.settings.check else { return Ok(()) };
+        if self.checked_on == Some(self.base) {
+            return Ok(());
+        }
+        self.checks_run += 1;
+        if self.checks_run > MAX_CHECK_RUNS {
+            return Err(Abort::Fail(format!(
+                "the target moved during each of {MAX_CHECK_RUNS} runs of the check; giving up this attempt"
+            )));
+        }
+        self.sync()?;
+        let (r, keeper) = (self.r, self.keeper);
+        // The check runs the agent's code (its tests, its Makefile): what it plants in `.git` is put back too.
+        let guard = super::planted::Guard::take(&r.common_dir(), self.wt);
+        let timeout = self.job.settings.task_timeout;
+        let out = run_check(self.wt, cmd, timeout, &r.commit_ident, &r.run_dir(), &|| keeper.keep(r));
+        self.events.extend(guard.restore().into_iter().map(Event::Warning));
+        self.events.extend(keeper.drain());
+        // Whatever the check changed in the tree is not part of the work.
+        self.synced = false;
+        if let Some(why) = keeper.lost() {
+            return Err(Abort::LostClaim(why));
+        }
+        if !out.0 {
+            return Err(Abort::Fail(super::reason_from("the check failed", &out.1)));
+        }
+        self.checked_on = Some(self.base);
+        Ok(())
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> Abort {
+    Abort::Fail(e.to_string())
+}
