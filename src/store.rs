@@ -1080,6 +1080,8 @@ fn resolve(
     problems: &mut Vec<Problem>,
 ) -> std::collections::BTreeSet<String> {
     let mut unread = Vec::new();
+    // In id order, one per id: the maps are built in one go (a bulk build, not an insert per task).
+    let (mut live, mut closed) = (Vec::new(), Vec::new());
     // Grouped by id, tree order kept within a group (a stable sort; a walk of the fan-out is nearly sorted already).
     let mut found = found;
     found.sort_by(|a, b| a.id.cmp(&b.id));
@@ -1107,17 +1109,23 @@ fn resolve(
         };
         let Found { id, path, entry } = chosen;
         match entry {
-            Entry::Live(task) | Entry::Finished(task) => {
-                board.tasks.insert(id, Stored { path, task: *task });
-            }
-            Entry::Closed(status) => {
-                board.closed.insert(id, Closed { status, path });
-            }
-            // In id order: the set is built in one go.
+            Entry::Live(task) | Entry::Finished(task) => live.push((id, Stored { path, task: *task })),
+            Entry::Closed(status) => closed.push((id, Closed { status, path })),
             Entry::Unread(_) => unread.push(id),
         }
     }
+    fill(&mut board.tasks, live);
+    fill(&mut board.closed, closed);
     unread.into_iter().collect()
+}
+
+/// Add `sorted` (in key order, no key twice) to `map`: built in one go when `map` is empty.
+fn fill<V>(map: &mut BTreeMap<String, V>, sorted: Vec<(String, V)>) {
+    if map.is_empty() {
+        *map = sorted.into_iter().collect();
+    } else {
+        map.extend(sorted);
+    }
 }
 
 /// Where a walk of `tasks/` is.
