@@ -6,8 +6,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
+use common::serve::{Answer, Seen, Served};
 use common::{Env, Out};
 use serde_json::{Value, json};
 
@@ -18,75 +18,20 @@ fn fixture(name: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    url: String,
-    /// Names lowercased.
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-}
-
-/// An answer: status, extra headers, body.
-type Answer = (u16, Vec<(&'static str, String)>, String);
-
 /// GitHub's API on loopback: every request is recorded and answered by `route` (method, URL) → answer.
 struct Api {
-    server: Arc<tiny_http::Server>,
+    served: Served,
     base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Api {
-    fn start(route: impl Fn(&str, &str) -> Answer + Send + 'static) -> Api {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind loopback"));
-        let port = server.server_addr().to_ip().expect("ip address").port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (srv, log) = (Arc::clone(&server), Arc::clone(&seen));
-        std::thread::spawn(move || {
-            for mut req in srv.incoming_requests() {
-                let mut body = String::new();
-                let _ = req.as_reader().read_to_string(&mut body);
-                let s = Seen {
-                    method: req.method().to_string(),
-                    url: req.url().to_string(),
-                    headers: req
-                        .headers()
-                        .iter()
-                        .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_string()))
-                        .collect(),
-                    body,
-                };
-                let (status, extra, text) = route(&s.method, &s.url);
-                log.lock().expect("lock").push(s);
-                let mut resp = tiny_http::Response::from_string(text).with_status_code(status);
-                resp.add_header(
-                    tiny_http::Header::from_bytes("Content-Type", "application/json; charset=utf-8").expect("header"),
-                );
-                for (k, v) in extra {
-                    resp.add_header(tiny_http::Header::from_bytes(k, v.as_bytes()).expect("header"));
-                }
-                let _ = req.respond(resp);
-            }
-        });
-        Api { server, base: format!("http://127.0.0.1:{port}"), seen }
+    fn start(route: impl Fn(&str, &str) -> Answer + Send + Sync + 'static) -> Api {
+        let served = Served::start(move |s| route(&s.method, &s.url));
+        Api { base: served.base.clone(), served }
     }
 
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().expect("lock").clone()
-    }
-}
-
-impl Drop for Api {
-    fn drop(&mut self) {
-        self.server.unblock();
+        self.served.seen()
     }
 }
 

@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -384,53 +383,23 @@ fn bad_runner_settings_are_clear_errors() {
     assert!(tasks(&env, c).iter().all(|t| t["status"] == "open"));
 }
 
-/// A minimal OpenAI-compatible server: answers every POST with `reply` as the assistant's message and records
-/// the requests (request line, headers, body).
-fn chat_server(reply: String) -> (u16, std::sync::mpsc::Receiver<(String, String, String)>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut r = BufReader::new(stream.try_clone().expect("clone"));
-            let mut line = String::new();
-            let _ = r.read_line(&mut line);
-            let mut headers = String::new();
-            let mut len = 0usize;
-            loop {
-                let mut h = String::new();
-                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                    break;
-                }
-                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-                headers.push_str(&h);
-            }
-            let mut body = vec![0u8; len];
-            let _ = r.read_exact(&mut body);
-            let answer = serde_json::json!({
-                "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
-            })
-            .to_string();
-            let mut s = stream;
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-                answer.len()
-            );
-            let _ = tx.send((line, headers, String::from_utf8_lossy(&body).into_owned()));
-        }
-    });
-    (port, rx)
+/// A minimal OpenAI-compatible server: answers every request with `reply` as the assistant's message.
+fn chat_server(reply: String) -> common::serve::Served {
+    common::serve::Served::start(move |_| {
+        let answer = serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+        });
+        (200, vec![], answer.to_string())
+    })
 }
 
 #[test]
 fn the_http_backend_plans_through_a_real_server_on_loopback() {
     let env = Env::new();
     let reply = "Here is the plan.\n```toml\n[[task]]\nkey = \"x\"\ntitle = \"from the model\"\nbody = \"do x\"\n\n[[task]]\ntitle = \"second\"\ndeps = [\"x\"]\n```\n".to_string();
-    let (port, requests) = chat_server(reply);
+    let server = chat_server(reply);
+    let port = server.port;
     let config = format!(
         "[roles.planner]\nbackend = \"http\"\napi = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"test-model\"\napi_key_env = \"GIT_SWARM_TEST_KEY\"\n"
     );
@@ -442,10 +411,11 @@ fn the_http_backend_plans_through_a_real_server_on_loopback() {
         &["--agent", "p1", "run", "planner", "--once", "--goal", "ship x"],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let (line, headers, body) = requests.recv_timeout(Duration::from_secs(5)).expect("a request reached the server");
-    assert!(line.starts_with("POST /v1/chat/completions "), "{line}");
-    assert!(headers.to_ascii_lowercase().contains("authorization: bearer sk-loopback"), "{headers}");
-    let body: Value = serde_json::from_str(&body).expect("JSON body");
+    let seen = server.seen();
+    let first = seen.first().expect("a request reached the server");
+    assert_eq!((first.method.as_str(), first.url.as_str()), ("POST", "/v1/chat/completions"), "{first:?}");
+    assert_eq!(first.header("authorization"), Some("Bearer sk-loopback"), "{first:?}");
+    let body = first.json();
     assert_eq!(body["model"], "test-model");
     let prompt = body["messages"]
         .as_array()

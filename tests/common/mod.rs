@@ -5,6 +5,7 @@
 pub mod http;
 pub mod model_api;
 pub mod procs;
+pub mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

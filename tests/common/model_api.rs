@@ -24,10 +24,11 @@
 //! missing `anthropic-version`, unknown fields…), so a client that only works against a lenient server fails here.
 #![allow(dead_code)]
 
-use std::io::Read;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+
+use super::serve::{Answer, Seen, Served};
 
 /// Tokens billed for one agent turn (a tool call or the final message).
 pub const TURN_INPUT_TOKENS: u64 = 1000;
@@ -77,10 +78,9 @@ pub enum Strict {
 }
 
 pub struct ModelApi {
-    server: Arc<tiny_http::Server>,
+    served: Served,
     pub port: u16,
     log: Arc<Mutex<Vec<Recorded>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ModelApi {
@@ -89,17 +89,10 @@ impl ModelApi {
     }
 
     pub fn start_on(addr: &str, strict: Strict) -> ModelApi {
-        let server = Arc::new(tiny_http::Server::http(addr).expect("bind the stand-in model API on loopback"));
-        let port = server.server_addr().to_ip().map(|a| a.port()).expect("a TCP port");
         let log: Arc<Mutex<Vec<Recorded>>> = Arc::default();
-        let (s, l) = (Arc::clone(&server), Arc::clone(&log));
-        let thread = std::thread::spawn(move || {
-            for req in s.incoming_requests() {
-                let l = Arc::clone(&l);
-                std::thread::spawn(move || handle(req, strict, &l));
-            }
-        });
-        ModelApi { server, port, log, thread: Some(thread) }
+        let l = Arc::clone(&log);
+        let served = Served::start_on(addr, move |req| handle(req, strict, &l));
+        ModelApi { port: served.port, served, log }
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -126,15 +119,6 @@ impl ModelApi {
     }
 }
 
-impl Drop for ModelApi {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// What the model does next.
 #[derive(Debug, Clone, PartialEq)]
 enum Turn {
@@ -158,13 +142,10 @@ struct Conversation {
     json_schema: Option<Value>,
 }
 
-fn handle(mut req: tiny_http::Request, strict: Strict, log: &Mutex<Vec<Recorded>>) {
-    let path = req.url().to_string();
-    let headers: Vec<(String, String)> =
-        req.headers().iter().map(|h| (h.field.as_str().to_string(), h.value.as_str().to_string())).collect();
-    let mut raw = Vec::new();
-    let _ = req.as_reader().take(64 << 20).read_to_end(&mut raw);
-    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+fn handle(req: &Seen, strict: Strict, log: &Mutex<Vec<Recorded>>) -> Answer {
+    let path = req.url.clone();
+    let headers = req.headers.clone();
+    let body: Value = serde_json::from_str(&req.body).unwrap_or(Value::Null);
     let wire = if path.starts_with("/v1/messages") {
         Some(Wire::AnthropicMessages)
     } else if path.starts_with("/v1/responses") {
@@ -185,8 +166,7 @@ fn handle(mut req: tiny_http::Request, strict: Strict, log: &Mutex<Vec<Recorded>
         } else {
             json!({"object": "list", "data": [], "models": []})
         };
-        respond(req, 200, "application/json", answer.to_string());
-        return;
+        return respond(200, "application/json", answer.to_string());
     };
     let record = |status: u16, reply: String, tokens: (u64, u64)| {
         if let Ok(mut l) = log.lock() {
@@ -204,15 +184,13 @@ fn handle(mut req: tiny_http::Request, strict: Strict, log: &Mutex<Vec<Recorded>
     };
     if body.is_null() {
         record(400, "error not JSON".into(), (0, 0));
-        respond(req, 400, "application/json", error_body(wire, "the request body is not JSON", None));
-        return;
+        return respond(400, "application/json", error_body(wire, "the request body is not JSON", None));
     }
     if strict == Strict::Vendor
         && let Err((message, param)) = validate(wire, &headers, &body)
     {
         record(400, format!("error {message}"), (0, 0));
-        respond(req, 400, "application/json", error_body(wire, &message, param));
-        return;
+        return respond(400, "application/json", error_body(wire, &message, param));
     }
     let conv = read_conversation(wire, &path, &body);
     let (turn, side) = decide(&conv);
@@ -225,12 +203,11 @@ fn handle(mut req: tiny_http::Request, strict: Strict, log: &Mutex<Vec<Recorded>
     };
     record(200, reply, tokens);
     let (content_type, text) = render(wire, &conv, &turn, tokens);
-    respond(req, 200, content_type, text);
+    respond(200, content_type, text)
 }
 
-fn respond(req: tiny_http::Request, status: u16, content_type: &str, body: String) {
-    let header = tiny_http::Header::from_bytes("Content-Type", content_type).expect("header");
-    let _ = req.respond(tiny_http::Response::from_string(body).with_status_code(status).with_header(header));
+fn respond(status: u16, content_type: &str, body: String) -> Answer {
+    (status, vec![("Content-Type", content_type.to_string())], body)
 }
 
 fn error_body(wire: Wire, message: &str, param: Option<&str>) -> String {
