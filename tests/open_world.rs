@@ -680,8 +680,9 @@ fn doctor_restoring_an_older_board_finishes_what_landed_since() {
 }
 
 /// A root commit whose trailers claim a compaction of the tip (`Swarm-Compacted-From: <tip>`) but whose tree is an
-/// older board is refused by every clone that saw the tip — without its archive ref, and with an archive ref that
-/// holds the tip but a tree that is not the tip's. A real compaction's root (same tree, archive in place) is taken.
+/// older board is refused by every clone that saw the tip — without its archive ref, with an archive ref that holds
+/// the tip but a tree that is not the tip's, and with a trailer naming a ref that is no archive of this swarm (never
+/// fetched or read). A real compaction's root (same tree, archive in place) is taken.
 #[test]
 fn a_forged_compaction_is_refused_and_a_real_one_taken() {
     for (name, url_of) in [("file", file_url as fn(&Path) -> String), ("path", path_url as fn(&Path) -> String)] {
@@ -692,13 +693,14 @@ fn a_forged_compaction_is_refused_and_a_real_one_taken() {
         env.sw(c, &["--agent", "a1", "claim", &id]).ok();
         env.sw(c, &["list"]).ok();
         let tip = env.git(&bare, &["rev-parse", "refs/swarm/default"]);
-        let root_of = |tree: &str| {
+        let forge = |tree: &str, from: &str, archive: &str| {
             let msg = format!(
-                "compact\n\nSwarm-Op: compact\nSwarm-Agent: mallory\nSwarm-Compacted-From: {tip}\n\
-                 Swarm-Archive: refs/swarm-archive/default/1\n"
+                "compact\n\nSwarm-Op: compact\nSwarm-Agent: mallory\nSwarm-Compacted-From: {from}\n\
+                 Swarm-Archive: {archive}\n"
             );
             env.git(&bare, &["commit-tree", tree, "-m", &msg])
         };
+        let root_of = |tree: &str| forge(tree, &tip, "refs/swarm-archive/default/1");
         // The board before the claim, dressed as a compaction of the tip.
         let forged = root_of(&format!("{tip}~1^{{tree}}"));
         env.git(&bare, &["update-ref", "refs/swarm/default", &forged]);
@@ -709,6 +711,17 @@ fn a_forged_compaction_is_refused_and_a_real_one_taken() {
             let o = env.sw(c, &["list"]);
             assert_eq!(o.code, 1, "{name}, archive {archive}: the forged root was taken:\n{}{}", o.stdout, o.stderr);
             assert!(o.stderr.contains("replaced"), "{name}: {}", o.stderr);
+        }
+        // A trailer naming a ref that is no archive of this swarm (not even a valid ref name) is not followed,
+        // fetched or read: the same refusal.
+        // It claims to compact a commit nobody has, so that only its archive could show that history.
+        let nowhere = "1".repeat(40);
+        for archive in ["refs/swarm-archive/default/x/../1", "refs/heads/1"] {
+            let odd = forge(&format!("{tip}~1^{{tree}}"), &nowhere, archive);
+            env.git(&bare, &["update-ref", "refs/swarm/default", &odd]);
+            let o = env.sw(c, &["list"]);
+            assert_eq!(o.code, 1, "{name}, {archive}: the forged root was taken:\n{}{}", o.stdout, o.stderr);
+            assert!(o.stderr.contains("replaced"), "{name}, {archive}: {}", o.stderr);
         }
         // A real compaction: the tip's own tree, its archive in place.
         let real = root_of(&format!("{tip}^{{tree}}"));

@@ -169,8 +169,7 @@ impl Swarm {
     /// (`refs/swarm-archive/<name>/<n>`), it exists on the remote and holds that tip, and the root's tree is the
     /// tip's tree (a compaction keeps the board as it is)?
     pub fn compaction_holds(&self, root: ObjectId, link: &ArchiveLink) -> Result<bool, TxnError> {
-        let prefix = format!("refs/swarm-archive/{}/", self.name);
-        if !link.refname.starts_with(&prefix) || link.refname[prefix.len()..].contains('/') {
+        if !self.is_own_archive(&link.refname) {
             return Ok(false);
         }
         if self.remote_ref(&link.refname)? != Some(link.tip) {
@@ -184,10 +183,21 @@ impl Swarm {
         Ok(matches!((tree(root), tree(link.tip)), (Some(a), Some(b)) if a == b))
     }
 
-    /// Make the history of an archive readable in [`Swarm::store`]; false when it cannot be had.
+    /// Is `refname` one of this swarm's archive refs (`refs/swarm-archive/<name>/<n>`)? A root commit's trailers
+    /// are anyone's to write: no other ref is fetched or followed because one names it.
+    fn is_own_archive(&self, refname: &str) -> bool {
+        let prefix = format!("refs/swarm-archive/{}/", self.name);
+        refname.strip_prefix(&prefix).is_some_and(|n| !n.contains('/'))
+    }
+
+    /// Make the history of an archive readable in [`Swarm::store`]; false when it cannot be had (or the link names
+    /// a ref that is no archive of this swarm).
     fn fetch_archive(&self, link: &ArchiveLink) -> Result<bool, TxnError> {
         if self.store().repo.has_object(link.tip) {
             return Ok(true);
+        }
+        if !self.is_own_archive(&link.refname) {
+            return Ok(false);
         }
         let mirror = format!("refs/swarm-archives/{}/{}/{}", self.remote.key(), self.name, link.number);
         self.remote.fetch(&self.local, &[(&link.refname, &mirror)])?;
