@@ -134,8 +134,10 @@ enum Concrete {
         id: String,
         epoch: u64,
         proposals: Option<Vec<git_swarm::ops::plan::Proposal>>,
-        /// The plan's children when the round began.
+        /// The plan's children when the round began, and every task then (the runner reads the board in full
+        /// when a round begins: a proposal that repeats a finished child is not filed).
         before: BTreeSet<String>,
+        full: Box<Board>,
     },
     /// With the task as stored on the full board: what the caller reads by name when the op view knows a
     /// finished task by its path alone.
@@ -400,7 +402,7 @@ fn concretize(board: &Board, op: &Op) -> Option<Concrete> {
                     .collect()
             });
             let before = git_swarm::ops::plan::children(board, &id);
-            Concrete::Plan { agent, id, epoch, proposals, before }
+            Concrete::Plan { agent, id, epoch, proposals, before, full: Box::new(board.clone()) }
         }
         Op::Retry { task } => {
             let id = resolve_id(&ids, *task);
@@ -454,7 +456,7 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
             ops::fail_reporting(board, &actor, id, *epoch, format!("broke at step {step}"), spent(step), false)
                 .map(|(c, t)| (c, vec![t]))
         }
-        Concrete::Plan { id, epoch, proposals, before, .. } => {
+        Concrete::Plan { id, epoch, proposals, before, full, .. } => {
             let round = git_swarm::ops::plan::PlanRound {
                 plan: id,
                 epoch: *epoch,
@@ -462,7 +464,7 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
                 proposals: proposals.as_deref(),
                 plans_allowed: step.is_multiple_of(2),
                 children_before: before,
-                full: board,
+                full,
                 usage: spent(step),
             };
             let mut k = 0u32;
