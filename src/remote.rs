@@ -126,13 +126,14 @@ pub fn fetch_many(
         FetchWith::Gix => {
             // Runners of one clone share its object store: a fetch whose negotiation meets another runner's
             // `git gc --auto` (objects repacked under it: "Failed to prepare fetch negotiation") works when tried
-            // again; a remote that is down fails every try, and is told as before.
+            // again, once the repack is over (up to 3 s on a loaded machine: five tries, 0.2 s more each time); a
+            // remote that is down fails every try, and is told as before.
             let mut tries = 0u64;
             loop {
                 match fetch_gix(local, url, refs) {
-                    Err(RemoteError::Fetch { .. }) if tries < 2 && !stopping() => {
+                    Err(RemoteError::Fetch { .. }) if tries < 5 && !stopping() => {
                         tries += 1;
-                        std::thread::sleep(Duration::from_millis(150 * tries));
+                        std::thread::sleep(Duration::from_millis(200 * tries));
                     }
                     other => return other,
                 }
