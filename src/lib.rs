@@ -167,3 +167,20 @@ pub(crate) fn open_options(level: gix::sec::Trust) -> gix::open::Options {
 /// The identity of reflog lines written where no git identity is configured.
 pub const FALLBACK_NAME: &str = "git-swarm";
 pub const FALLBACK_EMAIL: &str = "git-swarm@git-swarm.invalid";
+
+/// An error with its causes, `error: cause: cause's cause`, each one left out that the text so far already says
+/// (gix's errors name the step that failed and keep what went wrong in their sources).
+pub(crate) fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        // `{:#}`: without the source location gix's chained errors add otherwise.
+        let text = format!("{cause:#}");
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}

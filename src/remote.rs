@@ -124,17 +124,24 @@ pub fn fetch_many(
 ) -> Result<Vec<Option<ObjectId>>, RemoteError> {
     match with {
         FetchWith::Gix => {
-            // Runners of one clone share its object store: a fetch whose negotiation meets another runner's
-            // `git gc --auto` (objects repacked under it: "Failed to prepare fetch negotiation") works when tried
-            // again, once the repack is over (up to 3 s on a loaded machine: five tries, 0.2 s more each time); a
-            // remote that is down fails every try, and is told as before.
+            // A fetch reads this clone's objects (the negotiation walks local commits, a thin pack's bases are
+            // resolved from them) while something may repack them: another runner of the same clone, or this
+            // process's own `git gc --auto` after an earlier op, which leaves this handle's view of the packs stale
+            // ("Failed to prepare fetch negotiation", "Failed to consume the pack sent by the remote"). Tried again
+            // on a freshly opened repository (its own view of the object store), twice; then once by the system
+            // `git fetch`, which copes with a concurrent repack. A remote that is down fails every try, as before.
             let mut tries = 0u64;
             loop {
-                match fetch_gix(local, url, refs) {
-                    Err(RemoteError::Fetch { .. }) if tries < 5 && !stopping() => {
+                let fresh = (tries > 0)
+                    .then(|| gix::open_opts(local.repo.git_dir(), local.repo.open_options().clone()).ok())
+                    .flatten();
+                let repo = fresh.as_ref().unwrap_or(&local.repo);
+                match fetch_gix(local, repo, url, refs) {
+                    Err(RemoteError::Fetch { .. }) if tries < 2 && !stopping() => {
                         tries += 1;
                         std::thread::sleep(Duration::from_millis(200 * tries));
                     }
+                    Err(RemoteError::Fetch { .. }) if !stopping() => return fetch_git(local, push_to, refs),
                     other => return other,
                 }
             }
@@ -145,6 +152,11 @@ pub fn fetch_many(
 
 fn unreachable(url: &str, e: impl std::fmt::Display) -> RemoteError {
     RemoteError::Unreachable { remote: redact(url), message: e.to_string().replace(url, &redact(url)) }
+}
+
+/// A gix error with its causes (the step that failed says little alone), the URL's credentials left out.
+fn gix_failed(url: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    crate::with_causes(e).replace(url, &redact(url))
 }
 
 /// A URL fit for messages and logs: credentials (`https://user:token@host/…`) removed.
@@ -158,19 +170,26 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-fn fetch_gix(local: &Store, url: &str, refs: &[(&str, &str)]) -> Result<Vec<Option<ObjectId>>, RemoteError> {
+/// Fetch by gix through `repo` (this clone, or a fresh handle on it); the mirrors are set in `local`.
+fn fetch_gix(
+    local: &Store,
+    repo: &gix::Repository,
+    url: &str,
+    refs: &[(&str, &str)],
+) -> Result<Vec<Option<ObjectId>>, RemoteError> {
     use gix::remote::Direction;
-    let repo = &local.repo;
     // No destination: gix must not fail the fetch over the mirror ref (a process killed while it held the mirror's
     // lock would otherwise break every later fetch of this clone). The mirror is set below, best effort.
     let remote = repo
         .remote_at(url)
-        .map_err(|e| unreachable(url, e))?
+        .map_err(|e| unreachable(url, gix_failed(url, &e)))?
         .with_fetch_tags(gix::remote::fetch::Tags::None)
         .with_refspecs(refs.iter().map(|r| r.0), Direction::Fetch)
-        .map_err(|e| unreachable(url, e))?;
-    let conn = remote.connect(Direction::Fetch).map_err(|e| unreachable(url, e))?;
-    let prepared = conn.prepare_fetch(gix::progress::Discard, Default::default()).map_err(|e| unreachable(url, e))?;
+        .map_err(|e| unreachable(url, gix_failed(url, &e)))?;
+    let conn = remote.connect(Direction::Fetch).map_err(|e| unreachable(url, gix_failed(url, &e)))?;
+    let prepared = conn
+        .prepare_fetch(gix::progress::Discard, Default::default())
+        .map_err(|e| unreachable(url, gix_failed(url, &e)))?;
     let tips: Vec<Option<ObjectId>> = refs
         .iter()
         .map(|(refname, _)| {
@@ -191,7 +210,7 @@ fn fetch_gix(local: &Store, url: &str, refs: &[(&str, &str)]) -> Result<Vec<Opti
     let _watchdog = Watchdog::start(std::sync::Arc::clone(&interrupt));
     prepared
         .receive(gix::progress::Discard, &interrupt)
-        .map_err(|e| RemoteError::Fetch { remote: redact(url), message: e.to_string().replace(url, &redact(url)) })?;
+        .map_err(|e| RemoteError::Fetch { remote: redact(url), message: gix_failed(url, &e) })?;
     for ((_, mirror), tip) in refs.iter().zip(&tips) {
         if let Some(tip) = tip {
             local.set_mirror(mirror, *tip);

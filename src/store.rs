@@ -38,9 +38,9 @@ pub(crate) trait GitContext<T> {
     fn git(self, context: impl FnOnce() -> String) -> Result<T, StoreError>;
 }
 
-impl<T, E: std::fmt::Display> GitContext<T> for Result<T, E> {
+impl<T, E: std::error::Error + 'static> GitContext<T> for Result<T, E> {
     fn git(self, context: impl FnOnce() -> String) -> Result<T, StoreError> {
-        self.map_err(|e| StoreError::Git { context: context(), message: e.to_string() })
+        self.map_err(|e| StoreError::Git { context: context(), message: crate::with_causes(&e) })
     }
 }
 

@@ -443,18 +443,7 @@ pub(crate) fn quote(s: &str, scrub: &Scrub<'_>) -> String {
 
 /// A `reqwest` error with its causes, without its URL (which could carry userinfo; the caller names the URL).
 pub(crate) fn chain(error: reqwest::Error, scrub: &Scrub<'_>) -> String {
-    use std::error::Error as _;
-    let error = error.without_url();
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
+    let message = crate::with_causes(&error.without_url());
     scrub.clean(&crate::escape::line(&message))
 }
 
