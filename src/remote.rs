@@ -141,7 +141,15 @@ pub fn fetch_many(
                         tries += 1;
                         std::thread::sleep(Duration::from_millis(200 * tries));
                     }
-                    Err(RemoteError::Fetch { .. }) if !stopping() => return fetch_git(local, push_to, refs),
+                    // What gix said stays in the message if git fails too: it is the better diagnosis.
+                    Err(RemoteError::Fetch { remote, message }) if !stopping() => {
+                        return fetch_git(local, push_to, refs).map_err(|e| match e {
+                            RemoteError::Unreachable { message: git, .. } | RemoteError::Fetch { message: git, .. } => {
+                                RemoteError::Fetch { remote, message: format!("{message}; then `git fetch`: {git}") }
+                            }
+                            other => other,
+                        });
+                    }
                     other => return other,
                 }
             }

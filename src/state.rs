@@ -41,8 +41,8 @@ pub const README_PATH: &str = "README.md";
 #[derive(Debug, Clone, Default)]
 pub struct Board {
     pub config: Config,
-    pub tasks: BTreeMap<String, Stored>,
-    pub closed: BTreeMap<String, Closed>,
+    pub tasks: imbl::OrdMap<String, Stored>,
+    pub closed: imbl::OrdMap<String, Closed>,
     /// Other files that carry the id of a task in `tasks` (reported as problems). Writing the task deletes them,
     /// so that a stale twin can never come back to life when the task moves.
     pub twins: BTreeMap<String, Vec<String>>,

@@ -17,6 +17,8 @@ use crate::state::{Board, Change, Closed, Stored};
 pub use crate::state::{CONFIG_PATH, CYCLES_DIR, README_PATH, SPEND_PATH, TASKS_DIR};
 use crate::time::Timestamp;
 
+mod patch;
+
 /// How many parsed tasks a store keeps by blob id: a runner re-reads the board after every op, and a board of 20,000
 /// live tasks must not be parsed again each time (a parsed task is about a kilobyte; the cache starts over when full).
 const PARSED_CACHE_TASKS: usize = 32_768;
@@ -95,6 +97,8 @@ pub struct Store {
     canonical: std::cell::RefCell<std::collections::HashSet<ObjectId>>,
     /// Where those verdicts are kept between processes (`.git/swarm/cache/` of the clone that reads).
     cache_dir: Option<std::path::PathBuf>,
+    /// The last clean read of the live tasks (`[0]`) and of every task (`[1]`): the next one patches it.
+    last: std::cell::RefCell<[Option<patch::LastRead>; 2]>,
 }
 
 impl Store {
@@ -105,7 +109,13 @@ impl Store {
     }
 
     pub fn from_repo(repo: gix::Repository) -> Store {
-        Store { repo, parsed: Default::default(), canonical: Default::default(), cache_dir: None }
+        Store {
+            repo,
+            parsed: Default::default(),
+            canonical: Default::default(),
+            cache_dir: None,
+            last: Default::default(),
+        }
     }
 
     /// Keep what this store learns about trees (content-keyed, so any clone's verdict is right for any reader) in
@@ -224,8 +234,16 @@ impl Store {
                 board.partial = true;
                 board.lookup = true;
             }
+            Some((EntryKind::Tree, id))
+                if want.is_none()
+                    && let Some(read) = self.patch_last(id, full, &commit_hex) =>
+            {
+                board.tasks = read.tasks;
+                board.closed = read.closed;
+            }
             Some((EntryKind::Tree, id)) => {
                 let walk = Walk { commit: &commit_hex, full, closed: None, want };
+                let problems_before = problems.len();
                 let mut found = Vec::new();
                 self.read_tasks_dir(id, TASKS_DIR, 0, &walk, &mut found, &mut problems)?;
                 if want.is_some() {
@@ -253,6 +271,13 @@ impl Store {
                 if want.is_some() {
                     board.partial = true;
                     board.unread = unread;
+                } else {
+                    let clean = problems.len() == problems_before && board.twins.is_empty();
+                    self.last.borrow_mut()[usize::from(full)] = clean.then(|| patch::LastRead {
+                        tree: id,
+                        tasks: board.tasks.clone(),
+                        closed: board.closed.clone(),
+                    });
                 }
             }
             Some((kind, _)) => problems.push(Problem {
@@ -262,6 +287,16 @@ impl Store {
             }),
         }
         Ok(Snapshot { commit, board, problems })
+    }
+
+    /// The task maps of `tasks/` tree `tree` patched from the last clean read of the same scope, if there is one and
+    /// what changed since is a plain change of task files; the patched read is kept for the next.
+    fn patch_last(&self, tree: ObjectId, full: bool, commit: &str) -> Option<patch::LastRead> {
+        let last = self.last.borrow_mut()[usize::from(full)].take()?;
+        let walk = Walk { commit, full, closed: None, want: None };
+        let read = if last.tree == tree { last } else { self.patched(&last, tree, &walk)? };
+        self.last.borrow_mut()[usize::from(full)] = Some(read.clone());
+        Some(read)
     }
 
     fn read_tasks_dir(
@@ -284,16 +319,10 @@ impl Store {
                 problems.push(problem(path, "the file name is not UTF-8".into()));
                 continue;
             };
-            match entry.mode().kind() {
-                EntryKind::Tree if depth + 1 >= MAX_DEPTH => {
-                    problems.push(problem(path, format!("nested deeper than {MAX_DEPTH} folders; not read")));
-                }
-                EntryKind::Tree => {
-                    // `tasks/done/`, `tasks/failed/`, `tasks/cancelled/` hold the finished tasks.
-                    let closed = match (depth, name.parse::<Status>()) {
-                        (0, Ok(st)) if st.is_final() => Some(st),
-                        _ => walk.closed,
-                    };
+            match item(name, entry.mode().kind(), depth, walk.closed) {
+                Item::Skip => {}
+                Item::Bad(message) => problems.push(problem(path, message)),
+                Item::Folder(closed) => {
                     let sub = Walk { closed, ..*walk };
                     // A folder entry that is no folder (a blob, a missing object) is one problem, not the end of
                     // the board.
@@ -302,34 +331,30 @@ impl Store {
                             .push(problem(path, format!("cannot be read as a folder: {}", one_line(&e.to_string()))));
                     }
                 }
-                _ if !name.ends_with(".toml") => {}
-                EntryKind::Link => problems.push(problem(path, "is a symbolic link, not a task file".into())),
-                EntryKind::Commit => problems.push(problem(path, "is a submodule entry, not a task file".into())),
-                EntryKind::Blob | EntryKind::BlobExecutable => {
-                    let Some(stem) = name.strip_suffix(".toml") else { continue };
-                    let read = match walk.closed {
-                        // A finished task is known by its path alone unless the whole board is wanted.
-                        Some(status) if !walk.full => model::validate_id(stem).map(|()| Entry::Closed(status)),
-                        // A live task that the op is not about is known by its name and blob.
-                        None if walk.want.is_some_and(|w| !w.contains(stem)) => {
-                            model::validate_id(stem).map(|()| Entry::Unread(entry.object_id()))
-                        }
-                        closed => self.read_task(entry.object_id(), stem).and_then(|task| match closed {
-                            Some(st) if task.status != st => {
-                                Err(format!("is under tasks/{st}/ but its status is {}", task.status))
-                            }
-                            Some(_) => Ok(Entry::Finished(Box::new(task))),
-                            None => Ok(Entry::Live(Box::new(task))),
-                        }),
-                    };
-                    match read {
-                        Err(message) => problems.push(problem(path, message)),
-                        Ok(entry) => found.push(Found { id: stem.to_string(), path, entry }),
-                    }
-                }
+                Item::File(stem) => match self.file_entry(walk, stem, entry.object_id()) {
+                    Err(message) => problems.push(problem(path, message)),
+                    Ok(entry) => found.push(Found { id: stem.to_string(), path, entry }),
+                },
             }
         }
         Ok(())
+    }
+
+    /// What the task file `stem` (blob `blob`) of a walk is: read, or known by its path.
+    fn file_entry(&self, walk: &Walk<'_>, stem: &str, blob: ObjectId) -> Result<Entry, String> {
+        match walk.closed {
+            // A finished task is known by its path alone unless the whole board is wanted.
+            Some(status) if !walk.full => model::validate_id(stem).map(|()| Entry::Closed(status)),
+            // A live task that the op is not about is known by its name and blob.
+            None if walk.want.is_some_and(|w| !w.contains(stem)) => {
+                model::validate_id(stem).map(|()| Entry::Unread(blob))
+            }
+            closed => self.read_task(blob, stem).and_then(|task| match closed {
+                Some(st) if task.status != st => Err(format!("is under tasks/{st}/ but its status is {}", task.status)),
+                Some(_) => Ok(Entry::Finished(Box::new(task))),
+                None => Ok(Entry::Live(Box::new(task))),
+            }),
+        }
     }
 
     /// Read one task file of `snap` that the board knows by path only (a finished task of a lazy read).
@@ -1059,6 +1084,39 @@ enum Entry {
     Unread(ObjectId),
 }
 
+/// What an entry of a folder of `tasks/` is to a walk.
+enum Item<'n> {
+    /// A folder to walk; `Some` under `tasks/<status>/` of a finished status.
+    Folder(Option<Status>),
+    /// A task file, by its name without `.toml`.
+    File(&'n str),
+    /// Not a task file (another extension): not read.
+    Skip,
+    /// A problem with the entry itself.
+    Bad(String),
+}
+
+/// `name` of kind `kind`, in a folder `depth` below `tasks/` (under a finished status's folder when `closed`).
+fn item(name: &str, kind: EntryKind, depth: usize, closed: Option<Status>) -> Item<'_> {
+    match kind {
+        EntryKind::Tree if depth + 1 >= MAX_DEPTH => {
+            Item::Bad(format!("nested deeper than {MAX_DEPTH} folders; not read"))
+        }
+        // `tasks/done/`, `tasks/failed/`, `tasks/cancelled/` hold the finished tasks.
+        EntryKind::Tree => Item::Folder(match (depth, name.parse::<Status>()) {
+            (0, Ok(st)) if st.is_final() => Some(st),
+            _ => closed,
+        }),
+        _ if !name.ends_with(".toml") => Item::Skip,
+        EntryKind::Link => Item::Bad("is a symbolic link, not a task file".into()),
+        EntryKind::Commit => Item::Bad("is a submodule entry, not a task file".into()),
+        EntryKind::Blob | EntryKind::BlobExecutable => match name.strip_suffix(".toml") {
+            Some(stem) => Item::File(stem),
+            None => Item::Skip,
+        },
+    }
+}
+
 /// Which tasks a read parses.
 #[derive(Clone, Copy)]
 enum Scope<'a> {
@@ -1120,7 +1178,7 @@ fn resolve(
 }
 
 /// Add `sorted` (in key order, no key twice) to `map`: built in one go when `map` is empty.
-fn fill<V>(map: &mut BTreeMap<String, V>, sorted: Vec<(String, V)>) {
+fn fill<V: Clone>(map: &mut imbl::OrdMap<String, V>, sorted: Vec<(String, V)>) {
     if map.is_empty() {
         *map = sorted.into_iter().collect();
     } else {

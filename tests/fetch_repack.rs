@@ -39,7 +39,8 @@ impl World {
         for _ in 0..n {
             let i = self.versions;
             self.versions += 1;
-            let body: String = (0..400).map(|k| format!("line {k} of {}\n", if k == i % 400 { i } else { 0 })).collect();
+            let body: String =
+                (0..400).map(|k| format!("line {k} of {}\n", if k == i % 400 { i } else { 0 })).collect();
             std::fs::write(self.work.join("f.txt"), body).expect("write");
             self.env.git(&self.work, &["add", "f.txt"]);
             self.env.git(&self.work, &["commit", "-q", "-m", &format!("v{i}")]);

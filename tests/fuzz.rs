@@ -29,7 +29,7 @@ use git_swarm::runner::judge::parse_verdict;
 use git_swarm::runner::planner::parse_proposals;
 use git_swarm::runner::settings::{Role, backend_for};
 use git_swarm::runner::{self, CycleRecord, RunSettings, Verdict, prompts};
-use git_swarm::store::{Identity, LogEntry, Snapshot, StoreError, short};
+use git_swarm::store::{Identity, LogEntry, Snapshot, Store, StoreError, short};
 use git_swarm::time::Timestamp;
 use git_swarm::txn::{Retry, Swarm, TxnError};
 use gix::ObjectId;
@@ -171,7 +171,7 @@ fn retry() -> Retry {
 /// A bare repository holding a swarm whose board is healthy: [`DEP`] done, [`GOOD`] open and waiting on it. Each
 /// case commits a hostile state on top of `base` and points the state ref at it.
 struct Fixture {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     swarm: Swarm,
     base: ObjectId,
     base_tree: ObjectId,
@@ -211,7 +211,7 @@ impl Fixture {
             let tree = swarm.store().repo.find_commit(base).and_then(|c| c.tree()).expect("the base tree");
             (tree.id, tree.find_entry("tasks").map(|e| e.object_id()).expect("a tasks folder"))
         };
-        Fixture { _dir: dir, swarm, base, base_tree, tasks_tree }
+        Fixture { dir, swarm, base, base_tree, tasks_tree }
     }
 
     fn repo(&self) -> &gix::Repository {
@@ -296,6 +296,12 @@ impl Fixture {
             let snap = self.read(full)?;
             prop_assert_eq!(snap.commit, commit);
             healthy(&snap)?;
+            // The swarm's store patched its last read (`store/patch.rs`); a store that never read says the same.
+            let fresh = Store::open(self.dir.path()).map_err(fail)?.read(commit, full).map_err(fail)?;
+            prop_assert_eq!(&snap.board.tasks, &fresh.board.tasks);
+            prop_assert_eq!(&snap.board.closed, &fresh.board.closed);
+            prop_assert_eq!(&snap.board.twins, &fresh.board.twins);
+            prop_assert_eq!(&snap.problems, &fresh.problems);
         }
         let lazy = self.read(false)?;
         let claimed = self.claim(GOOD).map_err(|e| fail(format!("claiming {GOOD}: {e}")))?;

@@ -961,7 +961,7 @@ fn partial_view(view: &Board, ids: &[String]) -> Board {
     let mut keep: BTreeSet<String> = ids.iter().cloned().collect();
     keep.extend(ids.iter().filter_map(|id| view.tasks.get(id)).flat_map(|s| s.task.deps.iter().cloned()));
     let mut b = view.clone();
-    b.tasks.retain(|id, _| keep.contains(id));
+    b.tasks = view.tasks.iter().filter(|(id, _)| keep.contains(*id)).map(|(k, v)| (k.clone(), v.clone())).collect();
     b.unread = view.tasks.keys().filter(|id| !keep.contains(*id)).cloned().collect();
     b.partial = true;
     b
@@ -973,8 +973,8 @@ fn probed_view(view: &Board, ids: &[String]) -> Board {
     let mut keep: BTreeSet<String> = ids.iter().cloned().collect();
     keep.extend(ids.iter().filter_map(|id| view.tasks.get(id)).flat_map(|s| s.task.deps.iter().cloned()));
     let mut b = view.clone();
-    b.tasks.retain(|id, _| keep.contains(id));
-    b.closed.retain(|id, _| keep.contains(id));
+    b.tasks = view.tasks.iter().filter(|(id, _)| keep.contains(*id)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    b.closed = view.closed.iter().filter(|(id, _)| keep.contains(*id)).map(|(k, v)| (k.clone(), v.clone())).collect();
     b.partial = true;
     b.lookup = true;
     b
