@@ -38,38 +38,16 @@ pub const KEYS: &[(&str, &str)] = &[
 
 /// The type a setting has in `swarm.toml`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Text,
     Int,
     Float,
     Bool,
 }
 
-const RUN: &[(&str, Kind)] = &[
-    ("check", Kind::Text),
-    ("task_timeout", Kind::Text),
-    ("plan_timeout", Kind::Text),
-    ("conflict_tries", Kind::Int),
-    ("plan_depth", Kind::Int),
-    ("plan_rounds", Kind::Int),
-    ("empty", Kind::Text),
-    ("pushes_per_minute", Kind::Float),
-    ("agent_hooks", Kind::Bool),
-];
-const CYCLE: &[(&str, Kind)] = &[("max_tasks", Kind::Int), ("max_time", Kind::Text)];
-const BUDGET: &[(&str, Kind)] =
-    &[("task_tokens", Kind::Int), ("task_usd", Kind::Float), ("cycle_tokens", Kind::Int), ("cycle_usd", Kind::Float)];
-const ROLE: &[(&str, Kind)] = &[
-    ("backend", Kind::Text),
-    ("exec", Kind::Text),
-    ("preset", Kind::Text),
-    ("api", Kind::Text),
-    ("base_url", Kind::Text),
-    ("model", Kind::Text),
-    ("api_key_env", Kind::Text),
-    ("max_tokens", Kind::Int),
-    ("temperature", Kind::Float),
-];
+mod schema;
+
+pub(crate) use schema::{Budget as RunBudget, Cycle as RunCycle, Role as RoleTable, Run as RunTable};
 const ROLES: &[&str] = &["default", "worker", "planner", "judge"];
 /// The keys of a role that choose its agent: one of them set locally replaces the shared role table.
 const AGENT_CHOICE: &[&str] = &["exec", "preset", "backend", "api"];
@@ -151,11 +129,11 @@ impl Local {
         let (path, schema): (Vec<&str>, &[(&'static str, Kind)]) = match sub {
             None if PLAIN.iter().any(|p| p.eq_ignore_ascii_case(name)) => return Ok(()),
             None => return Err(bad(&full, unknown_plain())),
-            Some("run") => (vec!["run"], RUN),
-            Some("run.cycle") => (vec!["run", "cycle"], CYCLE),
-            Some("run.budget") => (vec!["run", "budget"], BUDGET),
+            Some("run") => (vec!["run"], RunTable::KEYS),
+            Some("run.cycle") => (vec!["run", "cycle"], RunCycle::KEYS),
+            Some("run.budget") => (vec!["run", "budget"], RunBudget::KEYS),
             Some(s) => match s.strip_prefix("roles.") {
-                Some(role) if ROLES.contains(&role) => (vec!["roles", role], ROLE),
+                Some(role) if ROLES.contains(&role) => (vec!["roles", role], RoleTable::KEYS),
                 Some(role) => {
                     return Err(bad(&full, format!("'{role}' is not a role (one of {})", ROLES.join(", "))));
                 }
@@ -535,7 +513,7 @@ mod parameters {
 /// The keys are written once, in the tables above; the key list of the manual page and `docs/configuration.md` are
 /// checked against them here, so that neither drifts from what is read.
 #[cfg(test)]
-mod schema {
+mod key_list {
     use super::*;
 
     fn doc_row(doc: &str, key: &str) -> String {
@@ -555,10 +533,9 @@ mod schema {
             assert!(!described(&key).is_empty(), "{key} is read but not in config::KEYS");
             doc_row(&doc, &key);
         }
-        for (key, table) in
-            [("swarm.run.<key>", RUN), ("swarm.run.cycle.<key>", CYCLE), ("swarm.run.budget.<key>", BUDGET)]
-                .into_iter()
-                .chain([("swarm.roles.<role>.<key>", ROLE)])
+        for (key, table) in [("swarm.run.<key>", RunTable::KEYS), ("swarm.run.cycle.<key>", RunCycle::KEYS)]
+            .into_iter()
+            .chain([("swarm.run.budget.<key>", RunBudget::KEYS), ("swarm.roles.<role>.<key>", RoleTable::KEYS)])
         {
             let row = doc_row(&doc, key);
             for (name, _) in table {

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use crate::agent::Backend;
 use crate::agent::http::{Api, HttpAgent};
+use crate::config::{RoleTable, RunTable};
 use crate::model::Config;
 
 /// A role of the swarm.
@@ -77,31 +76,6 @@ impl Default for RunSettings {
     }
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawRun {
-    check: Option<String>,
-    task_timeout: Option<String>,
-    plan_timeout: Option<String>,
-    conflict_tries: Option<u32>,
-    plan_depth: Option<u32>,
-    plan_rounds: Option<u32>,
-    empty: Option<String>,
-    cycle: Option<RawCycle>,
-    pushes_per_minute: Option<f64>,
-    agent_hooks: Option<bool>,
-    budget: Option<RawBudget>,
-}
-
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawBudget {
-    task_tokens: Option<u64>,
-    task_usd: Option<f64>,
-    cycle_tokens: Option<u64>,
-    cycle_usd: Option<f64>,
-}
-
 /// A budget's dollars: a positive amount.
 fn usd(field: &str, v: Option<f64>) -> Result<Option<crate::usage::Usd>, String> {
     match v {
@@ -121,27 +95,6 @@ fn tokens(field: &str, v: Option<u64>) -> Result<Option<u64>, String> {
     }
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawCycle {
-    max_tasks: Option<u64>,
-    max_time: Option<String>,
-}
-
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-struct RawRole {
-    backend: Option<String>,
-    exec: Option<String>,
-    preset: Option<String>,
-    api: Option<Api>,
-    base_url: Option<String>,
-    model: Option<String>,
-    api_key_env: Option<String>,
-    max_tokens: Option<u32>,
-    temperature: Option<f64>,
-}
-
 fn dur(field: &str, v: Option<String>, default: Duration) -> Result<Duration, String> {
     match v {
         None => Ok(default),
@@ -152,8 +105,8 @@ fn dur(field: &str, v: Option<String>, default: Duration) -> Result<Duration, St
 impl RunSettings {
     /// Read `[run]` from the swarm's settings.
     pub fn from_config(config: &Config) -> Result<RunSettings, String> {
-        let raw: RawRun = match config.extra.get("run") {
-            None => RawRun::default(),
+        let raw: RunTable = match config.extra.get("run") {
+            None => RunTable::default(),
             Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| format!("[run]: {}", one_line(&e)))?,
         };
         let d = RunSettings::default();
@@ -211,7 +164,7 @@ pub fn backend_for(config: &Config, role: Role) -> Result<Option<Backend>, Strin
     let Some((name, raw)) = [role.as_str(), "default"].iter().find_map(|n| roles.get(*n).map(|v| (*n, v))) else {
         return Ok(None);
     };
-    let raw: RawRole =
+    let raw: RoleTable =
         raw.clone().try_into().map_err(|e: toml::de::Error| format!("[roles.{name}]: {}", one_line(&e)))?;
     let backend = raw.backend.as_deref().unwrap_or(if raw.api.is_some() { "http" } else { "command" });
     match backend {
