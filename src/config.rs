@@ -178,7 +178,7 @@ impl Local {
 impl Local {
     /// Does this clone choose the agent of the `[roles.<table>]` table itself (an `exec`, `preset`, `backend` or
     /// `api` of its own, which replaces the whole shared table), so that nothing of the shared choice is used?
-    pub fn chooses_agent(&self, table: &str) -> bool {
+    pub(crate) fn chooses_agent(&self, table: &str) -> bool {
         self.table
             .get("roles")
             .and_then(|r| r.get(table))
@@ -392,7 +392,7 @@ pub fn get(config: &Config, key: &str) -> Option<toml::Value> {
 /// The `git -c key=value` settings git hands to a subcommand, from `$GIT_CONFIG_PARAMETERS`, as `key=value`
 /// strings (gix reads `GIT_CONFIG_COUNT` but not this variable). A key given without a value is `key=true`, as in
 /// git. A malformed variable yields what could be read before the fault.
-pub fn git_config_parameters() -> Vec<String> {
+pub(crate) fn git_config_parameters() -> Vec<String> {
     std::env::var("GIT_CONFIG_PARAMETERS").map(|v| parse_config_parameters(&v)).unwrap_or_default()
 }
 

@@ -70,9 +70,9 @@ pub struct Repairs {
 }
 
 /// A lock file older than this is left over by a killed process (git holds ref locks for milliseconds).
-pub const STALE_LOCK: Duration = Duration::from_secs(60);
+pub(crate) const STALE_LOCK: Duration = Duration::from_secs(60);
 /// Ops since the last root past which doctor suggests `git swarm compact`.
-pub const LONG_HISTORY: usize = 10_000;
+pub(crate) const LONG_HISTORY: usize = 10_000;
 
 /// Run every check; repair as `repairs` allows.
 pub fn examine(swarm: &Swarm, now: Timestamp, repairs: Repairs) -> Result<Vec<Finding>, TxnError> {
@@ -341,7 +341,7 @@ fn spend(swarm: &Swarm, tip: ObjectId, out: &mut Vec<Finding>) -> Result<(), Txn
 }
 
 /// How far back on the target `doctor` looks for the code of tasks the board does not call done.
-pub const LANDED_DEPTH: usize = 10_000;
+pub(crate) const LANDED_DEPTH: usize = 10_000;
 
 /// The open or claimed tasks of `board` whose code is on the target (`target_tip`, first-parent, by their
 /// `Swarm-Task:` trailers): what a state ref restored from an older tip, or rewound by hand, shows as still to do

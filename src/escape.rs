@@ -6,6 +6,11 @@ pub fn line(s: &str) -> String {
     escape(s, false)
 }
 
+/// Text on one line, each run of whitespace (newlines too) one space: a parser's message inside one of ours.
+pub(crate) fn squash(text: &dyn std::fmt::Display) -> String {
+    text.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// A block of text: newlines and tabs kept, every other control character escaped.
 pub fn block(s: &str) -> String {
     escape(s, true)

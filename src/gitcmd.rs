@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Settings every `git` of ours runs with, over whatever the repository's config says.
-pub const OVERRIDES: &[&str] = &[
+pub(crate) const OVERRIDES: &[&str] = &[
     // An agent can write `.git/hooks` and `core.hooksPath`; `--no-verify` covers only some hooks.
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",

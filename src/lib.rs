@@ -141,9 +141,29 @@ pub fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
         full: open_options(gix::sec::Trust::Full).cli_overrides(params.clone()),
         reduced: open_options(gix::sec::Trust::Reduced).cli_overrides(params),
     };
-    gix::ThreadSafeRepository::discover_with_environment_overrides_opts(dir, Default::default(), trust)
-        .map(gix::Repository::from)
-        .git(|| format!("not a git repository (or any parent up to the root): {}", dir.display()))
+    let found = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(dir, Default::default(), trust);
+    match found {
+        Ok(repo) => Ok(repo.into()),
+        // Said as git says it: gix's text repeats the path and adds nothing.
+        Err(e) if none_found(&e) => Err(StoreError::Git {
+            context: "not a git repository (or any of the parent directories)".into(),
+            message: dir.display().to_string(),
+        }),
+        Err(e) => Err(e).git(|| format!("cannot open the git repository at or above {}", dir.display())),
+    }
+}
+
+/// Did discovery end for want of a repository (rather than meeting one it could not open)?
+fn none_found(e: &gix::Error) -> bool {
+    use gix::discover::upwards::Error as Upwards;
+    matches!(
+        e.downcast_any_ref::<Upwards>(),
+        Some(
+            Upwards::NoGitRepository { .. }
+                | Upwards::NoGitRepositoryWithinCeiling { .. }
+                | Upwards::NoGitRepositoryWithinFs { .. }
+        )
+    )
 }
 
 /// How we open repositories. gix sizes its table of pack indices when a repository is opened (by default 10%
@@ -165,8 +185,8 @@ pub(crate) fn open_options(level: gix::sec::Trust) -> gix::open::Options {
 }
 
 /// The identity of reflog lines written where no git identity is configured.
-pub const FALLBACK_NAME: &str = "git-swarm";
-pub const FALLBACK_EMAIL: &str = "git-swarm@git-swarm.invalid";
+pub(crate) const FALLBACK_NAME: &str = "git-swarm";
+pub(crate) const FALLBACK_EMAIL: &str = "git-swarm@git-swarm.invalid";
 
 /// An error with its causes, `error: cause: cause's cause`, each one left out that the text so far already says
 /// (gix's errors name the step that failed and keep what went wrong in their sources).
@@ -174,9 +194,10 @@ pub(crate) fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
     let mut message = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        // `{:#}`: without the source location gix's chained errors add otherwise.
+        // `{:#}`: without the source location gix's chained errors add otherwise. A classification marker of gix
+        // (`NotFound`, `PermissionDenied`) is for programs, not a cause to tell.
         let text = format!("{cause:#}");
-        if !message.contains(&text) {
+        if !cause.is::<gix::error::ClassificationMarker>() && !message.contains(&text) {
             message.push_str(": ");
             message.push_str(&text);
         }

@@ -15,7 +15,7 @@ pub const MAX_TASK_FILE_BYTES: u64 = 1024 * 1024;
 /// Largest `swarm.toml` we read.
 pub const MAX_CONFIG_BYTES: u64 = 256 * 1024;
 /// Longest id, agent or label.
-pub const MAX_NAME_LEN: usize = 64;
+pub(crate) const MAX_NAME_LEN: usize = 64;
 /// Highest epoch (claims of one task); keeps it exact in JSON (2^53 - 1) and far from overflow.
 pub const MAX_EPOCH: u64 = (1 << 53) - 1;
 /// Longest title.
@@ -267,7 +267,7 @@ pub fn validate_label(label: &str) -> Result<(), String> {
 /// The target: a branch name git accepts (`git check-ref-format --branch`): `refs/heads/<target>` a valid ref,
 /// not `HEAD`, not starting with `-`. A target such as `swarm/../x` would otherwise be stored and every worker
 /// fail later on a push the remote refuses.
-pub fn validate_branch(name: &str) -> Result<(), String> {
+pub(crate) fn validate_branch(name: &str) -> Result<(), String> {
     let shown = crate::escape::line(name);
     if name.starts_with('-') {
         return Err(format!("target '{shown}' is not a branch name: it starts with '-'"));
@@ -333,7 +333,7 @@ pub struct Config {
     pub extra: toml::Table,
 }
 
-pub const LAYOUT_VERSION: u32 = 1;
+pub(crate) const LAYOUT_VERSION: u32 = 1;
 
 fn default_version() -> u32 {
     LAYOUT_VERSION

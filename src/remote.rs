@@ -28,7 +28,7 @@ pub enum FetchWith {
 
 /// How git reaches a remote: what to fetch from, what to push to, the key of its mirror refs, and how to fetch.
 #[derive(Debug, Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     pub url: String,
     pub push_to: String,
     pub mirror_key: String,
@@ -61,7 +61,7 @@ pub enum RemoteError {
 }
 
 /// Is this remote URL a plain local path (as opposed to `file://` or a network URL)?
-pub fn is_local_path(url: &str) -> bool {
+pub(crate) fn is_local_path(url: &str) -> bool {
     if url.contains("://") {
         return false;
     }
@@ -75,7 +75,7 @@ pub fn is_local_path(url: &str) -> bool {
 
 /// Resolve a local-path remote against the repository it is configured in (as git does: relative to the work
 /// tree's top, or to the git dir of a bare repository).
-pub fn resolve_path(repo: &gix::Repository, url: &str) -> PathBuf {
+pub(crate) fn resolve_path(repo: &gix::Repository, url: &str) -> PathBuf {
     let p = Path::new(url);
     if p.is_absolute() {
         return p.to_path_buf();
@@ -85,7 +85,7 @@ pub fn resolve_path(repo: &gix::Repository, url: &str) -> PathBuf {
 }
 
 /// A name for the mirror ref of a remote: the remote's name, or for a bare URL a digest of it.
-pub fn mirror_key(name: Option<&str>, url: &str) -> String {
+pub(crate) fn mirror_key(name: Option<&str>, url: &str) -> String {
     match name {
         Some(n) => {
             n.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
@@ -115,7 +115,7 @@ pub fn fetch(
 }
 
 /// Fetch several refs (`(remote ref, local mirror)`) in one connection; where each one is on the remote.
-pub fn fetch_many(
+pub(crate) fn fetch_many(
     local: &Store,
     url: &str,
     push_to: &str,
@@ -229,7 +229,7 @@ fn fetch_gix(
 
 /// How long one `git` command against a remote may run: `GIT_SWARM_GIT_TIMEOUT` seconds, else 10 minutes (a large
 /// push over a slow link fits; a hook or a server that hangs does not hold a runner for ever).
-pub fn git_timeout() -> Duration {
+pub(crate) fn git_timeout() -> Duration {
     std::env::var("GIT_SWARM_GIT_TIMEOUT")
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
@@ -240,7 +240,7 @@ pub fn git_timeout() -> Duration {
 
 /// Once the process is stopping (SIGTERM, Ctrl-C), a `git` command against the remote gets this much more (from
 /// the stop, or from its own start if later): enough for a release to go through, never a hang.
-pub const STOP_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(5);
 
 static STOP: std::sync::OnceLock<std::sync::Arc<AtomicBool>> = std::sync::OnceLock::new();
 
@@ -475,7 +475,7 @@ fn remote_arg(cmd: &mut Command, remote: &str) -> String {
 
 /// Remove what fetches of processes that are gone left under `refs/swarm-fetch/` (a killed `git fetch` leaves its
 /// refs and their lock files): the folders are named after the fetching process.
-pub fn clear_dead_scratch(local: &Store) {
+pub(crate) fn clear_dead_scratch(local: &Store) {
     let Ok(entries) = std::fs::read_dir(local.repo.common_dir().join("refs").join("swarm-fetch")) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -519,7 +519,7 @@ pub fn push(
 
 /// Push `new` to `refname`, whatever is there, for refs that are not part of the protocol (a work branch kept for
 /// inspection).
-pub fn push_forced(local: &Store, remote: &str, refname: &str, new: ObjectId) -> Result<Publish, RemoteError> {
+pub(crate) fn push_forced(local: &Store, remote: &str, refname: &str, new: ObjectId) -> Result<Publish, RemoteError> {
     let mut cmd = git(local);
     cmd.args(["push", "--porcelain", "--no-verify", "--force"]);
     let target = remote_arg(&mut cmd, remote);
@@ -530,7 +530,7 @@ pub fn push_forced(local: &Store, remote: &str, refname: &str, new: ObjectId) ->
 }
 
 /// Delete `refnames` on the remote (refs outside the protocol: kept work of landed tasks), in one push.
-pub fn push_delete(local: &Store, remote: &str, refnames: &[String]) -> Result<(), RemoteError> {
+pub(crate) fn push_delete(local: &Store, remote: &str, refnames: &[String]) -> Result<(), RemoteError> {
     if refnames.is_empty() {
         return Ok(());
     }
@@ -696,7 +696,7 @@ pub fn classify<'a>(
 }
 
 /// Check that a local path is a git repository we can use as a remote.
-pub fn open_local(path: &Path) -> Result<Store, RemoteError> {
+pub(crate) fn open_local(path: &Path) -> Result<Store, RemoteError> {
     let repo = gix::open_opts(path, crate::open_options(gix::sec::Trust::Full))
         .git(|| format!("the remote {} is not a git repository", path.display()))?;
     Ok(Store::from_repo(repo))

@@ -50,13 +50,13 @@ const MIN_SECRET: usize = 8;
 
 /// The secrets of an environment, longest first (so that a secret containing another is replaced whole).
 #[derive(Debug, Clone, Default)]
-pub struct Scrubber {
+pub(crate) struct Scrubber {
     values: Vec<String>,
 }
 
 impl Scrubber {
     /// The secrets of `vars` (name, value): by name and by value, as the module says.
-    pub fn from_vars<I, K, V>(vars: I) -> Scrubber
+    pub(crate) fn from_vars<I, K, V>(vars: I) -> Scrubber
     where
         I: IntoIterator<Item = (K, V)>,
         K: AsRef<str>,
@@ -100,15 +100,6 @@ impl Scrubber {
         }
         shape(&out)
     }
-
-    /// How many values this scrubber replaces.
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
 }
 
 /// Open (creating, appending or truncating) a file that may hold what an agent printed: readable by its owner
@@ -132,19 +123,19 @@ pub fn private_file(path: &std::path::Path, append: bool) -> std::io::Result<std
 /// A writer of an agent's output to its log that scrubs every line ([`Scrubber::scrub`]) before it reaches the
 /// file. Output is held until its line ends (at most [`LogScrubber::MAX_LINE`] bytes: a longer line is scrubbed
 /// and written in pieces), so that a secret split across two reads is still found.
-pub struct LogScrubber {
+pub(crate) struct LogScrubber {
     pending: Vec<u8>,
 }
 
 impl LogScrubber {
-    pub const MAX_LINE: usize = 64 * 1024;
+    pub(crate) const MAX_LINE: usize = 64 * 1024;
 
     pub fn new() -> LogScrubber {
         LogScrubber { pending: Vec::new() }
     }
 
     /// Take `chunk`; return what can be written now, scrubbed.
-    pub fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
         self.pending.extend_from_slice(chunk);
         let cut = match self.pending.iter().rposition(|b| *b == b'\n') {
             Some(i) => i + 1,
@@ -337,6 +328,6 @@ mod tests {
         for kept in ["/home/me/project", "worker-1234567", "with abc", "Ada Lovelace"] {
             assert!(out.contains(kept), "{kept} lost in {out}");
         }
-        assert_eq!(s.len(), 4, "{s:?}");
+        assert_eq!(s.values.len(), 4, "{s:?}");
     }
 }

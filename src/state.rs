@@ -19,18 +19,18 @@ use std::collections::BTreeMap;
 use crate::model::{Config, Status, Task};
 use crate::usage::Spend;
 
-pub const CONFIG_PATH: &str = "swarm.toml";
+pub(crate) const CONFIG_PATH: &str = "swarm.toml";
 /// What the swarm has spent ([`crate::usage::Spend`]).
-pub const SPEND_PATH: &str = "spend.toml";
-pub const GOAL_PATH: &str = "goal.md";
-pub const TASKS_DIR: &str = "tasks";
+pub(crate) const SPEND_PATH: &str = "spend.toml";
+pub(crate) const GOAL_PATH: &str = "goal.md";
+pub(crate) const TASKS_DIR: &str = "tasks";
 /// The judge's records, `cycles/<n>.toml`.
-pub const CYCLES_DIR: &str = "cycles";
+pub(crate) const CYCLES_DIR: &str = "cycles";
 /// Hand-offs, `notes/<id>.md`.
-pub const NOTES_DIR: &str = "notes";
+pub(crate) const NOTES_DIR: &str = "notes";
 /// Prompts that replace the built-in ones, `prompts/<name>.md`.
 pub const PROMPTS_DIR: &str = "prompts";
-pub const README_PATH: &str = "README.md";
+pub(crate) const README_PATH: &str = "README.md";
 
 /// The board as read from one commit of the state ref: the settings and the readable tasks.
 ///
@@ -168,7 +168,7 @@ pub fn shard(id: &str) -> String {
 }
 
 /// The record of cycle `n`: `cycles/<n>.toml`.
-pub fn cycle_path(n: u64) -> String {
+pub(crate) fn cycle_path(n: u64) -> String {
     format!("{CYCLES_DIR}/{n}.toml")
 }
 
@@ -178,6 +178,6 @@ pub fn note_path(id: &str) -> String {
 }
 
 /// A prompt of the swarm's own: `prompts/<name>.md`.
-pub fn prompt_path(name: &str) -> String {
+pub(crate) fn prompt_path(name: &str) -> String {
     format!("{PROMPTS_DIR}/{name}.md")
 }

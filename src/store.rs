@@ -12,9 +12,10 @@ use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{Change as RefChange, LogChange, PreviousValue, RefEdit, RefLog};
 
+use crate::escape::squash;
 use crate::model::{self, Config, Status, Task};
 use crate::state::{Board, Change, Closed, Stored};
-pub use crate::state::{CONFIG_PATH, CYCLES_DIR, README_PATH, SPEND_PATH, TASKS_DIR};
+pub(crate) use crate::state::{CONFIG_PATH, CYCLES_DIR, README_PATH, SPEND_PATH, TASKS_DIR};
 use crate::time::Timestamp;
 
 mod patch;
@@ -108,7 +109,7 @@ impl Store {
         Ok(Store::from_repo(repo))
     }
 
-    pub fn from_repo(repo: gix::Repository) -> Store {
+    pub(crate) fn from_repo(repo: gix::Repository) -> Store {
         Store {
             repo,
             parsed: Default::default(),
@@ -120,7 +121,7 @@ impl Store {
 
     /// Keep what this store learns about trees (content-keyed, so any clone's verdict is right for any reader) in
     /// `dir` between processes.
-    pub fn with_cache(mut self, dir: std::path::PathBuf) -> Store {
+    pub(crate) fn with_cache(mut self, dir: std::path::PathBuf) -> Store {
         self.cache_dir = Some(dir);
         self
     }
@@ -187,8 +188,7 @@ impl Store {
             Some((_, id)) => {
                 let bytes = self.blob_limited(id, model::MAX_CONFIG_BYTES).map_err(bad)?;
                 let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-                let cfg: Config =
-                    toml::from_str(text).map_err(|e| bad(format!("invalid TOML: {}", one_line(&e.to_string()))))?;
+                let cfg: Config = toml::from_str(text).map_err(|e| bad(format!("invalid TOML: {}", squash(&e))))?;
                 cfg.validate().map_err(bad)?;
                 cfg
             }
@@ -204,9 +204,9 @@ impl Store {
         match spend {
             None => {}
             Some((kind, id)) if kind == EntryKind::Blob || kind == EntryKind::BlobExecutable => {
-                let read = self.blob_text(id, crate::usage::MAX_SPEND_BYTES).and_then(|t| {
-                    toml::from_str(&t).map_err(|e| format!("invalid TOML: {}", one_line(&e.to_string())))
-                });
+                let read = self
+                    .blob_text(id, crate::usage::MAX_SPEND_BYTES)
+                    .and_then(|t| toml::from_str(&t).map_err(|e| format!("invalid TOML: {}", squash(&e))));
                 match read {
                     Ok(sp) => board.spend = sp,
                     // What was spent is still on every task; the next op that records usage starts it again.
@@ -327,8 +327,7 @@ impl Store {
                     // A folder entry that is no folder (a blob, a missing object) is one problem, not the end of
                     // the board.
                     if let Err(e) = self.read_tasks_dir(entry.object_id(), &path, depth + 1, &sub, found, problems) {
-                        problems
-                            .push(problem(path, format!("cannot be read as a folder: {}", one_line(&e.to_string()))));
+                        problems.push(problem(path, format!("cannot be read as a folder: {}", squash(&e))));
                     }
                 }
                 Item::File(stem) => match self.file_entry(walk, stem, entry.object_id()) {
@@ -403,7 +402,7 @@ impl Store {
     fn parse_task(&self, id: ObjectId, stem: &str) -> Result<Task, String> {
         let bytes = self.blob_limited(id, model::MAX_TASK_FILE_BYTES)?;
         let text = std::str::from_utf8(&bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-        let task: Task = toml::from_str(text).map_err(|e| format!("invalid task: {}", one_line(&e.to_string())))?;
+        let task: Task = toml::from_str(text).map_err(|e| format!("invalid task: {}", squash(&e)))?;
         task.validate()?;
         if task.id != stem {
             return Err(format!("the file name says {} but the id inside is {}", crate::escape::line(stem), task.id));
@@ -475,7 +474,7 @@ impl Store {
     }
 
     /// A commit of `tree` on `parents` by `who` at `now`.
-    pub fn write_commit(
+    pub(crate) fn write_commit(
         &self,
         tree: ObjectId,
         parents: &[ObjectId],
@@ -535,7 +534,7 @@ impl Store {
     }
 
     /// The text of a blob, as [`Store::read_text`] gives it.
-    pub fn blob_text(&self, id: ObjectId, limit: u64) -> Result<String, String> {
+    pub(crate) fn blob_text(&self, id: ObjectId, limit: u64) -> Result<String, String> {
         self.blob_limited(id, limit).and_then(|b| String::from_utf8(b).map_err(|e| format!("not UTF-8: {e}")))
     }
 
@@ -549,7 +548,11 @@ impl Store {
     /// Move each ref from its expected value (None: must not exist) to its new one, all or none (a gix transaction
     /// locks them all before it changes any). `Ok(false)` when a ref was not where expected (a lost race) or its
     /// lock was held by another writer at that moment.
-    pub fn cas_refs(&self, updates: &[(&str, Option<ObjectId>, ObjectId)], why: &str) -> Result<bool, StoreError> {
+    pub(crate) fn cas_refs(
+        &self,
+        updates: &[(&str, Option<ObjectId>, ObjectId)],
+        why: &str,
+    ) -> Result<bool, StoreError> {
         let edits = updates
             .iter()
             .map(|(name, expected, new)| {
@@ -598,7 +601,7 @@ impl Store {
     /// `to`, in-process: how code moves between a clone and a remote on a local path without `git fetch`/`git push`.
     /// Stops at every object `to` has already (a repository that has a commit has its history). Returns how many
     /// objects were copied.
-    pub fn copy_reachable(&self, to: &Store, tip: ObjectId) -> Result<usize, StoreError> {
+    pub(crate) fn copy_reachable(&self, to: &Store, tip: ObjectId) -> Result<usize, StoreError> {
         use gix::objs::Write as _;
         let hash = self.repo.object_hash();
         // Depth first, each object written only after everything it points to: a copy cut short leaves no object
@@ -664,7 +667,7 @@ impl Store {
     }
 
     /// Delete the ref `name` (a private mirror of this clone).
-    pub fn delete_ref(&self, name: &str) -> Result<(), StoreError> {
+    pub(crate) fn delete_ref(&self, name: &str) -> Result<(), StoreError> {
         let edit = RefEdit {
             change: RefChange::Delete { expected: PreviousValue::Any, log: RefLog::AndReference },
             name: name.try_into().git(|| format!("bad ref name {name}"))?,
@@ -678,7 +681,7 @@ impl Store {
     /// than reading one pack. When git's own thresholds are passed (about 6,700 loose objects, estimated from
     /// `objects/17` as git does, or 50 packs), run `git gc --auto`, which packs in the background. `git push` to a
     /// remote does the same through `receive.autogc`; this covers the objects we write in-process.
-    pub fn maybe_gc(&self) {
+    pub(crate) fn maybe_gc(&self) {
         let objects = self.repo.common_dir().join("objects");
         let count = |dir: std::path::PathBuf, ext: Option<&str>| -> usize {
             std::fs::read_dir(dir)
@@ -705,7 +708,7 @@ impl Store {
     }
 
     /// Is `wanted` the commit `tip` or one of its first `depth` first-parent ancestors?
-    pub fn has_ancestor(&self, tip: ObjectId, wanted: ObjectId, depth: usize) -> Result<bool, StoreError> {
+    pub(crate) fn has_ancestor(&self, tip: ObjectId, wanted: ObjectId, depth: usize) -> Result<bool, StoreError> {
         let mut at = tip;
         for _ in 0..depth {
             if at == wanted {
@@ -744,7 +747,7 @@ impl Store {
     /// The newest commit on the first-parent line from `tip` whose message carries the trailer `Swarm-Task: <task>`:
     /// the code of a task that landed. The walk stops at `stop` (a commit known not to hold it), at the first commit
     /// older than `since` (its committer time; the task did not exist before), or after `limit` commits.
-    pub fn landed_commit(
+    pub(crate) fn landed_commit(
         &self,
         tip: ObjectId,
         task: &str,
@@ -797,7 +800,7 @@ impl Store {
 
     /// Point the private mirror ref at `new`, best effort: it is a cache (objects anchor, negotiation hint). A lock
     /// left on it by a killed process is cleared once it is clearly stale.
-    pub fn set_mirror(&self, name: &str, new: ObjectId) {
+    pub(crate) fn set_mirror(&self, name: &str, new: ObjectId) {
         // Mostly it is there already (our own push set it, or nothing changed): no write, no reflog line.
         if self.read_ref(name).ok().flatten() == Some(new) {
             return;
@@ -808,7 +811,7 @@ impl Store {
 
     /// Remove `<name>.lock` if it is older than a live writer ever holds one. Only for refs that nothing but
     /// git-swarm writes and that are caches (the mirror), never for the state ref itself.
-    pub fn clear_stale_lock(&self, name: &str) {
+    pub(crate) fn clear_stale_lock(&self, name: &str) {
         let lock = self.repo.common_dir().join(format!("{name}.lock"));
         let stale = std::fs::metadata(&lock)
             .and_then(|m| m.modified())
@@ -1209,10 +1212,6 @@ fn is_lock_error(msg: &str) -> bool {
     m.contains("lock") || m.contains("must exist") || m.contains("did not match") || m.contains("already exist")
 }
 
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// One op of the audit log, parsed from its commit message trailers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LogEntry {
@@ -1268,7 +1267,7 @@ impl LogEntry {
 }
 
 /// The commit message of an op: a subject and trailers that `git log` and `git swarm log` read back.
-pub fn commit_message(change: &Change) -> String {
+pub(crate) fn commit_message(change: &Change) -> String {
     let mut m = format!("{}\n\nSwarm-Op: {}\n", change.summary, change.op);
     if let Some(t) = &change.task {
         m.push_str(&format!("Swarm-Task: {t}\n"));

@@ -14,7 +14,7 @@ pub struct Timestamp(pub u64);
 /// The last millisecond RFC 3339 can write (9999-12-31T23:59:59.999Z); later times are shown as that.
 const MAX_MS: u64 = 253_402_300_799_999;
 /// The longest duration we accept (a lease of more than a year is a typo).
-pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -35,12 +35,12 @@ impl Timestamp {
         Timestamp(self.0.saturating_add(millis(d)))
     }
 
-    pub fn plus_millis(self, ms: u64) -> Timestamp {
+    pub(crate) fn plus_millis(self, ms: u64) -> Timestamp {
         Timestamp(self.0.saturating_add(ms))
     }
 
     /// Rounded up to a whole second (leases are written to the second).
-    pub fn ceil_secs(self) -> Timestamp {
+    pub(crate) fn ceil_secs(self) -> Timestamp {
         Timestamp(self.0.div_ceil(1000).saturating_mul(1000))
     }
 
@@ -107,11 +107,11 @@ pub fn format_duration(d: Duration) -> String {
 pub mod duration_serde {
     use super::*;
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format_duration(*d))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
         parse_duration(&s).map_err(serde::de::Error::custom)
     }

@@ -14,7 +14,7 @@ use gix::ObjectId;
 use crate::model::Config;
 
 /// The environment variable that names trusted digests (comma-separated): how a workflow file pins its own.
-pub const TRUST_ENV: &str = "GIT_SWARM_TRUST";
+pub(crate) const TRUST_ENV: &str = "GIT_SWARM_TRUST";
 
 /// The git config key of this clone's trusted digests.
 pub const TRUST_KEY: &str = "swarm.trusted";
@@ -78,7 +78,7 @@ pub fn trusted_digests(trusted: &[String]) -> Vec<String> {
 
 /// The entry that trusts whatever the shared settings say: for a swarm whose state ref only its owner can push
 /// (a bare repository of one's own), set deliberately (`git config swarm.trusted any`, `GIT_SWARM_TRUST=any`).
-pub const ANY: &str = "any";
+pub(crate) const ANY: &str = "any";
 
 /// Is `doc` trusted by one of `digests` (its full digest — a prefix could be matched by a crafted document —, or
 /// [`ANY`])?
@@ -118,7 +118,7 @@ pub fn record(common_dir: &std::path::Path, doc: &Document) -> Result<bool, Stri
 }
 
 /// Where a clone keeps the documents it trusted (`<git dir>/swarm/trusted/<digest>`), to say what changed since.
-pub fn kept_path(home: &std::path::Path, digest: &str) -> std::path::PathBuf {
+pub(crate) fn kept_path(home: &std::path::Path, digest: &str) -> std::path::PathBuf {
     home.join("trusted").join(digest)
 }
 

@@ -14,8 +14,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Usd(pub u64);
 
 /// The most one run may report: a million dollars, a trillion tokens (anything beyond is no report at all).
-pub const MAX_RUN_USD: f64 = 1e6;
-pub const MAX_RUN_TOKENS: u64 = 1_000_000_000_000;
+pub(crate) const MAX_RUN_USD: f64 = 1e6;
+pub(crate) const MAX_RUN_TOKENS: u64 = 1_000_000_000_000;
 /// Sums stop here: what TOML can write (an `i64`), so a board with absurd reports stays readable and writable.
 const CAP: u64 = i64::MAX as u64;
 
@@ -108,7 +108,7 @@ impl Usage {
 
     /// The larger of each count: a newer report of a run merged with an older one, so that a report that went down
     /// (a CLI's log read from its end, a usage file rewritten smaller) never takes back what was counted.
-    pub fn max_each(&self, o: &Usage) -> Usage {
+    pub(crate) fn max_each(&self, o: &Usage) -> Usage {
         Usage {
             input_tokens: self.input_tokens.max(o.input_tokens),
             output_tokens: self.output_tokens.max(o.output_tokens),
@@ -119,7 +119,7 @@ impl Usage {
     }
 
     /// One run's report as it may be recorded: counts past [`MAX_RUN_TOKENS`] are no report (`None`).
-    pub fn sane(self) -> Option<Usage> {
+    pub(crate) fn sane(self) -> Option<Usage> {
         let tokens = [self.input_tokens, self.output_tokens, self.cache_read_tokens];
         tokens.iter().all(|t| *t <= MAX_RUN_TOKENS).then_some(self)
     }
@@ -150,7 +150,7 @@ pub fn plus(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
 }
 
 /// `12.3k` for people.
-pub fn short_count(n: u64) -> String {
+pub(crate) fn short_count(n: u64) -> String {
     match n {
         0..1_000 => n.to_string(),
         1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
@@ -195,7 +195,7 @@ pub struct Spend {
 }
 
 /// Largest `spend.toml` read.
-pub const MAX_SPEND_BYTES: u64 = 64 * 1024;
+pub(crate) const MAX_SPEND_BYTES: u64 = 64 * 1024;
 
 /// The roles whose spend is kept.
 pub const ROLES: [&str; 3] = ["worker", "planner", "judge"];

@@ -227,6 +227,10 @@ fn the_agent_comes_from_the_flag_then_the_environment_then_git_config_then_git_c
     assert_eq!(holder(&env, &c, &b), "from-env");
     env.sw_env(&c, &[("GIT_SWARM_AGENT", "from-env")], &["--agent", "from-flag", "claim", &d]).ok();
     assert_eq!(holder(&env, &c, &d), "from-flag");
+    // An empty $GIT_SWARM_AGENT is unset (git config speaks); an empty --agent is refused.
+    env.sw_env(&c, &[("GIT_SWARM_AGENT", "")], &["renew", &a]).ok();
+    let o = env.sw(&c, &["--agent", "", "status"]).code(2);
+    assert!(o.stderr.contains("--agent"), "{}", o.stderr);
     // `git -c swarm.agent=… swarm` (git hands it over in $GIT_CONFIG_PARAMETERS) wins over the repository's config,
     // through real git, with a valueless `-c` before it (git writes that one as `'key'=`).
     let (_prefix, path) = installed(&env);

@@ -13,16 +13,16 @@
 use std::path::Path;
 
 /// The variable that marks an agent's processes.
-pub const MARK_VAR: &str = "GIT_SWARM_RUN";
+pub(crate) const MARK_VAR: &str = "GIT_SWARM_RUN";
 
 /// A mark for one agent run.
-pub fn new_mark() -> String {
+pub(crate) fn new_mark() -> String {
     format!("{}-{:016x}", std::process::id(), fastrand::u64(..))
 }
 
 /// Make this process the reaper of its orphaned descendants (what a runner does once, at its start). `false`
 /// where the system does not allow it.
-pub fn become_subreaper() -> bool {
+pub(crate) fn become_subreaper() -> bool {
     #[cfg(target_os = "linux")]
     {
         nix::sys::prctl::set_child_subreaper(true).is_ok()
@@ -70,7 +70,7 @@ fn parent_of(pid: i32) -> Option<i32> {
 /// End what is left of the agent run marked `mark`: every process with the mark, and — in a subreaper — every
 /// child of this process but those in `keep` (pids it still waits on itself). Killed with SIGKILL, the children
 /// reaped. Returns how many were killed.
-pub fn end_run(mark: &str, keep: &[u32]) -> usize {
+pub(crate) fn end_run(mark: &str, keep: &[u32]) -> usize {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let reaper = is_subreaper();
     let mut killed = 0;
@@ -119,7 +119,7 @@ pub fn end_run(mark: &str, keep: &[u32]) -> usize {
 /// Kill every process of an agent run (one that carries a [`MARK_VAR`], whichever) whose working directory is `dir`
 /// or inside it: what a killed runner's agent left working in a work tree, before the tree is used again. A
 /// person's shell in the tree carries no mark and is left alone. Returns how many.
-pub fn kill_working_in(dir: &Path) -> usize {
+pub(crate) fn kill_working_in(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
     let me = std::process::id();
     let mut n = 0;

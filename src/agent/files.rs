@@ -22,7 +22,7 @@ pub enum Refused {
 
 impl Refused {
     /// Nothing at the path: not a refusal, just no file.
-    pub fn is_missing(&self) -> bool {
+    pub(crate) fn is_missing(&self) -> bool {
         matches!(self, Refused::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
 }
@@ -73,7 +73,7 @@ pub fn read(path: &Path, max: usize) -> Result<(String, bool), Refused> {
 }
 
 /// The last `max` bytes of the regular file at `path` (a chat history that grows all run: its end is the reply).
-pub fn read_tail(path: &Path, max: usize) -> Result<String, Refused> {
+pub(crate) fn read_tail(path: &Path, max: usize) -> Result<String, Refused> {
     let (mut file, len) = open(path)?;
     let io = |e| Refused::Io { path: path.display().to_string(), source: e };
     if len > max as u64 {

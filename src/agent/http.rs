@@ -475,12 +475,12 @@ fn retry_base() -> u64 {
 
 /// May a secret (an API key, a token) be sent to this URL? Only over https, or to a server on this machine: on
 /// plain http to another machine anybody on the way could read it. (Shared with the GitHub client, `crate::github`.)
-pub fn may_carry_secret(url: &str) -> bool {
+pub(crate) fn may_carry_secret(url: &str) -> bool {
     url.starts_with("https://") || is_loopback(url)
 }
 
 /// Whether the URL's host is this machine.
-pub fn is_loopback(url: &str) -> bool {
+pub(crate) fn is_loopback(url: &str) -> bool {
     let Ok(url) = reqwest::Url::parse(url) else { return false };
     let Some(host) = url.host_str() else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']');

@@ -63,7 +63,7 @@ impl Prepared {
     }
 
     /// Remove what a previous run left where this one will leave its last message and its usage.
-    pub fn clear_last_message(&self) {
+    pub(crate) fn clear_last_message(&self) {
         for f in self.last_message.files().into_iter().chain(self.report.files()) {
             let _ = std::fs::remove_file(f);
         }
@@ -271,7 +271,7 @@ mod prepare_tests {
 /// so (`not found`, `Permission denied`, …). Only a run that ended quickly counts: an agent that worked for a while
 /// and then met a missing program did a run of the task (it fails the task, not the runner). A prompt too long
 /// for an argument (`Argument list too long`) is this task's, not the machine's: a failure too.
-pub fn could_not_start(out: &Outcome) -> bool {
+pub(crate) fn could_not_start(out: &Outcome) -> bool {
     if !matches!(out.exit, Exit::Code(126) | Exit::Code(127)) || out.elapsed > Duration::from_secs(20) {
         return false;
     }
@@ -308,7 +308,7 @@ pub struct Invocation<'a> {
 }
 
 /// A run's usage so far, shared with whoever watches the run.
-pub type LiveUsage = Arc<Mutex<Option<crate::usage::Usage>>>;
+pub(crate) type LiveUsage = Arc<Mutex<Option<crate::usage::Usage>>>;
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -359,11 +359,11 @@ pub struct Outcome {
 }
 
 /// Most stdout kept in memory (planner blocks and verdicts are far smaller).
-pub const MAX_OUTPUT: usize = 4 << 20;
+pub(crate) const MAX_OUTPUT: usize = 4 << 20;
 /// The end of stdout kept apart.
-pub const MAX_STDOUT_TAIL: usize = 1 << 20;
+pub(crate) const MAX_STDOUT_TAIL: usize = 1 << 20;
 /// Lines kept for [`Outcome::tail`].
-pub const TAIL_LINES: usize = 20;
+pub(crate) const TAIL_LINES: usize = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -424,7 +424,7 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
 }
 
 /// A prompt's system part: everything before a line `---` (when there is one near the top), else nothing.
-pub fn split_system(prompt: &str) -> (&str, &str) {
+pub(crate) fn split_system(prompt: &str) -> (&str, &str) {
     match prompt.find("\n---\n") {
         Some(i) => (prompt[..i].trim(), prompt[i + 5..].trim_start()),
         None => ("", prompt),
@@ -592,7 +592,7 @@ struct Shared {
 }
 
 /// Where a command agent may report what it spent (`docs/spend.md`).
-pub const USAGE_FILE_VAR: &str = "GIT_SWARM_USAGE_FILE";
+pub(crate) const USAGE_FILE_VAR: &str = "GIT_SWARM_USAGE_FILE";
 
 /// Longest line kept in the tail.
 const MAX_TAIL_LINE: usize = 1000;
@@ -683,7 +683,7 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: A
 
 /// Kill the process group of an agent that a killed runner left behind: its pid is in `pgid_file`, and it still runs
 /// in `worktree` (so that a recycled id of some other process is never hit). Linux only (`/proc`); elsewhere a no-op.
-pub fn kill_leftover(pgid_file: &Path, worktree: &Path) {
+pub(crate) fn kill_leftover(pgid_file: &Path, worktree: &Path) {
     let Some(pgid) = std::fs::read_to_string(pgid_file).ok().and_then(|s| s.trim().parse::<i32>().ok()) else {
         return;
     };

@@ -31,7 +31,7 @@ pub struct Preset {
     pub help: &'static [&'static str],
 }
 
-pub const PRESETS: &[Preset] = &[
+pub(crate) const PRESETS: &[Preset] = &[
     Preset {
         name: "claude",
         program: "claude",
@@ -95,7 +95,7 @@ pub fn names() -> String {
 /// A version as the CLIs print it (`2.1.332 (Claude Code)`, `codex-cli 0.171.0`, `aider 0.86.2`): the first run of
 /// dot-separated numbers.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Version(pub Vec<u64>);
+pub(crate) struct Version(pub Vec<u64>);
 
 impl Version {
     pub fn parse(text: &str) -> Option<Version> {
@@ -118,7 +118,7 @@ impl Version {
     }
 
     /// At least `min` (`"2.1.85"`)?
-    pub fn at_least(&self, min: &str) -> bool {
+    pub(crate) fn at_least(&self, min: &str) -> bool {
         Version::parse(min).is_none_or(|m| *self >= m)
     }
 }
@@ -132,7 +132,7 @@ impl std::fmt::Display for Version {
 
 /// What a launch depends on.
 #[derive(Debug, Clone, Default)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// The CLI's version, when it answered `--version` with one.
     pub version: Option<Version>,
     /// Does the runner run as root (uid 0)?
@@ -169,7 +169,7 @@ impl Facts {
 
 /// How one run of a preset is started.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Launch {
+pub(crate) struct Launch {
     /// The command line, run with `sh -c` in the work tree; the prompt is on stdin and in `$GIT_SWARM_PROMPT_FILE`.
     pub exec: String,
     /// Environment the CLI needs besides the runner's.
@@ -198,7 +198,7 @@ const CLAUDE_TOOLS: &str = "Bash,Edit,MultiEdit,Write,NotebookEdit,Read,Glob,Gre
 
 impl Preset {
     /// The launch for these facts.
-    pub fn launch(&self, f: &Facts) -> Launch {
+    pub(crate) fn launch(&self, f: &Facts) -> Launch {
         let run = |file: &str| f.run_dir.join(file);
         let q = |p: &Path| sh_quote(&p.to_string_lossy());
         match self.name {
@@ -370,7 +370,7 @@ pub fn sh_quote(s: &str) -> String {
 
 /// Why a CLI cannot be started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProbeError {
+pub(crate) enum ProbeError {
     #[error("`{program}` is not installed here (not found on PATH)")]
     NotFound { program: String },
     #[error("`{command}` {how}")]
@@ -378,7 +378,7 @@ pub enum ProbeError {
 }
 
 /// Run `<program> --version` (bounded by `limit`): what it printed.
-pub fn version_of(program: &str, limit: Duration) -> Result<String, ProbeError> {
+pub(crate) fn version_of(program: &str, limit: Duration) -> Result<String, ProbeError> {
     run_bounded(program, &["--version"], limit)
 }
 

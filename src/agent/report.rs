@@ -75,13 +75,13 @@ impl Report {
 }
 
 /// Largest line of stdout a meter reads (longer ones are progress with whole files in them).
-pub const MAX_LINE: usize = 4 << 20;
+pub(crate) const MAX_LINE: usize = 4 << 20;
 /// Largest usage file or analytics log read.
 const MAX_FILE: usize = 4 << 20;
 
 /// The usage of one run, as it is reported.
 #[derive(Debug, Clone, Default)]
-pub struct Meter {
+pub(crate) struct Meter {
     report: Report,
     /// Claude Code: the usage of each assistant message seen (by message id; a message comes in several events).
     messages: BTreeMap<String, Usage>,

@@ -16,10 +16,10 @@ use crate::time::Timestamp;
 /// Most nodes drawn in the dependency graph; beyond it the graph shows the live tasks first and says so.
 pub const MAX_GRAPH_NODES: usize = 300;
 /// Most tasks listed in the plan tree.
-pub const MAX_TREE_NODES: usize = 5_000;
+pub(crate) const MAX_TREE_NODES: usize = 5_000;
 /// Most lanes (agents) and segments in the timeline.
-pub const MAX_LANES: usize = 60;
-pub const MAX_SEGMENTS: usize = 5_000;
+pub(crate) const MAX_LANES: usize = 60;
+pub(crate) const MAX_SEGMENTS: usize = 5_000;
 
 /// The colour of a status: legend, counts, tree badges, graph nodes, timeline bars of held and done claims,
 /// throughput of landings. Only elements that stand for a task of that status use it (tests count its pixels).
@@ -50,7 +50,7 @@ fn outcome_colour(o: Outcome) -> &'static str {
 const FAIL_ATTEMPT_COLOUR: &str = "#db2777";
 
 /// HTML-escape text for element content and quoted attribute values.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -20,7 +20,7 @@ use crate::txn::{Reach, Swarm, TxnError};
 use crate::usage::Usage;
 
 /// The version of the JSON document of `git swarm board --json`.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// How much to compute.
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ use super::RepoSlug;
 use crate::time::Timestamp;
 
 /// The REST API version we speak.
-pub const API_VERSION: &str = "2022-11-28";
+pub(crate) const API_VERSION: &str = "2022-11-28";
 /// Where the API is when `GITHUB_API_URL` is not set.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -13,7 +13,8 @@ pub const PUSHES_PER_MINUTE: f64 = 6.0;
 /// Push attempts per completed task, lost races included, measured by `bench/runner.py` (`docs/performance.md`):
 /// 1.25 for one worker (its first claim is a push of its own; later claims ride in landings) — the figure for
 /// workers whose tasks end at different moments, as tasks of minutes do.
-pub const ATTEMPTS_SPREAD: f64 = 1.25;
+#[cfg(test)]
+const ATTEMPTS_SPREAD: f64 = 1.25;
 
 /// The same with every worker finishing in the same instant (the benchmark's worst case): 1.7–2.1 at 8 workers,
 /// 2.2–2.8 at 16–32.
@@ -21,7 +22,7 @@ pub const ATTEMPTS_CONTENDED: f64 = 2.5;
 
 /// Lease renewals while one task of length `task` runs under a lease of `lease`: the runner renews when a third
 /// of the lease is left (`Runner::try_renew`), so every two thirds of the lease.
-pub fn renewals_per_task(task: Duration, lease: Duration) -> u64 {
+pub(crate) fn renewals_per_task(task: Duration, lease: Duration) -> u64 {
     let period = (lease.as_millis() * 2 / 3).max(1);
     let task = task.as_millis();
     if task == 0 { 0 } else { u64::try_from((task - 1) / period).unwrap_or(u64::MAX) }

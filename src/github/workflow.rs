@@ -23,9 +23,9 @@ use std::fmt::Write as _;
 /// The most jobs a matrix may have (GitHub's limit).
 pub const MAX_WORKERS: u32 = 256;
 /// The longest `timeout-minutes` we write: 72 hours (GitHub-hosted runners stop a job at 6 hours anyway).
-pub const MAX_TIMEOUT_MINUTES: u32 = 72 * 60;
+pub(crate) const MAX_TIMEOUT_MINUTES: u32 = 72 * 60;
 /// The secrets passed to agents when none are named.
-pub const DEFAULT_SECRETS: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
+pub(crate) const DEFAULT_SECRETS: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
 
 /// What the workflow does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +82,7 @@ impl Options {
 }
 
 /// How a runner installs git-swarm by default: this version from crates.io.
-pub fn default_install(version: &str) -> String {
+pub(crate) fn default_install(version: &str) -> String {
     format!("cargo install --locked git-swarm --version {version}")
 }
 

@@ -107,18 +107,18 @@ pub fn remove(installed: &Installed) {
 }
 
 /// The folders agent CLIs keep in a repository for themselves (sessions, settings, caches, the hook files above).
-pub const ARTIFACT_DIRS: &[&str] = &[".claude", ".gemini", ".codex", ".cursor", ".opencode"];
+pub(crate) const ARTIFACT_DIRS: &[&str] = &[".claude", ".gemini", ".codex", ".cursor", ".opencode"];
 
 /// Is `path` (relative to the work tree's top) a file an agent CLI leaves for itself: anything under one of
 /// [`ARTIFACT_DIRS`], or a top-level `.aider*` (aider's chat and input history, its tags cache)? Such files never
 /// enter a task's commit unless the repository has them already or the task's scope names them.
-pub fn is_agent_artifact(path: &str) -> bool {
+pub(crate) fn is_agent_artifact(path: &str) -> bool {
     let first = path.split('/').next().unwrap_or(path);
     first.starts_with(".aider") || (ARTIFACT_DIRS.contains(&first) && path.len() > first.len())
 }
 
 /// Is `path` within one of the task's scope entries (a file, or a folder and everything under it)?
-pub fn in_scope(path: &str, scope: &[String]) -> bool {
+pub(crate) fn in_scope(path: &str, scope: &[String]) -> bool {
     scope
         .iter()
         .map(|s| s.trim().trim_start_matches("./").trim_end_matches('/'))
@@ -129,7 +129,7 @@ pub fn in_scope(path: &str, scope: &[String]) -> bool {
 /// Write the excludes file of an agent's work tree: the user's global excludes, the hook files and the agents'
 /// own folders ([`is_agent_artifact`]). Untracked files there stay out of every `git add -A`, the agent's and the
 /// runner's; files the repository tracks are not affected.
-pub fn write_excludes(wt: &Path, run_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn write_excludes(wt: &Path, run_dir: &Path) -> Option<PathBuf> {
     let mut text = String::new();
     if let Some(global) = user_excludes_file(wt) {
         let mut f = std::fs::File::open(global).ok();
@@ -156,7 +156,7 @@ pub fn write_excludes(wt: &Path, run_dir: &Path) -> Option<PathBuf> {
 /// The environment that makes an agent's git use `excludes` (through `GIT_CONFIG_COUNT`, for the agent's processes
 /// only). Not `info/exclude`: linked work trees share it with the user's checkout. (Some CLIs drop `GIT_CONFIG_*`
 /// from their shell tool's environment: the runner strips what such a commit added, see `runner::worker`.)
-pub fn exclude_env(excludes: &Path) -> Vec<(String, String)> {
+pub(crate) fn exclude_env(excludes: &Path) -> Vec<(String, String)> {
     let n: usize = std::env::var("GIT_CONFIG_COUNT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     vec![
         ("GIT_CONFIG_COUNT".into(), (n + 1).to_string()),
@@ -201,7 +201,7 @@ pub fn last_assistant_text_of(path: &Path, wait: Duration) -> std::io::Result<Op
 }
 
 /// The last `max` bytes of a file, as text (a transcript can be large; the end is what we want).
-pub fn read_tail(path: &Path, max: u64) -> std::io::Result<String> {
+pub(crate) fn read_tail(path: &Path, max: u64) -> std::io::Result<String> {
     let mut f = std::fs::File::open(path)?;
     let len = f.metadata()?.len();
     if len > max {
@@ -216,7 +216,7 @@ pub fn read_tail(path: &Path, max: u64) -> std::io::Result<String> {
 /// `{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": …}, …]}}`;
 /// `content` may also be a plain string). Entries with no text (tool calls only) are passed over; lines that
 /// are not JSON (a tail cut in the middle of one) too.
-pub fn last_assistant_text(jsonl: &str) -> Option<String> {
+pub(crate) fn last_assistant_text(jsonl: &str) -> Option<String> {
     for line in jsonl.lines().rev() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
         let msg = &v["message"];
@@ -284,7 +284,7 @@ pub fn record_handoff(file: &Path, text: &str) -> std::io::Result<Handoff> {
 }
 
 /// Where [`record_handoff`] remembers what it wrote.
-pub fn auto_marker(file: &Path) -> PathBuf {
+pub(crate) fn auto_marker(file: &Path) -> PathBuf {
     let mut name = file.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".auto");
     file.with_file_name(name)

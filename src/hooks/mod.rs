@@ -15,9 +15,9 @@ use crate::model::{Status, Task, validate_id};
 use crate::time::Timestamp;
 
 /// The first line of our block.
-pub const BEGIN: &str = "# >>> git swarm >>>";
+pub(crate) const BEGIN: &str = "# >>> git swarm >>>";
 /// The last line of our block.
-pub const END: &str = "# <<< git swarm <<<";
+pub(crate) const END: &str = "# <<< git swarm <<<";
 /// In the block when the file did not exist before: uninstall then removes the file.
 const CREATED: &str = "# (this file was created by git swarm hooks install)";
 /// The shebang of a hook file we create.
@@ -132,7 +132,7 @@ fn shell_shebang(first_line: &str) -> Result<(), String> {
 }
 
 /// The text of a hook file with our `block` in it, and what that means. `existing` is the file's text, if any.
-pub fn with_block(existing: Option<&str>, block: &str) -> Result<(String, Installed), String> {
+pub(crate) fn with_block(existing: Option<&str>, block: &str) -> Result<(String, Installed), String> {
     let Some(text) = existing else {
         return Ok((format!("{SHEBANG}{}", mark_created(block)), Installed::Created));
     };
@@ -164,7 +164,7 @@ fn mark_created(block: &str) -> String {
 
 /// The text without our block: `None` when there is no block; `Some(None)` when the file should go (we created
 /// it and nothing but its shebang is left).
-pub fn without_block(text: &str) -> Option<Option<String>> {
+pub(crate) fn without_block(text: &str) -> Option<Option<String>> {
     let (s, e) = find_block(text)?;
     let created = text[s..e].lines().any(|l| l.trim() == CREATED);
     let rest = format!("{}{}", &text[..s], &text[e..]);

@@ -90,20 +90,20 @@ pub fn verdict(
 }
 
 /// Has the running cycle spent its budget (`[run.budget] cycle`)? Why, if so.
-pub fn budget_spent(board: &Board, limit: &Limit) -> Option<String> {
+pub(crate) fn budget_spent(board: &Board, limit: &Limit) -> Option<String> {
     budget_spent_after(board, &Change::default(), limit)
 }
 
 /// [`budget_spent`] once `ch` (computed on `board`) is applied: what a landing asks before it claims the next task in
 /// the same commit, without a copy of the board.
-pub fn budget_spent_after(board: &Board, ch: &Change, limit: &Limit) -> Option<String> {
+pub(crate) fn budget_spent_after(board: &Board, ch: &Change, limit: &Limit) -> Option<String> {
     let spend = ch.spend.as_ref().unwrap_or(&board.spend);
     let why = limit.reached(&spend.cycle_total(board.cycle))?;
     Some(format!("cycle {} spent its budget: {why}", board.cycle))
 }
 
 /// How many tasks of `board` (read in full) reached `status` at or after `since`: what a cycle record counts.
-pub fn finished_since(board: &Board, status: Status, since: Timestamp) -> u64 {
+pub(crate) fn finished_since(board: &Board, status: Status, since: Timestamp) -> u64 {
     board
         .tasks
         .values()

@@ -15,7 +15,7 @@ pub mod cycle;
 pub mod land;
 pub mod plan;
 
-pub use crate::state::{Board, Change, Closed, OpRecord, Stored, closed_path, task_path};
+pub use crate::state::{Board, Change, Closed, Stored, closed_path, task_path};
 
 /// Who is acting, and when.
 #[derive(Debug, Clone)]
@@ -104,7 +104,7 @@ pub fn mint_id() -> String {
 }
 
 /// An id from `mint` that is neither on the board nor in `taken` (which gets it); re-drawn on a collision.
-pub fn fresh_id(
+pub(crate) fn fresh_id(
     board: &Board,
     taken: &mut std::collections::BTreeSet<String>,
     mint: &mut dyn FnMut() -> String,
@@ -376,7 +376,7 @@ fn expire(t: &mut Task, now: Timestamp) {
 }
 
 /// The role whose spend a task's runs are: planners work on plans, workers on the rest.
-pub fn role_of(kind: Kind) -> &'static str {
+pub(crate) fn role_of(kind: Kind) -> &'static str {
     match kind {
         Kind::Work => "worker",
         Kind::Plan => "planner",
@@ -384,7 +384,7 @@ pub fn role_of(kind: Kind) -> &'static str {
 }
 
 /// The swarm's spend with `delta` of `role` added in the running cycle; `None` when there is nothing to add.
-pub fn spend_after(board: &Board, role: &str, delta: &Usage) -> Option<Spend> {
+pub(crate) fn spend_after(board: &Board, role: &str, delta: &Usage) -> Option<Spend> {
     (!delta.is_zero()).then(|| board.spend.add(role, delta, board.cycle))
 }
 
@@ -415,7 +415,7 @@ fn close_usage(t: &mut Task) -> Option<Usage> {
 
 /// Check that `t` is claimed by `agent` (under `epoch` when given). The lease may have run out: the holder may
 /// still finish as long as nobody has claimed the task since.
-pub fn check_holder<'a>(t: &'a Task, agent: &str, epoch: Option<u64>) -> Result<&'a Claim, DomainError> {
+pub(crate) fn check_holder<'a>(t: &'a Task, agent: &str, epoch: Option<u64>) -> Result<&'a Claim, DomainError> {
     if t.status.is_final() {
         return Err(DomainError::Final { id: t.id.clone(), status: t.status });
     }
@@ -600,7 +600,12 @@ pub fn done_reporting(
 /// Finish a task whose claim ran out and whose code is on the target already (`commit`, found by its `Swarm-Task:`
 /// trailer): a landing whose state half failed, its holder gone. Anyone may do it; the claim's epoch is recorded
 /// as the result's. A live claim is its holder's to finish.
-pub fn done_landed(board: &Board, actor: &Actor, id: &str, commit: String) -> Result<(Change, Task), DomainError> {
+pub(crate) fn done_landed(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    commit: String,
+) -> Result<(Change, Task), DomainError> {
     let s = get(board, id)?;
     let c = s.task.claim.as_ref().ok_or(DomainError::NotClaimed { id: id.to_string(), status: s.task.status })?;
     if s.task.expired_claim(actor.now).is_none() {
@@ -748,7 +753,7 @@ pub fn retry(board: &Board, actor: &Actor, task: &Task, path: &str) -> Result<(C
 /// A cycle of dependencies that `task` is on or waits on, through tasks that are open or claimed (done ones are
 /// no longer waited on): the ids along it, its first id again at the end. Only a state ref edited by hand holds
 /// one (`add` and the planner refuse them), and no task on or behind it can ever run.
-pub fn dependency_cycle(board: &Board, task: &Task) -> Option<Vec<String>> {
+pub(crate) fn dependency_cycle(board: &Board, task: &Task) -> Option<Vec<String>> {
     use std::collections::HashMap;
     #[derive(PartialEq)]
     enum Mark {
@@ -796,7 +801,7 @@ pub fn dependency_cycle(board: &Board, task: &Task) -> Option<Vec<String>> {
 
 /// Why `task` can never become ready: a dependency (or a dependency's dependency, through open tasks) failed or
 /// was cancelled, or its dependencies form a cycle. `None` while it can still run.
-pub fn blocked_for_good(board: &Board, task: &Task) -> Option<String> {
+pub(crate) fn blocked_for_good(board: &Board, task: &Task) -> Option<String> {
     if let Some(why) = blocked_by_failure(board, task) {
         return Some(why);
     }
@@ -825,7 +830,7 @@ fn blocked_by_failure(board: &Board, task: &Task) -> Option<String> {
 
 /// Cancel the open tasks among `ids` that can never run (see [`blocked_for_good`]), with the reason recorded as a
 /// failure. Others are left alone.
-pub fn cancel_blocked(board: &Board, actor: &Actor, ids: &[String]) -> Change {
+pub(crate) fn cancel_blocked(board: &Board, actor: &Actor, ids: &[String]) -> Change {
     let why = |t: &Task| {
         if t.status != Status::Open {
             return None;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use super::{Actor, Board, Change, DomainError, NewTask, Stored};
+use crate::escape::squash;
 use crate::model::{Kind, Status};
 use crate::usage::Usage;
 
@@ -36,14 +37,14 @@ pub struct Proposal {
 }
 
 /// The keys of a `[[task]]` table.
-pub const TASK_KEYS: &[&str] =
+pub(crate) const TASK_KEYS: &[&str] =
     &["key", "title", "body", "acceptance", "scope", "kind", "priority", "deps", "labels", "parent"];
 
 /// The tasks of a task file (`git swarm add --file`): a TOML document of `[[task]]` tables, the planner's format
 /// (`docs/agents.md`), strictly: an unknown key is an error (a typo must not drop a dependency), and every error
 /// names its table (`[[task]] 3 ('Write the parser'): …`). Keys must be unique; deps name a key of the file or a task.
 pub fn parse_task_file(text: &str) -> Result<Vec<Proposal>, String> {
-    let doc: toml::Table = toml::from_str(text).map_err(|e| format!("not valid TOML: {}", one_line(&e)))?;
+    let doc: toml::Table = toml::from_str(text).map_err(|e| format!("not valid TOML: {}", squash(&e)))?;
     if let Some(k) = doc.keys().find(|k| *k != "task") {
         return Err(format!("unknown key '{}' at the top (a task file holds [[task]] tables)", crate::escape::line(k)));
     }
@@ -65,7 +66,7 @@ pub fn parse_task_file(text: &str) -> Result<Vec<Proposal>, String> {
         if let Some(k) = t.keys().find(|k| !TASK_KEYS.contains(&k.as_str())) {
             return Err(format!("{name}: unknown key '{}' (one of {})", crate::escape::line(k), TASK_KEYS.join(", ")));
         }
-        let p: Proposal = v.clone().try_into().map_err(|e: toml::de::Error| format!("{name}: {}", one_line(&e)))?;
+        let p: Proposal = v.clone().try_into().map_err(|e: toml::de::Error| format!("{name}: {}", squash(&e)))?;
         let trimmed = p.title.trim();
         if trimmed.is_empty() || trimmed.contains(['\n', '\r']) || trimmed.len() > crate::model::MAX_TITLE_LEN {
             return Err(format!(
@@ -227,7 +228,7 @@ fn new_tasks(
 /// routing around the failure and is filed. `live` is the newest state (open and claimed tasks), `full` the board
 /// with every task (done ones: done is final). A later proposal's dependency on a left-out one (by its key) points
 /// at the task it repeats. Returns what is kept and, per left-out proposal, its title and the id it repeats.
-pub fn without_repeats(
+pub(crate) fn without_repeats(
     live: &Board,
     full: &Board,
     parent: &str,
@@ -371,10 +372,6 @@ pub fn plan_round(
     ch.writes.push(Stored { path: plan.path.clone(), task: t });
     ch.summary = format!("plan {id}: {}", ch.summary);
     Ok((ch, Proposed::Filed(fresh.len() + filed_by_cli, demoted, repeats)))
-}
-
-pub(crate) fn one_line(e: &dyn std::fmt::Display) -> String {
-    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -147,7 +147,7 @@ fn same_file_key(p: &Path) -> PathBuf {
 /// would make every later `git worktree add` of every runner in this clone fail. A registration whose `gitdir`
 /// was never written is known by its id: git names it after the folder, `<agent>` or `<agent><n>`; it is removed
 /// only when every runner it could belong to is gone. Registrations of the user's own work trees are left alone.
-pub fn clear_stale_registrations(common_dir: &Path, home: &Path, gone: &dyn Fn(&str) -> bool) {
+pub(crate) fn clear_stale_registrations(common_dir: &Path, home: &Path, gone: &dyn Fn(&str) -> bool) {
     let home_real = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     let mut names: Vec<String> = std::fs::read_dir(home)
         .into_iter()
@@ -199,7 +199,7 @@ pub(crate) fn worktree_git_dir(wt: &Path) -> Option<PathBuf> {
 
 /// A work tree at `commit`, as if new: the existing one of this runner reset and cleaned (ignored files too), or a
 /// new one. Two `git` processes instead of the four of removing and adding one for every task.
-pub fn fresh_worktree(common_dir: &Path, path: &Path, commit: ObjectId) -> Result<(), GitError> {
+pub(crate) fn fresh_worktree(common_dir: &Path, path: &Path, commit: ObjectId) -> Result<(), GitError> {
     // Submodules, sparse checkouts and per-work-tree config outlive a reset: such a tree is made anew.
     let plain = !path.join(".gitmodules").exists();
     if plain
@@ -225,7 +225,7 @@ pub fn fresh_worktree(common_dir: &Path, path: &Path, commit: ObjectId) -> Resul
 }
 
 /// `HEAD` of a work tree, read from its files when it is detached (no `git` process), else by `git rev-parse`.
-pub fn head_fast(wt: &Path) -> Result<ObjectId, GitError> {
+pub(crate) fn head_fast(wt: &Path) -> Result<ObjectId, GitError> {
     if let Some(gd) = worktree_git_dir(wt)
         && let Ok(text) = std::fs::read_to_string(gd.join("HEAD"))
         && let Ok(id) = ObjectId::from_hex(text.trim().as_bytes())
@@ -258,7 +258,7 @@ pub fn is_ancestor(git_dir: &Path, commit: ObjectId, tip: ObjectId) -> bool {
 /// With `excludes` (an excludes file), files it hides stay out — but those of them `keep` says the task wants (a
 /// scope under `.claude/`) are added all the same: only files git itself lists as ignored and untracked, each by
 /// its literal name, so no path from a task can reach outside the work tree or pull in anything else.
-pub fn commit_all(
+pub(crate) fn commit_all(
     dir: &Path,
     message: &str,
     ident: &[(String, String)],
@@ -324,7 +324,7 @@ fn literal(dir: &Path, args: &[&str], paths: &[&str]) -> Result<(), GitError> {
 }
 
 /// Is a rebase stopped in this work tree?
-pub fn rebase_in_progress(dir: &Path) -> bool {
+pub(crate) fn rebase_in_progress(dir: &Path) -> bool {
     ["rebase-merge", "rebase-apply"]
         .iter()
         .any(|p| run(dir, &["rev-parse", "--git-path", p]).map(|out| dir.join(out.trim()).exists()).unwrap_or(false))
@@ -394,7 +394,7 @@ pub fn rebase(
 /// (`before`, from [`contents`]) and it is text without a conflict (`<<<<<<<` … `>>>>>>>`) left in it; such files
 /// are staged (a deleted one is resolved by its deletion), then `git rebase --continue` runs with the same trailer
 /// environment as [`rebase`]. It may stop again on the next commit's conflicts.
-pub fn continue_rebase(
+pub(crate) fn continue_rebase(
     dir: &Path,
     trailer_env: Option<(&str, &str)>,
     ident: &[(String, String)],
@@ -465,14 +465,14 @@ fn rebase_outcome(dir: &Path, cmd: &mut Command) -> Result<Rebased, GitError> {
     Err(GitError { args: "rebase".into(), dir: Some(dir.to_path_buf()), message })
 }
 
-pub fn abort_rebase(dir: &Path) {
+pub(crate) fn abort_rebase(dir: &Path) {
     if rebase_in_progress(dir) {
         let _ = run(dir, &["rebase", "--abort"]);
     }
 }
 
 /// The branches checked out in any work tree of the repository at `common_dir` (`refs/heads/...`).
-pub fn checked_out_branches(common_dir: &Path) -> Vec<(String, PathBuf)> {
+pub(crate) fn checked_out_branches(common_dir: &Path) -> Vec<(String, PathBuf)> {
     let Ok(out) = run(common_dir, &["worktree", "list", "--porcelain"]) else { return vec![] };
     let mut res = Vec::new();
     let mut path = PathBuf::new();

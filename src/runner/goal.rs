@@ -66,7 +66,7 @@ impl Filer<'_> {
     /// `run planner --goal <text> --replace-goal` (a dispatched fleet): make the swarm work on `goal` now. The same
     /// goal on a running swarm changes nothing; a different goal, or any goal on a stopped swarm, is
     /// [`Filer::replace`]d.
-    pub fn first_or_replace(&self, goal: &str) -> Result<Filed, RunError> {
+    pub(crate) fn first_or_replace(&self, goal: &str) -> Result<Filed, RunError> {
         match self.first(goal) {
             Err(RunError::Usage(_)) => self.replace(goal),
             other => other,
@@ -118,7 +118,7 @@ fn first_goal(board: &Board, actor: &Actor, goal: &str, cycle: Option<u64>) -> R
 /// End the cycle after `last` with a `continue` record of this op, cancel the old goal's root plans and their
 /// sub-plans that are open or claimed, and file the new goal's root plan for the cycle after. `full` has every
 /// task (the record counts what finished). Pure: the model check and the property tests may call it.
-pub fn next_cycle(
+pub(crate) fn next_cycle(
     board: &Board,
     full: &Board,
     actor: &Actor,
@@ -183,7 +183,7 @@ fn plans_under_old_goals(board: &Board) -> Vec<String> {
 }
 
 /// The most a goal may hold: what every reader reads of `goal.md`.
-pub const MAX_GOAL_BYTES: usize = 256 * 1024 - 1;
+pub(crate) const MAX_GOAL_BYTES: usize = 256 * 1024 - 1;
 
 fn clean(goal: &str) -> Result<String, RunError> {
     let goal = goal.trim().to_string();

@@ -216,10 +216,10 @@ impl Spent {
     }
 }
 
-pub use crate::ops::cycle::budget_spent as cycle_budget_spent;
+pub(crate) use crate::ops::cycle::budget_spent as cycle_budget_spent;
 
 impl Runner<'_> {
-    pub fn emit(&mut self, e: Event) {
+    pub(crate) fn emit(&mut self, e: Event) {
         (self.events)(e);
     }
 
@@ -236,7 +236,7 @@ impl Runner<'_> {
         self.places().worktree(&self.agent)
     }
 
-    pub fn log_file(&self) -> PathBuf {
+    pub(crate) fn log_file(&self) -> PathBuf {
         self.home.join("logs").join(format!("{}.log", self.agent))
     }
 
@@ -296,7 +296,7 @@ impl Runner<'_> {
     /// Refuse to go on (before a claim, or before the agent of a claim runs) when this runner would run shared
     /// settings of the ref — the role's agent, the check, a prompt override — that its clone does not trust. What
     /// comes from this clone (`--exec`, `--check`, `git config swarm.*`) needs no trust.
-    pub fn check_trust(&self, snap: &Snapshot, role: Role) -> Result<(), RunError> {
+    pub(crate) fn check_trust(&self, snap: &Snapshot, role: Role) -> Result<(), RunError> {
         let config = &snap.board.config;
         let applied = self.git_config.apply(config);
         // The table the role's agent comes from (its own, else `[roles.default]`): shared unless this clone chose
@@ -381,7 +381,7 @@ impl Runner<'_> {
 
     /// Remove this runner's run files (prompt, hand-off, a CLI's last message): what it kept for its agents is not
     /// left in the cache folder once it is done.
-    pub fn teardown(&self) {
+    pub(crate) fn teardown(&self) {
         let _ = std::fs::remove_dir_all(self.run_dir());
     }
 
@@ -391,7 +391,7 @@ impl Runner<'_> {
     }
 
     /// The judge's last verdict, when it is `stop`.
-    pub fn stopped_at(&self, snap: &Snapshot) -> Option<u64> {
+    pub(crate) fn stopped_at(&self, snap: &Snapshot) -> Option<u64> {
         match last_cycle(self.swarm.store(), snap.commit) {
             Some(c) if c.verdict == Verdict::Stop => Some(c.cycle),
             _ => None,
@@ -400,7 +400,12 @@ impl Runner<'_> {
 
     /// Wait until the state ref moves from `seen`, the stop flag is set, or `max` passes. Local remotes are
     /// watched for changes (`notify`); URL remotes are polled with a backoff that `backoff` carries across calls.
-    pub fn wait_for_change(&self, seen: ObjectId, max: Duration, backoff: &mut Duration) -> Result<(), RunError> {
+    pub(crate) fn wait_for_change(
+        &self,
+        seen: ObjectId,
+        max: Duration,
+        backoff: &mut Duration,
+    ) -> Result<(), RunError> {
         let started = Instant::now();
         let watch_dir = match self.swarm.remote.reach() {
             Reach::Itself(store) | Reach::Path(store) => Some(store.repo.common_dir().to_path_buf()),
@@ -436,7 +441,7 @@ impl Runner<'_> {
     }
 
     /// Environment common to every agent this runner starts.
-    pub fn base_env(&self, role: Role) -> Vec<(String, String)> {
+    pub(crate) fn base_env(&self, role: Role) -> Vec<(String, String)> {
         let mut env = vec![
             ("GIT_SWARM_AGENT".to_string(), self.agent.clone()),
             ("GIT_SWARM_SWARM".to_string(), self.swarm.name.clone()),
@@ -452,7 +457,7 @@ impl Runner<'_> {
     /// outcome, what the agent changed in the git directory and [`planted::Guard`] put back (to be said).
     /// `attempt`: the claim (task, epoch) the run is part of, whose usage it adds to and whose budget stops it.
     #[allow(clippy::too_many_arguments)]
-    pub fn run_agent(
+    pub(crate) fn run_agent(
         &self,
         agent: &agent::Prepared,
         cwd: &Path,
@@ -494,7 +499,7 @@ impl Runner<'_> {
     }
 
     /// Renew my claim on `task` when less than a third of its lease is left. `Err` when the claim is lost.
-    pub fn renew_if_due(
+    pub(crate) fn renew_if_due(
         &mut self,
         task: &str,
         epoch: u64,
@@ -513,7 +518,7 @@ impl Runner<'_> {
 
     /// [`Runner::renew_if_due`] without reporting: the event to report, if any. A remote that is away for a moment
     /// is not an error (the lease still runs; the next poll tries again).
-    pub fn try_renew(
+    pub(crate) fn try_renew(
         &self,
         task: &str,
         epoch: u64,
@@ -559,7 +564,7 @@ impl Runner<'_> {
 }
 
 /// [`RunError::CannotStart`] when an agent exited 126 or 127: `sh` could not start its command.
-pub fn cannot_start(role: Role, agent: &agent::Prepared, out: &agent::Outcome) -> Result<(), RunError> {
+pub(crate) fn cannot_start(role: Role, agent: &agent::Prepared, out: &agent::Outcome) -> Result<(), RunError> {
     if !agent::could_not_start(out) {
         return Ok(());
     }
@@ -734,7 +739,7 @@ fn runner_alive(places: &Places, name: &str) -> bool {
 
 /// Work trees that runners of an earlier version left under `<git dir>/swarm/worktrees/` (killed before they could
 /// remove them): removed, with their registrations, once their runner is gone. Returns how many.
-pub fn sweep_legacy_worktrees(home: &Path, common_dir: &Path) -> usize {
+pub(crate) fn sweep_legacy_worktrees(home: &Path, common_dir: &Path) -> usize {
     let legacy = Places { home: home.to_path_buf(), base: home.to_path_buf() };
     let old = home.join("worktrees");
     let Ok(entries) = std::fs::read_dir(&old) else { return 0 };
@@ -757,7 +762,7 @@ pub fn sweep_legacy_worktrees(home: &Path, common_dir: &Path) -> usize {
 }
 
 /// Remove a runner's work tree: first stop an agent its killed runner could not stop, which may still work in it.
-pub fn remove_runner_worktree(places: &Places, common_dir: &Path, name: &str, path: &Path) {
+pub(crate) fn remove_runner_worktree(places: &Places, common_dir: &Path, name: &str, path: &Path) {
     use nix::fcntl::{Flock, FlockArg};
     // The id's lock, held through the removal: a runner that runs already is not touched, and one that starts
     // meanwhile is told the id is busy instead of getting a tree that is being deleted. The pid file stays (its
@@ -787,8 +792,8 @@ fn process_alive(pid: u32) -> bool {
     })
 }
 
-pub const MIN_POLL: Duration = Duration::from_millis(200);
-pub const MAX_POLL: Duration = Duration::from_secs(10);
+pub(crate) const MIN_POLL: Duration = Duration::from_millis(200);
+pub(crate) const MAX_POLL: Duration = Duration::from_secs(10);
 
 fn sleep_unless(stop: &AtomicBool, d: Duration) {
     let end = Instant::now() + d;
@@ -858,7 +863,7 @@ pub fn goal(store: &Store, commit: ObjectId) -> Option<String> {
     }
 }
 
-pub use crate::state::GOAL_PATH;
+pub(crate) use crate::state::GOAL_PATH;
 
 /// `notes/<id>.md` of the state at `commit`: the hand-offs, newest task first, at most `budget` bytes in all.
 pub fn handoffs(store: &Store, snap: &Snapshot, only_parent: Option<&str>, budget: usize) -> String {
@@ -892,12 +897,12 @@ pub fn handoffs(store: &Store, snap: &Snapshot, only_parent: Option<&str>, budge
 }
 
 /// The board as text for prompts: one line a task.
-pub fn board_text(board: &Board, budget: usize) -> String {
+pub(crate) fn board_text(board: &Board, budget: usize) -> String {
     task_lines(board, budget, |t| t.parent.as_deref().map(|p| format!(" (parent {p})")).unwrap_or_default())
 }
 
 /// One line a task, oldest first: `id [kind status] title<extra>`, within `budget` bytes (task text escaped).
-pub fn task_lines(board: &Board, budget: usize, extra: impl Fn(&Task) -> String) -> String {
+pub(crate) fn task_lines(board: &Board, budget: usize, extra: impl Fn(&Task) -> String) -> String {
     let mut tasks: Vec<&Task> = board.tasks.values().map(|s| &s.task).collect();
     tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
     let mut out = String::new();
@@ -955,7 +960,7 @@ pub fn commit_ident(repo: &gix::Repository, agent: &str) -> Vec<(String, String)
 }
 
 /// The last lines of an agent's output, one line, for a failure reason.
-pub fn reason_from(what: &str, tail: &[String]) -> String {
+pub(crate) fn reason_from(what: &str, tail: &[String]) -> String {
     let lines: Vec<&str> =
         tail.iter().rev().take(8).map(String::as_str).collect::<Vec<_>>().into_iter().rev().collect();
     let text = redact_secrets(&lines.join(" | "));
@@ -967,7 +972,7 @@ pub fn reason_from(what: &str, tail: &[String]) -> String {
 /// Text that goes from an agent into the state ref (failure reasons, hand-offs) with what looks like a secret
 /// replaced by `[redacted]` ([`crate::secrets`]: this process's secrets by name and by value, and secret shapes).
 /// Best effort: the state ref is readable by everyone who can fetch the repository.
-pub fn redact_secrets(text: &str) -> String {
+pub(crate) fn redact_secrets(text: &str) -> String {
     crate::secrets::scrub(text)
 }
 

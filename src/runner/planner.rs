@@ -12,8 +12,9 @@ use serde::Deserialize;
 
 use super::{Event, Mode, Role, RunEnd, RunError, Runner, git, prompts};
 use crate::agent::Exit;
+use crate::escape::squash;
 use crate::model::{Kind, Status, Task};
-use crate::ops::plan::{PlanRound, Proposal, Proposed, children, one_line};
+use crate::ops::plan::{PlanRound, Proposal, Proposed, children};
 use crate::ops::{self, Board, DomainError};
 use crate::store::Snapshot;
 use crate::time::Timestamp;
@@ -62,7 +63,7 @@ pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
             Ok(t) => t,
             Err(e) => {
                 if block.contains("[[task]]") {
-                    last_error = Some(one_line(&e));
+                    last_error = Some(squash(&e));
                 }
                 continue;
             }
@@ -72,7 +73,7 @@ pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
         } else if table.contains_key("task") {
             let parsed: Block = toml::Value::Table(table)
                 .try_into()
-                .map_err(|e: toml::de::Error| format!("the planner's [[task]] block is not valid: {}", one_line(&e)))?;
+                .map_err(|e: toml::de::Error| format!("the planner's [[task]] block is not valid: {}", squash(&e)))?;
             found = Some(parsed.task);
             last_error = None;
         }
@@ -106,7 +107,7 @@ pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
 /// The contents of fenced code blocks tagged `lang` (```` ```toml ````, any case). A fence line inside the block
 /// (in a multi-line string) does not end it when the text up to there is not valid TOML yet but the text up to a
 /// later fence is.
-pub fn fenced_blocks<'a>(text: &'a str, lang: &str) -> Vec<&'a str> {
+pub(crate) fn fenced_blocks<'a>(text: &'a str, lang: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
     let lower = text.to_ascii_lowercase();
     let open = format!("```{lang}");

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 /// The files of a git directory an agent's run must leave as they were.
-pub struct Guard {
+pub(crate) struct Guard {
     /// `(path, what it held; None: it did not exist)`.
     files: Vec<(PathBuf, Option<Vec<u8>>)>,
     keep_dir: PathBuf,

@@ -103,7 +103,7 @@ pub fn rebase_in_process(
 /// have: what an agent's own commits added of its tools' files (`.aider.chat.history.md`, `.gemini/settings.json`,
 /// …). A commit left empty is dropped; authors, committers and messages are kept. `Ok(None)`: nothing to drop (or
 /// merges in the chain, which are left as they are).
-pub fn strip_new_paths(
+pub(crate) fn strip_new_paths(
     store: &Store,
     base: ObjectId,
     head: ObjectId,
@@ -274,7 +274,7 @@ fn diff(
 }
 
 /// `message` with the trailer `Swarm-Task: <task>` (added to a trailer block that ends the message, or as a new one).
-pub fn with_trailer(message: &str, task: &str) -> String {
+pub(crate) fn with_trailer(message: &str, task: &str) -> String {
     let line = format!("Swarm-Task: {task}");
     let body = message.trim_end();
     if body.lines().any(|l| l.trim() == line) {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::agent::Backend;
 use crate::agent::http::{Api, HttpAgent};
 use crate::config::{RoleTable, RunTable};
+use crate::escape::squash;
 use crate::model::Config;
 
 /// A role of the swarm.
@@ -107,7 +108,7 @@ impl RunSettings {
     pub fn from_config(config: &Config) -> Result<RunSettings, String> {
         let raw: RunTable = match config.extra.get("run") {
             None => RunTable::default(),
-            Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| format!("[run]: {}", one_line(&e)))?,
+            Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| format!("[run]: {}", squash(&e)))?,
         };
         let d = RunSettings::default();
         let cycle = raw.cycle.unwrap_or_default();
@@ -150,10 +151,6 @@ impl RunSettings {
     }
 }
 
-fn one_line(e: &dyn std::fmt::Display) -> String {
-    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// The backend configured for `role` (`[roles.<role>]`, else `[roles.default]`), or `None` when nothing is set.
 pub fn backend_for(config: &Config, role: Role) -> Result<Option<Backend>, String> {
     let roles = match config.extra.get("roles") {
@@ -165,7 +162,7 @@ pub fn backend_for(config: &Config, role: Role) -> Result<Option<Backend>, Strin
         return Ok(None);
     };
     let raw: RoleTable =
-        raw.clone().try_into().map_err(|e: toml::de::Error| format!("[roles.{name}]: {}", one_line(&e)))?;
+        raw.clone().try_into().map_err(|e: toml::de::Error| format!("[roles.{name}]: {}", squash(&e)))?;
     let backend = raw.backend.as_deref().unwrap_or(if raw.api.is_some() { "http" } else { "command" });
     match backend {
         "command" => match (&raw.exec, &raw.preset) {

@@ -844,7 +844,7 @@ fn one_line(s: &str) -> String {
 
 /// The reason of a hand-off whose status line (its first line that says something) is `Status: failed[: reason]`
 /// (any case, `**Status:**` too): `None` for any other status, or none.
-pub fn reported_failure(handoff: &str) -> Option<String> {
+pub(crate) fn reported_failure(handoff: &str) -> Option<String> {
     let line = handoff.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("```"))?;
     let line = line.trim_start_matches(['*', '_', '#', ' ']);
     let (key, rest) = line.split_once(':')?;
@@ -1018,7 +1018,7 @@ pub(super) fn resolve_conflict(
 }
 
 /// Run the check command in the work tree: (passed, last lines of its output).
-pub fn run_check(
+pub(crate) fn run_check(
     wt: &Path,
     cmd: &str,
     timeout: Duration,

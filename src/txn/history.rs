@@ -16,14 +16,14 @@ use crate::store::{GitContext, Identity, LogEntry, Store, StoreError};
 use crate::time::Timestamp;
 
 /// The trailer of a compaction's root commit naming the commit whose history it replaced.
-pub const COMPACTED_FROM: &str = "Swarm-Compacted-From";
+pub(crate) const COMPACTED_FROM: &str = "Swarm-Compacted-From";
 /// The trailer of a compaction's root commit naming the ref that keeps the old history.
-pub const ARCHIVE: &str = "Swarm-Archive";
+pub(crate) const ARCHIVE: &str = "Swarm-Archive";
 
 /// How the state ref on the remote relates to what this clone saw of it last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
-pub enum Relation {
+pub(crate) enum Relation {
     /// This clone saw nothing yet.
     Fresh,
     /// Where it was.
@@ -40,7 +40,7 @@ pub enum Relation {
 
 impl Relation {
     /// Should ops refuse to run on it?
-    pub fn is_broken(self) -> bool {
+    pub(crate) fn is_broken(self) -> bool {
         matches!(self, Relation::Deleted | Relation::Rewound { .. } | Relation::Replaced)
     }
 
@@ -56,7 +56,7 @@ impl Relation {
 
 /// The archive a compaction's root commit points at.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArchiveLink {
+pub(crate) struct ArchiveLink {
     pub refname: String,
     pub number: u64,
     pub tip: ObjectId,
@@ -139,7 +139,7 @@ impl Swarm {
     }
 
     /// Is `wanted` in the history of `tip`, following compactions into their archives (fetched when needed)?
-    pub fn descends(&self, tip: ObjectId, wanted: ObjectId, limit: usize) -> Result<bool, TxnError> {
+    pub(crate) fn descends(&self, tip: ObjectId, wanted: ObjectId, limit: usize) -> Result<bool, TxnError> {
         let mut at = tip;
         let mut left = limit;
         loop {
@@ -168,7 +168,7 @@ impl Swarm {
     /// Is the root commit `root` what a compaction makes of `link.tip`: its archive ref is one of this swarm's
     /// (`refs/swarm-archive/<name>/<n>`), it exists on the remote and holds that tip, and the root's tree is the
     /// tip's tree (a compaction keeps the board as it is)?
-    pub fn compaction_holds(&self, root: ObjectId, link: &ArchiveLink) -> Result<bool, TxnError> {
+    pub(crate) fn compaction_holds(&self, root: ObjectId, link: &ArchiveLink) -> Result<bool, TxnError> {
         if !self.is_own_archive(&link.refname) {
             return Ok(false);
         }
@@ -205,7 +205,7 @@ impl Swarm {
     }
 
     /// How `now` (the remote's tip) relates to `seen` (what this clone saw last).
-    pub fn relation(&self, seen: Option<ObjectId>, now: Option<ObjectId>) -> Result<Relation, TxnError> {
+    pub(crate) fn relation(&self, seen: Option<ObjectId>, now: Option<ObjectId>) -> Result<Relation, TxnError> {
         Ok(match (seen, now) {
             (None, _) => Relation::Fresh,
             (Some(_), None) => Relation::Deleted,
@@ -309,13 +309,13 @@ impl Swarm {
     }
 
     /// Where a ref is on the remote (fetched into a private mirror over a transport).
-    pub fn remote_ref(&self, refname: &str) -> Result<Option<ObjectId>, TxnError> {
+    pub(crate) fn remote_ref(&self, refname: &str) -> Result<Option<ObjectId>, TxnError> {
         let mirror = format!("refs/swarm-archives/{}/{}", self.remote.key(), refname.trim_start_matches("refs/"));
         Ok(self.remote.fetch(&self.local, &[(refname, &mirror)])?.pop().flatten())
     }
 
     /// The refs of the remote under `prefix` (`refs/swarm-work/<name>/`), name and commit, sorted by name.
-    pub fn remote_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, TxnError> {
+    pub(crate) fn remote_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, TxnError> {
         let mut out = self.remote.list(&self.local, prefix)?;
         out.sort();
         Ok(out)
@@ -325,7 +325,7 @@ impl Swarm {
     /// holds — this clone's mirror of the state ref on another remote, or a `lost-…` archive on the remote (what a
     /// clone kept with `doctor --accept-remote`). What a restore should put back: never an older board than a
     /// reachable ref holds.
-    pub fn newest_known(&self, seen: ObjectId) -> Result<ObjectId, TxnError> {
+    pub(crate) fn newest_known(&self, seen: ObjectId) -> Result<ObjectId, TxnError> {
         let mut candidates: Vec<ObjectId> = Vec::new();
         if let Ok(platform) = self.local.repo.references()
             && let Ok(iter) = platform.prefixed("refs/swarm-remotes/")

@@ -16,16 +16,17 @@ use crate::time::Timestamp;
 mod history;
 mod pace;
 mod state_remote;
-pub use history::{ARCHIVE, ArchiveLink, COMPACTED_FROM, Compacted, Relation};
-pub use pace::Pacer;
-pub use state_remote::{GitTransport, InProcess, Reach, StateRemote, Update};
+pub use history::Compacted;
+pub(crate) use history::Relation;
+pub(crate) use pace::Pacer;
+pub(crate) use state_remote::{GitTransport, InProcess, Reach, StateRemote, Update};
 
 /// A swarm: a state ref at a location, seen from a local repository.
 pub struct Swarm {
     /// The user's repository (objects for pushes, the mirror ref).
     pub local: Store,
     /// Where the state ref is ([`StateRemote`]).
-    pub remote: Box<dyn StateRemote>,
+    pub(crate) remote: Box<dyn StateRemote>,
     /// `default`, or the `--swarm` name.
     pub name: String,
     /// What users call the remote in messages (`origin`, a URL, `this repository`).
@@ -95,7 +96,7 @@ impl Retry {
     /// and the ceiling is `max(cap, min(spread·unit, 2 s), 8·unit)`. A lost race means another writer published
     /// within about one round trip, so the waits that spread writers apart scale with the remote's latency:
     /// milliseconds on a local path, seconds on a hosted remote across the world.
-    pub fn backoff(&self, n: u32, unit: Duration) -> Duration {
+    pub(crate) fn backoff(&self, n: u32, unit: Duration) -> Duration {
         let unit = unit.clamp(self.base, Duration::from_secs(5));
         // The ceiling grows with the round trip: about 2 s for a push over the network (as many writers as fit
         // in 32 round trips), a few hundred ms in-process, 8 round trips for a slow remote.
@@ -241,7 +242,7 @@ impl Swarm {
     }
 
     /// The newest state as an op reads it ([`Reads`]).
-    pub fn read_for(&self, reads: Reads<'_>) -> Result<Snapshot, TxnError> {
+    pub(crate) fn read_for(&self, reads: Reads<'_>) -> Result<Snapshot, TxnError> {
         let (ids, every_name) = match reads {
             Reads::Live => return self.read(false),
             Reads::Tasks(ids) => (ids, false),
@@ -450,7 +451,7 @@ impl Swarm {
 
     /// Push `new` to `refname` on the remote, whatever is there (a work branch kept for a person to look at; never
     /// the state ref or the target branch).
-    pub fn push_aside(&self, refname: &str, new: ObjectId) -> Result<(), TxnError> {
+    pub(crate) fn push_aside(&self, refname: &str, new: ObjectId) -> Result<(), TxnError> {
         match self.remote.force(&self.local, refname, new, "git swarm: work kept")? {
             Publish::Done => Ok(()),
             Publish::LostRace(reason) => Err(TxnError::Remote(RemoteError::Refused {
@@ -463,12 +464,12 @@ impl Swarm {
 
     /// Where the work of attempt `epoch` of task `id` is kept when it cannot land: one ref per attempt, so that a
     /// later attempt never overwrites an earlier one's work.
-    pub fn kept_work_ref(&self, id: &str, epoch: u64) -> String {
+    pub(crate) fn kept_work_ref(&self, id: &str, epoch: u64) -> String {
         format!("{}{id}/{epoch}", self.kept_work_prefix())
     }
 
     /// `refs/swarm-work/<name>/`.
-    pub fn kept_work_prefix(&self) -> String {
+    pub(crate) fn kept_work_prefix(&self) -> String {
         format!("refs/swarm-work/{}/", self.name)
     }
 

@@ -41,7 +41,7 @@ impl Pacer {
     }
 
     /// Learn the fleet's size and the lease from a board just read.
-    pub fn observe(&self, board: &Board, now: Timestamp) {
+    pub(crate) fn observe(&self, board: &Board, now: Timestamp) {
         let Ok(mut s) = self.state.lock() else { return };
         if s.per_minute.is_none() {
             return;

@@ -20,11 +20,11 @@ use crate::remote::{self, Endpoint, Publish};
 use crate::store::{GitContext, Store};
 
 /// One compare-and-swap of a ref: its name, the value it must have (`None`: must not exist), the new value.
-pub type Update<'a> = (&'a str, Option<ObjectId>, ObjectId);
+pub(crate) type Update<'a> = (&'a str, Option<ObjectId>, ObjectId);
 
 /// How this process reaches the remote's repository.
 #[derive(Debug, Clone, Copy)]
-pub enum Reach<'a> {
+pub(crate) enum Reach<'a> {
     /// The repository this clone is (opened a second time, as the remote's store).
     Itself(&'a Store),
     /// Another repository on a local path, read and written in-process.
@@ -34,7 +34,7 @@ pub enum Reach<'a> {
 }
 
 /// A remote holding the state ref, seen from the local clone `local` that every method is given.
-pub trait StateRemote: std::fmt::Debug {
+pub(crate) trait StateRemote: std::fmt::Debug {
     /// How it is reached (for what only a repository on this machine has: lock files, file events, a checkout).
     fn reach(&self) -> Reach<'_>;
 
@@ -88,7 +88,7 @@ pub trait StateRemote: std::fmt::Debug {
 
 /// The repository itself or a repository on a local path, read and written with gix in this process.
 #[derive(Debug)]
-pub struct InProcess {
+pub(crate) struct InProcess {
     store: Store,
     /// The remote's key; `None` for the repository itself.
     key: Option<String>,
@@ -232,7 +232,7 @@ impl StateRemote for InProcess {
 
 /// A URL remote: fetched into private mirrors of this clone, updated with `git push`.
 #[derive(Debug)]
-pub struct GitTransport {
+pub(crate) struct GitTransport {
     endpoint: Endpoint,
 }
 
