@@ -149,7 +149,7 @@ pub fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
             context: "not a git repository (or any of the parent directories)".into(),
             message: dir.display().to_string(),
         }),
-        Err(e) => Err(e).git(|| format!("cannot open the git repository at or above {}", dir.display())),
+        Err(e) => Err(e).git(|| format!("not a git repository (or any parent up to the root): {}", dir.display())),
     }
 }
 

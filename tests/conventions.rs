@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -227,8 +228,10 @@ fn the_agent_comes_from_the_flag_then_the_environment_then_git_config_then_git_c
     assert_eq!(holder(&env, &c, &b), "from-env");
     env.sw_env(&c, &[("GIT_SWARM_AGENT", "from-env")], &["--agent", "from-flag", "claim", &d]).ok();
     assert_eq!(holder(&env, &c, &d), "from-flag");
-    // An empty $GIT_SWARM_AGENT is unset (git config speaks); an empty --agent is refused.
+    // An empty or non-UTF-8 $GIT_SWARM_AGENT is unset (git config speaks); an empty --agent is refused.
     env.sw_env(&c, &[("GIT_SWARM_AGENT", "")], &["renew", &a]).ok();
+    let garbled = std::ffi::OsStr::from_bytes(b"w\xff");
+    Out::from(env.cmd(&c).env("GIT_SWARM_AGENT", garbled).args(["renew", &a]).output().expect("run git-swarm")).ok();
     let o = env.sw(&c, &["--agent", "", "status"]).code(2);
     assert!(o.stderr.contains("--agent"), "{}", o.stderr);
     // `git -c swarm.agent=… swarm` (git hands it over in $GIT_CONFIG_PARAMETERS) wins over the repository's config,

@@ -78,7 +78,7 @@ pub struct GlobalArgs {
     pub swarm: Option<String>,
     /// This agent's identity (letters, digits, '-', '_', '.') [default: $GIT_SWARM_AGENT, else git config swarm.agent,
     /// else user-host].
-    #[arg(long, global = true, value_name = "ID", env = "GIT_SWARM_AGENT", hide_env = true)]
+    #[arg(long, global = true, value_name = "ID")]
     pub agent: Option<String>,
     /// Machine output on stdout: one JSON document.
     #[arg(long, global = true)]
@@ -227,7 +227,13 @@ impl Ctx {
             Err(_) => 0,
         };
         // A bad agent id is a usage error for every command, not only for those that write.
-        let given = global.agent.clone().or_else(|| get("swarm.agent"));
+        // Not through clap's `env`: an empty or non-UTF-8 `$GIT_SWARM_AGENT` is unset (clap would take the one as
+        // the id "" and refuse the other before any command ran, the git hooks' included).
+        let given = global
+            .agent
+            .clone()
+            .or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()))
+            .or_else(|| get("swarm.agent"));
         let agent_given = given.is_some();
         let agent = given.unwrap_or_else(|| default_agent(&common_dir));
         validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
@@ -566,17 +572,7 @@ pub fn parse_id(s: &str) -> Result<String, String> {
 pub fn main() -> ExitCode {
     // Shown as `git swarm` in usage lines; set here, not on the type, so that completions are generated for the
     // binary's own name (`git-swarm`).
-    let parsed = Cli::command().bin_name("git swarm").try_get_matches().and_then(|m| {
-        let mut cli = Cli::from_arg_matches(&m)?;
-        // An empty $GIT_SWARM_AGENT is no agent id (a script that clears it means "unset"); an empty --agent is
-        // still refused.
-        if m.value_source("agent") == Some(clap::parser::ValueSource::EnvVariable)
-            && cli.global.agent.as_deref() == Some("")
-        {
-            cli.global.agent = None;
-        }
-        Ok(cli)
-    });
+    let parsed = Cli::command().bin_name("git swarm").try_get_matches().and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
