@@ -54,13 +54,16 @@ pub struct Board {
     /// ids of the other live tasks. An op that looks at every task refuses to run on it ([`crate::ops::DomainError::PartialBoard`]).
     pub partial: bool,
     pub unread: std::collections::BTreeSet<String>,
+    /// A partial board read for a claim of the next ready task of this kind ([`crate::store::Store::read_next`]):
+    /// it holds every task that claim touches, so the claim may run on it.
+    pub picked: Option<crate::model::Kind>,
     /// A partial board whose files were looked up: only those tasks and their deps are known, no other id (an op
     /// that mints ids refuses it).
     pub lookup: bool,
 }
 
 /// A finished task known by its path alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Closed {
     pub status: Status,
     pub path: String,
@@ -79,7 +82,7 @@ impl Board {
 }
 
 /// A task with the path it was read from (writes go back to the same path).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stored {
     pub path: String,
     pub task: Task,

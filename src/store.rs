@@ -18,7 +18,9 @@ use crate::state::{Board, Change, Closed, Stored};
 pub(crate) use crate::state::{CONFIG_PATH, CYCLES_DIR, README_PATH, SPEND_PATH, TASKS_DIR};
 use crate::time::Timestamp;
 
+mod kept;
 mod patch;
+mod pick;
 
 /// How many parsed tasks a store keeps by blob id: a runner re-reads the board after every op, and a board of 20,000
 /// live tasks must not be parsed again each time (a parsed task is about a kilobyte; the cache starts over when full).
@@ -273,11 +275,17 @@ impl Store {
                     board.unread = unread;
                 } else {
                     let clean = problems.len() == problems_before && board.twins.is_empty();
-                    self.last.borrow_mut()[usize::from(full)] = clean.then(|| patch::LastRead {
+                    let read = clean.then(|| patch::LastRead {
                         tree: id,
                         tasks: board.tasks.clone(),
                         closed: board.closed.clone(),
+                        unkept: 0,
                     });
+                    match &read {
+                        Some(read) => self.keep(full, read),
+                        None => self.forget_kept(full),
+                    }
+                    self.last.borrow_mut()[usize::from(full)] = read;
                 }
             }
             Some((kind, _)) => problems.push(Problem {
@@ -289,12 +297,17 @@ impl Store {
         Ok(Snapshot { commit, board, problems })
     }
 
-    /// The task maps of `tasks/` tree `tree` patched from the last clean read of the same scope, if there is one and
-    /// what changed since is a plain change of task files; the patched read is kept for the next.
+    /// The task maps of `tasks/` tree `tree` patched from the last clean read of the same scope (this store's, else
+    /// the one kept on disk), if there is one and what changed since is a plain change of task files; the patched
+    /// read is kept for the next, and on disk when the patches since the kept one have parsed enough files.
     fn patch_last(&self, tree: ObjectId, full: bool, commit: &str) -> Option<patch::LastRead> {
-        let last = self.last.borrow_mut()[usize::from(full)].take()?;
+        let last = self.last.borrow_mut()[usize::from(full)].take().or_else(|| self.load_kept(full))?;
         let walk = Walk { commit, full, closed: None, want: None };
-        let read = if last.tree == tree { last } else { self.patched(&last, tree, &walk)? };
+        let mut read = if last.tree == tree { last } else { self.patched(&last, tree, &walk)? };
+        if read.unkept >= kept::REWRITE_AFTER {
+            self.keep(full, &read);
+            read.unkept = 0;
+        }
         self.last.borrow_mut()[usize::from(full)] = Some(read.clone());
         Some(read)
     }

@@ -1,6 +1,7 @@
 //! A store patches its last read of the board with what changed since (`src/store/patch.rs`): whatever the ops did
 //! in between — tasks added, claimed, finished, failed, cancelled, an older commit read in between (`log`, a
 //! replay) — the board it reads is the one a store that never read before reads, for the live tasks and for all.
+//! So is the read of a new process's store, which patches the read kept on disk (`src/store/kept.rs`).
 
 use std::time::Duration;
 
@@ -75,7 +76,8 @@ impl Fixture {
     fn run(&mut self, s: &Step) {
         if let Step::Back(n) = s {
             let at = self.history[self.history.len().saturating_sub(1 + n)];
-            return self.check(at).expect("an older commit reads the same");
+            self.check(at).expect("an older commit reads the same");
+            return self.check_next(at).expect("an older commit picks the same");
         }
         let minted = &mut self.minted;
         let res = self.swarm.transact(&self.retry, &who(), &now, |snap, now| {
@@ -87,6 +89,8 @@ impl Fixture {
                     let new = (0..*n)
                         .map(|k| NewTask {
                             title: format!("task {k}"),
+                            // A few priorities, so that the next ready task is not always the first id.
+                            priority: (k % 3) as i64 - 1,
                             deps: dep.iter().filter(|_| k == 0).cloned().collect(),
                             ..NewTask::default()
                         })
@@ -111,18 +115,59 @@ impl Fixture {
         }
     }
 
-    /// The swarm's store's read of `commit` (patched from its last) against a store that never read.
+    /// The swarm's store's read of `commit` (patched from its last), and a new swarm's (patched from the read kept
+    /// on disk), against a store that never read and keeps nothing.
     fn check(&self, commit: ObjectId) -> Result<(), TestCaseError> {
         for full in [false, true] {
-            let patched = self.swarm.store().read(commit, full).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let fresh = Store::open(self.dir.path()).expect("open").read(commit, full).expect("read");
-            prop_assert_eq!(&patched.board.tasks, &fresh.board.tasks, "full: {}", full);
-            prop_assert_eq!(&patched.board.closed, &fresh.board.closed, "full: {}", full);
-            prop_assert_eq!(&patched.board.twins, &fresh.board.twins);
-            prop_assert_eq!(&patched.problems, &fresh.problems);
+            let again = reopen(self.dir.path());
+            for (what, store) in [("patched", self.swarm.store()), ("kept", again.store())] {
+                let read = store.read(commit, full).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(&read.board.tasks, &fresh.board.tasks, "{} full: {}", what, full);
+                prop_assert_eq!(&read.board.closed, &fresh.board.closed, "{} full: {}", what, full);
+                prop_assert_eq!(&read.board.twins, &fresh.board.twins, "{}", what);
+                prop_assert_eq!(&read.problems, &fresh.problems, "{}", what);
+            }
         }
         Ok(())
     }
+
+    /// A claim of the next ready task by a new process (`Store::read_next`: the tasks it touches, chosen by the
+    /// index on disk) changes what the claim on the whole live board changes, now and once leases ran out.
+    fn check_next(&self, commit: ObjectId) -> Result<(), TestCaseError> {
+        let full = Store::open(self.dir.path()).expect("open").read(commit, false).expect("read");
+        // (read at, claim at), seconds after the fixture's clock: leases run out at +600; the op's clock is a
+        // moment after the read's.
+        for (read, later) in [(0, 0), (601, 601), (1803, 1803), (590, 620)] {
+            let at = |s: u64| Timestamp::from_secs(1_800_000_000 + s);
+            let (now, read_at) = (at(later), at(read));
+            let picked = reopen(self.dir.path())
+                .store()
+                .read_next(commit, Kind::Work, read_at)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let actor = Actor { agent: "worker-2".into(), now };
+            let lease = Duration::from_secs(600);
+            let want = ops::claim(&full.board, &actor, None, Kind::Work, lease, None);
+            let got = ops::claim(&picked.board, &actor, None, Kind::Work, lease, None);
+            prop_assert_eq!(format!("{got:?}"), format!("{want:?}"), "at +{}s", later);
+        }
+        Ok(())
+    }
+
+    /// The files of the reads kept on disk.
+    fn kept_files(&self) -> Vec<std::path::PathBuf> {
+        let dir = self.dir.path().join("swarm").join("cache");
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .map(|d| d.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.is_file()).collect())
+            .unwrap_or_default();
+        files.into_iter().filter(|p| p.extension().is_some_and(|e| e == "json")).collect()
+    }
+}
+
+/// A swarm opened anew on `dir`: its stores have read nothing, as in a new process.
+fn reopen(dir: &std::path::Path) -> Swarm {
+    let repo = gix::open(dir).expect("open");
+    git_swarm::open_swarm(repo, None, "default", git_swarm::Transport::Auto).expect("open the swarm")
 }
 
 proptest! {
@@ -134,6 +179,7 @@ proptest! {
         for s in &steps {
             f.run(s);
             f.check(*f.history.last().expect("a history"))?;
+            f.check_next(*f.history.last().expect("a history"))?;
         }
     }
 }
@@ -193,4 +239,65 @@ fn a_file_and_a_folder_of_one_name_then_the_file_gone() {
     f.check(c2).expect("the file's task is gone");
     let fresh = Store::open(f.dir.path()).expect("open").read(c2, false).expect("read");
     assert!(!fresh.board.tasks.contains_key(a.as_str()) && fresh.board.tasks.contains_key(b.as_str()));
+}
+
+/// A read kept on disk that this store cannot use — damaged, or of another repository's board (a tree its object
+/// database lacks) — is not used: the board read is a fresh read's, and the next full read keeps its own.
+#[test]
+fn a_kept_read_that_cannot_be_used_is_not_used() {
+    let mut a = Fixture::new();
+    a.run(&Step::Add { n: 30, dep: None });
+    let mut b = Fixture::new();
+    b.run(&Step::Add { n: 5, dep: None });
+    b.run(&Step::Claim(2));
+    let tip = *b.history.last().expect("a history");
+    a.check(*a.history.last().expect("a history")).expect("a reads");
+    b.check(tip).expect("b reads");
+    let files = a.kept_files();
+    assert!(!files.is_empty(), "a full read was kept on disk");
+    let b_files = b.kept_files();
+    assert!(!b_files.is_empty());
+    let fresh = Store::open(b.dir.path()).expect("open").read(tip, false).expect("read");
+    let damaged = |bytes: &[u8]| {
+        let mut bytes = bytes.to_vec();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x20;
+        bytes
+    };
+    for (what, bytes) in [
+        ("another repository's", std::fs::read(&files[0]).expect("kept")),
+        ("damaged", damaged(&std::fs::read(&b_files[0]).expect("kept"))),
+        ("empty", Vec::new()),
+    ] {
+        for file in &b_files {
+            std::fs::write(file, &bytes).expect("write");
+        }
+        let read = reopen(b.dir.path()).store().read(tip, false).expect("read");
+        assert_eq!(read.board.tasks, fresh.board.tasks, "{what}");
+        assert_eq!(read.board.closed, fresh.board.closed, "{what}");
+        assert!(read.problems.is_empty(), "{what}: {:?}", read.problems);
+        let live = b_files.iter().find(|f| f.to_string_lossy().contains("live")).expect("the live read's file");
+        assert!(std::fs::read(live).expect("kept again") != bytes, "{what}: the full read was kept instead");
+    }
+}
+
+/// A claim whose lease ran out with its attempts spent is recorded as failed by the next claim without id: the
+/// index's choice reads it too, so the claim by a new process writes both, as on the whole board.
+#[test]
+fn a_new_process_records_a_spent_claim_with_its_claim() {
+    let mut f = Fixture::new();
+    f.run(&Step::Add { n: 3, dep: None });
+    for s in [Step::Claim(0), Step::Fail(0), Step::Claim(0), Step::Fail(0), Step::Claim(0)] {
+        f.run(&s);
+    }
+    let tip = *f.history.last().expect("a history");
+    let full = Store::open(f.dir.path()).expect("open").read(tip, false).expect("read");
+    let now = Timestamp::from_secs(1_800_000_000 + 601);
+    let actor = Actor { agent: "worker-2".into(), now };
+    let (change, _) =
+        ops::claim(&full.board, &actor, None, Kind::Work, Duration::from_secs(600), None).expect("a claim");
+    assert_eq!(change.writes.len(), 2, "the spent claim recorded as failed, and the claim: {change:?}");
+    // Once to write the index from a full read, once from the index.
+    f.check_next(tip).expect("the first read");
+    f.check_next(tip).expect("a read through the index");
 }

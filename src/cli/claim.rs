@@ -25,9 +25,9 @@ pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
     // Claiming a task this agent already holds renews it, but only if it is the claim this clone recorded.
     let recorded = args.id.as_deref().and_then(|id| ctx.recalled_epoch(ctx.agent(), id));
     ctx.refuse_a_runners_id(ctx.agent(), "claim")?;
-    // A claim by id reads that task alone; the next ready one needs every task.
+    // A claim by id reads that task alone; the next ready one reads the tasks it touches, chosen by the index.
     let one = args.id.as_deref().map(|id| [id]);
-    let reads = one.as_ref().map_or(git_swarm::txn::Reads::Live, |a| git_swarm::txn::Reads::Tasks(a));
+    let reads = one.as_ref().map_or(git_swarm::txn::Reads::Next(args.kind), |a| git_swarm::txn::Reads::Tasks(a));
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };

@@ -20,10 +20,12 @@ pub(super) struct LastRead {
     pub tree: ObjectId,
     pub tasks: imbl::OrdMap<String, Stored>,
     pub closed: imbl::OrdMap<String, Closed>,
+    /// Task files parsed by the patches since the read kept on disk ([`super::kept`]).
+    pub unkept: usize,
 }
 
 /// A task file that went away or came, found by comparing two `tasks/` trees.
-enum Delta {
+pub(super) enum Delta {
     Gone(String),
     Came { id: String, path: String, entry: Entry },
 }
@@ -36,6 +38,7 @@ impl Store {
         self.diff_folder(Some(last.tree), tree, super::TASKS_DIR, 0, walk, &mut deltas)?;
         let (mut tasks, mut closed) = (last.tasks.clone(), last.closed.clone());
         let mut came = Vec::new();
+        let unkept = last.unkept;
         for d in deltas {
             match d {
                 Delta::Gone(id) => {
@@ -47,6 +50,7 @@ impl Store {
                 Delta::Came { id, path, entry } => came.push((id, path, entry)),
             }
         }
+        let unkept = unkept + came.len();
         for (id, path, entry) in came {
             // A second file for an id (a twin) is for the full read to report.
             if tasks.contains_key(&id) || closed.contains_key(&id) {
@@ -62,11 +66,11 @@ impl Store {
                 Entry::Unread(_) => return None,
             }
         }
-        Some(LastRead { tree, tasks, closed })
+        Some(LastRead { tree, tasks, closed, unkept })
     }
 
     /// Compare folder `dir` (`depth` below `tasks/`) at `old` (none: it is new) and `new`, into `out`.
-    fn diff_folder(
+    pub(super) fn diff_folder(
         &self,
         old: Option<ObjectId>,
         new: ObjectId,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
-use crate::model::Config;
+use crate::model::{Config, Kind};
 use crate::ops::{Change, DomainError};
 use crate::remote::{Publish, RemoteError};
 use crate::store::{Identity, Problem, Snapshot, Store, StoreError};
@@ -55,6 +55,8 @@ pub enum Reads<'a> {
     Tasks(&'a [&'a str]),
     /// These tasks and their deps, and the name of every file: an op that mints an id (`add`).
     TasksAndNames(&'a [&'a str]),
+    /// What a claim of the next ready task of this kind touches ([`Store::read_next`]).
+    Next(Kind),
 }
 
 /// Limits of the retry loop.
@@ -242,11 +244,15 @@ impl Swarm {
     }
 
     /// The newest state as an op reads it ([`Reads`]).
-    pub(crate) fn read_for(&self, reads: Reads<'_>) -> Result<Snapshot, TxnError> {
+    pub(crate) fn read_for(&self, reads: Reads<'_>, now: Timestamp) -> Result<Snapshot, TxnError> {
         let (ids, every_name) = match reads {
             Reads::Live => return self.read(false),
             Reads::Tasks(ids) => (ids, false),
             Reads::TasksAndNames(ids) => (ids, true),
+            Reads::Next(kind) => {
+                let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
+                return Ok(self.store().read_next(tip, kind, now)?);
+            }
         };
         let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
         Ok(self.store().read_tasks(tip, ids, every_name)?)
@@ -304,7 +310,7 @@ impl Swarm {
             if retry.paced {
                 guard.excluded += self.pacer.wait();
             }
-            let snap = self.read_for(reads)?;
+            let snap = self.read_for(reads, clock())?;
             self.pacer.observe(&snap.board, clock());
             if let Some(done) = guard.settle(
                 &|t, c| self.descends(t, c, IN_DOUBT_DEPTH),
