@@ -248,7 +248,7 @@ fn board(
     repairs: Repairs,
     out: &mut Vec<Finding>,
 ) -> Result<(), TxnError> {
-    let snap = swarm.store().read(tip, false)?;
+    let snap = swarm.store().read_walked(tip, false)?;
     let b = &snap.board;
     for p in &snap.problems {
         out.push(
@@ -310,7 +310,7 @@ fn board(
 
 /// Does `spend.toml` (derived state, what budgets count) agree with what the tasks say they spent? A full read.
 fn spend(swarm: &Swarm, tip: ObjectId, out: &mut Vec<Finding>) -> Result<(), TxnError> {
-    let full = swarm.store().read(tip, true)?;
+    let full = swarm.store().read_walked(tip, true)?;
     let mut on_tasks: std::collections::BTreeMap<&str, crate::usage::Usage> = Default::default();
     for s in full.board.tasks.values() {
         if let Some(u) = s.task.spent() {

@@ -54,9 +54,9 @@ pub struct Board {
     /// ids of the other live tasks. An op that looks at every task refuses to run on it ([`crate::ops::DomainError::PartialBoard`]).
     pub partial: bool,
     pub unread: std::collections::BTreeSet<String>,
-    /// A partial board read for a claim of the next ready task of this kind ([`crate::store::Store::read_next`]):
-    /// it holds every task that claim touches, so the claim may run on it.
-    pub picked: Option<crate::model::Kind>,
+    /// A partial board read for a claim of the next ready task of this kind at this clock
+    /// ([`crate::store::Store::read_next`]): it holds every task that claim touches then, so the claim may run on it.
+    pub picked: Option<(crate::model::Kind, crate::time::Timestamp)>,
     /// A partial board whose files were looked up: only those tasks and their deps are known, no other id (an op
     /// that mints ids refuses it).
     pub lookup: bool,

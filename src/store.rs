@@ -21,6 +21,7 @@ use crate::time::Timestamp;
 mod kept;
 mod patch;
 mod pick;
+pub(crate) use pick::EXPIRING as PICK_WINDOW;
 
 /// How many parsed tasks a store keeps by blob id: a runner re-reads the board after every op, and a board of 20,000
 /// live tasks must not be parsed again each time (a parsed task is about a kilobyte; the cache starts over when full).
@@ -142,7 +143,13 @@ impl Store {
 
     /// Read the board at `commit`: every task when `full`, else the live ones with the finished ones known by path.
     pub fn read(&self, commit: ObjectId, full: bool) -> Result<Snapshot, StoreError> {
-        self.read_scoped(commit, if full { Scope::Full } else { Scope::Live })
+        self.read_scoped(commit, if full { Scope::Full } else { Scope::Live }, true)
+    }
+
+    /// [`Store::read`] by a walk of every folder, never a patch of a read kept in memory or on disk: `doctor`, which
+    /// must see an object that went missing in a folder no change touched (invariant 32).
+    pub(crate) fn read_walked(&self, commit: ObjectId, full: bool) -> Result<Snapshot, StoreError> {
+        self.read_scoped(commit, if full { Scope::Full } else { Scope::Live }, false)
     }
 
     /// Read the board at `commit` for an op about `ids` alone (invariant 31): only those tasks and their deps are
@@ -153,10 +160,10 @@ impl Store {
     /// keeps a by-id op as cheap as on 100 (see docs/performance.md).
     pub fn read_tasks(&self, commit: ObjectId, ids: &[&str], every_name: bool) -> Result<Snapshot, StoreError> {
         let want: std::collections::BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
-        self.read_scoped(commit, Scope::Tasks { want: &want, every_name })
+        self.read_scoped(commit, Scope::Tasks { want: &want, every_name }, false)
     }
 
-    fn read_scoped(&self, commit: ObjectId, scope: Scope<'_>) -> Result<Snapshot, StoreError> {
+    fn read_scoped(&self, commit: ObjectId, scope: Scope<'_>, patch: bool) -> Result<Snapshot, StoreError> {
         let full = matches!(scope, Scope::Full);
         let (want, look_up) = match scope {
             Scope::Tasks { want, every_name } => (Some(want), !every_name),
@@ -238,6 +245,7 @@ impl Store {
             }
             Some((EntryKind::Tree, id))
                 if want.is_none()
+                    && patch
                     && let Some(read) = self.patch_last(id, full, &commit_hex) =>
             {
                 board.tasks = read.tasks;

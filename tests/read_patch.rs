@@ -91,6 +91,8 @@ impl Fixture {
                             title: format!("task {k}"),
                             // A few priorities, so that the next ready task is not always the first id.
                             priority: (k % 3) as i64 - 1,
+                            // Plans too: a claim chooses among its kind.
+                            kind: if k % 5 == 4 { Kind::Plan } else { Kind::Work },
                             deps: dep.iter().filter(|_| k == 0).cloned().collect(),
                             ..NewTask::default()
                         })
@@ -136,20 +138,26 @@ impl Fixture {
     /// index on disk) changes what the claim on the whole live board changes, now and once leases ran out.
     fn check_next(&self, commit: ObjectId) -> Result<(), TestCaseError> {
         let full = Store::open(self.dir.path()).expect("open").read(commit, false).expect("read");
+        let has_tasks = !full.board.tasks.is_empty() || !full.board.closed.is_empty();
         // (read at, claim at), seconds after the fixture's clock: leases run out at +600; the op's clock is a
         // moment after the read's.
-        for (read, later) in [(0, 0), (601, 601), (1803, 1803), (590, 620)] {
+        let clocks = [(0, 0), (601, 601), (1803, 1803), (590, 620)];
+        for (i, ((read, later), kind)) in
+            clocks.into_iter().flat_map(|c| [(c, Kind::Work), (c, Kind::Plan)]).enumerate()
+        {
             let at = |s: u64| Timestamp::from_secs(1_800_000_000 + s);
             let (now, read_at) = (at(later), at(read));
             let picked = reopen(self.dir.path())
                 .store()
-                .read_next(commit, Kind::Work, read_at)
+                .read_next(commit, kind, read_at)
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            // The first read writes the index; a clean board is read through it after that.
+            prop_assert!(i == 0 || !has_tasks || picked.board.picked == Some((kind, read_at)), "the index was used");
             let actor = Actor { agent: "worker-2".into(), now };
             let lease = Duration::from_secs(600);
-            let want = ops::claim(&full.board, &actor, None, Kind::Work, lease, None);
-            let got = ops::claim(&picked.board, &actor, None, Kind::Work, lease, None);
-            prop_assert_eq!(format!("{got:?}"), format!("{want:?}"), "at +{}s", later);
+            let want = ops::claim(&full.board, &actor, None, kind, lease, None);
+            let got = ops::claim(&picked.board, &actor, None, kind, lease, None);
+            prop_assert_eq!(format!("{got:?}"), format!("{want:?}"), "{} at +{}s", kind, later);
         }
         Ok(())
     }
@@ -300,4 +308,61 @@ fn a_new_process_records_a_spent_claim_with_its_claim() {
     // Once to write the index from a full read, once from the index.
     f.check_next(tip).expect("the first read");
     f.check_next(tip).expect("a read through the index");
+}
+
+/// The choice's board holds the claims that run out within a minute of its clock. A claim whose own clock is later
+/// than that (a slow fetch, a settle) reads the whole live board instead: here a claim that ran out in between,
+/// and ranks first, is the one taken.
+#[test]
+fn a_claim_later_than_its_choice_reads_the_whole_board() {
+    let mut f = Fixture::new();
+    f.run(&Step::Add { n: 1, dep: None });
+    f.run(&Step::Claim(0));
+    f.run(&Step::Add { n: 1, dep: None });
+    let tip = *f.history.last().expect("a history");
+    let full = Store::open(f.dir.path()).expect("open").read(tip, false).expect("read");
+    let held = full.board.tasks.values().find(|s| s.task.claim.is_some()).expect("the claimed task").task.id.clone();
+    // An index to choose from.
+    let read_at = Timestamp::from_secs(1_800_000_000 + 500);
+    reopen(f.dir.path()).store().read_next(tip, Kind::Work, read_at).expect("the first read");
+    let picked = reopen(f.dir.path()).store().read_next(tip, Kind::Work, read_at).expect("read");
+    assert!(picked.board.picked.is_some() && !picked.board.tasks.contains_key(&held), "chosen without the claim");
+    let calls = std::cell::Cell::new(0);
+    let clock = || {
+        calls.set(calls.get() + 1);
+        Timestamp::from_secs(1_800_000_000 + if calls.get() == 1 { 500 } else { 700 })
+    };
+    let c = reopen(f.dir.path())
+        .transact_on(git_swarm::txn::Reads::Next(Kind::Work), &f.retry, &who(), &clock, |snap, now| {
+            let actor = Actor { agent: "worker-2".into(), now };
+            ops::claim(&snap.board, &actor, None, Kind::Work, Duration::from_secs(600), None)
+        })
+        .expect("a claim");
+    assert_eq!(c.value.expect("a task").id, held, "the claim that ran out ranks first and is taken over");
+}
+
+/// A pick index that is damaged, or of another repository's board, is not used: the claim is the whole board's,
+/// and the index is written again.
+#[test]
+fn a_pick_index_that_cannot_be_used_is_not_used() {
+    let mut a = Fixture::new();
+    a.run(&Step::Add { n: 30, dep: None });
+    a.check_next(*a.history.last().expect("a history")).expect("a picks");
+    let mut b = Fixture::new();
+    b.run(&Step::Add { n: 5, dep: None });
+    let tip = *b.history.last().expect("a history");
+    b.check_next(tip).expect("b picks");
+    let index = |f: &Fixture| f.dir.path().join("swarm").join("cache").join("pick-index-live.txt");
+    let theirs = std::fs::read(index(&a)).expect("a's index");
+    let mut damaged = std::fs::read(index(&b)).expect("b's index");
+    let at = damaged.len() - 10;
+    damaged[at] ^= 0x01;
+    for (what, bytes) in [("another repository's", theirs), ("damaged", damaged), ("empty", Vec::new())] {
+        std::fs::write(index(&b), &bytes).expect("write");
+        let now = Timestamp::from_secs(1_800_000_000);
+        let read = reopen(b.dir.path()).store().read_next(tip, Kind::Work, now).expect("read");
+        assert_eq!(read.board.picked, None, "{what}: read in full");
+        b.check_next(tip).expect(what);
+        assert!(std::fs::read(index(&b)).expect("written again") != bytes, "{what}: written again");
+    }
 }

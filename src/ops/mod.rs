@@ -394,7 +394,7 @@ pub fn claim(
         }
         None => {
             // A board read for this very choice holds every task it touches (`Store::read_next`).
-            if board.picked != Some(kind) {
+            if board.picked.map(|(k, _)| k) != Some(kind) {
                 whole(board, "a claim of the next ready task")?;
             }
             // Expired claims whose attempts are spent cannot be taken; the first claim that passes them by records

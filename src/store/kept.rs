@@ -18,8 +18,12 @@ use super::patch::LastRead;
 use super::{Store, fill};
 use crate::state::{Closed, Stored};
 
-/// What a kept read must say it is: a changed format or a changed rule of the walk never trusts an old file.
-const FORMAT: &str = concat!("git-swarm last read 1, ", env!("CARGO_PKG_VERSION"));
+/// What a kept read must say it is, by scope: a changed format or a changed rule of the walk never trusts an old
+/// file, nor one scope's read the other's.
+const FORMATS: [&str; 2] = [
+    concat!("git-swarm last read 1, live tasks, ", env!("CARGO_PKG_VERSION")),
+    concat!("git-swarm last read 1, every task, ", env!("CARGO_PKG_VERSION")),
+];
 /// The files, by scope (the live tasks, every task), in the store's cache folder.
 const FILES: [&str; 2] = ["last-read-live.json", "last-read-full.json"];
 /// Task files a patch since the kept read may parse before the read is kept again.
@@ -54,13 +58,13 @@ impl Store {
     pub(super) fn load_kept(&self, full: bool) -> Option<LastRead> {
         let bytes = std::fs::read(self.kept_path(full)?).ok()?;
         // A tree this object database lacks is not one the patch can start from: it reads the board in full then.
-        decode(&bytes)
+        decode(&bytes, full)
     }
 
     /// Keep `read` for the next process (best effort: a read not kept is one full read later).
     pub(super) fn keep(&self, full: bool, read: &LastRead) {
         let Some(path) = self.kept_path(full) else { return };
-        let _ = write(&path, read);
+        let _ = write(&path, read, full);
     }
 
     /// Forget the kept read of this scope: the board is not clean, so no patch of it can be used.
@@ -74,9 +78,9 @@ impl Store {
     }
 }
 
-fn write(path: &Path, read: &LastRead) -> std::io::Result<()> {
+fn write(path: &Path, read: &LastRead, full: bool) -> std::io::Result<()> {
     let kept = Kept {
-        format: FORMAT.to_string(),
+        format: FORMATS[usize::from(full)].to_string(),
         tree: read.tree.to_hex().to_string(),
         tasks: Entries(&read.tasks),
         closed: Entries(&read.closed),
@@ -106,10 +110,10 @@ pub(super) fn whole_body(bytes: &[u8]) -> Option<&[u8]> {
 
 /// A kept read from the bytes of its file; `None` for anything but a whole file of this format whose entries are
 /// in order and say the ids they are kept under.
-fn decode(bytes: &[u8]) -> Option<LastRead> {
+fn decode(bytes: &[u8], full: bool) -> Option<LastRead> {
     let body = whole_body(bytes)?;
     let kept: Read = serde_json::from_slice(body).ok()?;
-    if kept.format != FORMAT {
+    if kept.format != FORMATS[usize::from(full)] {
         return None;
     }
     let tree = ObjectId::from_hex(kept.tree.as_bytes()).ok()?;
@@ -161,7 +165,7 @@ mod tests {
     fn written(read: &LastRead) -> Vec<u8> {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("kept.json");
-        write(&path, read).expect("written");
+        write(&path, read, false).expect("written");
         std::fs::read(&path).expect("read back")
     }
 
@@ -173,7 +177,7 @@ mod tests {
     #[test]
     fn a_kept_read_reads_back_as_it_was() {
         let read = read();
-        let back = decode(&written(&read)).expect("decoded");
+        let back = decode(&written(&read), false).expect("decoded");
         assert_eq!((back.tree, &back.tasks, &back.closed), (read.tree, &read.tasks, &read.closed));
         assert_eq!(back.unkept, 0, "what is read back is the kept read");
     }
@@ -181,33 +185,34 @@ mod tests {
     #[test]
     fn a_damaged_file_is_not_used() {
         let bytes = written(&read());
-        assert!(decode(&bytes[..bytes.len() - 1]).is_none(), "cut short");
-        assert!(decode(&bytes[..bytes.len() / 2]).is_none(), "cut in half");
-        assert!(decode(b"").is_none(), "empty");
+        assert!(decode(&bytes[..bytes.len() - 1], false).is_none(), "cut short");
+        assert!(decode(&bytes[..bytes.len() / 2], false).is_none(), "cut in half");
+        assert!(decode(b"", false).is_none(), "empty");
         let mut flipped = bytes.clone();
         let at = flipped.len() - 40;
         flipped[at] ^= 0x01;
-        assert!(decode(&flipped).is_none(), "a bit flipped");
+        assert!(decode(&flipped, false).is_none(), "a bit flipped");
         let mut sum = bytes.clone();
         sum[0] = if sum[0] == b'0' { b'1' } else { b'0' };
-        assert!(decode(&sum).is_none(), "another checksum");
+        assert!(decode(&sum, false).is_none(), "another checksum");
     }
 
     #[test]
     fn a_file_of_another_format_or_out_of_order_is_not_used() {
         let bytes = written(&read());
         let body = std::str::from_utf8(&bytes[9..]).expect("text");
-        assert!(decode(&with_sum(body)).is_some(), "the body as written is used");
-        let other = body.replace(FORMAT, "git-swarm last read 0, 0.0.0");
-        assert!(decode(&with_sum(&other)).is_none(), "another version");
+        assert!(decode(&with_sum(body), false).is_some(), "the body as written is used");
+        let other = body.replace(FORMATS[0], "git-swarm last read 0, 0.0.0");
+        assert!(decode(&with_sum(&other), false).is_none(), "another version");
+        assert!(decode(&with_sum(body), true).is_none(), "the other scope's");
         // t-1 and t-2 swapped: keys out of order.
         let swapped = body.replacen("\"t-1\",", "\"t-x\",", 1).replacen("\"t-2\",", "\"t-1\",", 1);
         let swapped = swapped.replacen("\"t-x\",", "\"t-2\",", 1);
-        assert!(decode(&with_sum(&swapped)).is_none(), "out of order, and under other ids");
+        assert!(decode(&with_sum(&swapped), false).is_none(), "out of order, and under other ids");
         let renamed = body.replacen("tasks/ab/t-1.toml", "tasks/ab/t-9.toml", 1);
-        assert!(decode(&with_sum(&renamed)).is_none(), "a path that names another id");
+        assert!(decode(&with_sum(&renamed), false).is_none(), "a path that names another id");
         let twice =
             body.replacen("tasks/done/t-0.toml", "tasks/done/t-1.toml", 1).replacen("[\"t-0\",{", "[\"t-1\",{", 1);
-        assert!(decode(&with_sum(&twice)).is_none(), "an id both live and closed");
+        assert!(decode(&with_sum(&twice), false).is_none(), "an id both live and closed");
     }
 }

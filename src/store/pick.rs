@@ -10,7 +10,7 @@
 //! [`EXPIRING`] (the op's clock is a moment later than the read's) by id ([`Store::read_tasks`]). The board says
 //! [`Board::picked`](crate::state::Board::picked): the claim may run on it although it is partial, and it computes
 //! what it would on the whole board (invariant 34). Without a usable index the board is read as usual and an index
-//! is written from it; after a read that parsed [`super::kept::REWRITE_AFTER`] changed files it is written anew.
+//! is written from it; after a read that parsed [`REWRITE_AFTER`] changed files it is written anew.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -28,6 +28,9 @@ use crate::time::Timestamp;
 /// What the index must say it is: another format or version of git swarm is not trusted.
 const FORMAT: &str = concat!("git-swarm pick index 1, ", env!("CARGO_PKG_VERSION"));
 const FILE: &str = "pick-index-live.txt";
+/// Task files a read through the index may parse before the index is written anew: a line a task is cheap to
+/// write (~5 ms for 20,000), and every file that changed since the index is parsed by every claim.
+const REWRITE_AFTER: usize = 16;
 /// Claims that run out this soon after the read are read too, as candidates of the op's later clock.
 pub(crate) const EXPIRING: Duration = Duration::from_secs(60);
 
@@ -99,14 +102,13 @@ impl Store {
         // The settings (`max_attempts`) and the layout, before choosing.
         let base = self.read_tasks(commit, &[], false)?;
         let max_attempts = base.board.config.max_attempts;
-        let status_of = |id: &str| {
-            if let Some(t) = changes.live.iter().find(|t| t.id == id) {
-                return Some(t.status);
-            }
-            if let Some((_, st)) = changes.closed.iter().find(|(c, _)| c == id) {
-                return Some(*st);
-            }
-            if changes.gone.contains(id) { None } else { index.status(id) }
+        let came: std::collections::HashMap<&str, Status> = (changes.live.iter().map(|t| (t.id.as_str(), t.status)))
+            .chain(changes.closed.iter().map(|(c, st)| (c.as_str(), *st)))
+            .collect();
+        let status_of = |id: &str| match came.get(id) {
+            Some(st) => Some(*st),
+            None if changes.gone.contains(id) => None,
+            None => index.status(id),
         };
         let unchanged = |p: &Pickable<'_>| changes.gone.is_empty() || !changes.gone.contains(p.id);
         let every = || index.live.iter().copied().filter(unchanged).chain(changes.live.iter().map(Pickable::of));
@@ -119,8 +121,8 @@ impl Store {
         want.sort_unstable();
         want.dedup();
         let mut snap = self.read_tasks(commit, &want, false)?;
-        snap.board.picked = Some(kind);
-        if changes.live.len() + changes.closed.len() >= kept::REWRITE_AFTER {
+        snap.board.picked = Some((kind, now));
+        if changes.live.len() + changes.closed.len() >= REWRITE_AFTER {
             let mut live: Vec<Pickable<'_>> = every().collect();
             live.sort_unstable_by(|a, b| a.id.cmp(b.id));
             let mut closed: Vec<(&str, Status)> =
@@ -235,7 +237,9 @@ fn decode(bytes: &[u8]) -> Option<Index<'_>> {
     if format != FORMAT {
         return None;
     }
-    let mut index = Index { tree: ObjectId::from_hex(tree.as_bytes()).ok()?, live: Vec::new(), closed: Vec::new() };
+    // A line of a live task is about 40 bytes.
+    let live = Vec::with_capacity(text.len() / 40);
+    let mut index = Index { tree: ObjectId::from_hex(tree.as_bytes()).ok()?, live, closed: Vec::new() };
     let time = |s: &str| if s == "-" { Some(None) } else { s.parse().ok().map(|ms| Some(Timestamp(ms))) };
     for line in lines {
         let mut f = line.split('\t');

@@ -244,14 +244,15 @@ impl Swarm {
     }
 
     /// The newest state as an op reads it ([`Reads`]).
-    pub(crate) fn read_for(&self, reads: Reads<'_>, now: Timestamp) -> Result<Snapshot, TxnError> {
+    pub(crate) fn read_for(&self, reads: Reads<'_>, clock: &dyn Fn() -> Timestamp) -> Result<Snapshot, TxnError> {
         let (ids, every_name) = match reads {
             Reads::Live => return self.read(false),
             Reads::Tasks(ids) => (ids, false),
             Reads::TasksAndNames(ids) => (ids, true),
             Reads::Next(kind) => {
                 let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
-                return Ok(self.store().read_next(tip, kind, now)?);
+                // The clock of the choice is read after the fetch.
+                return Ok(self.store().read_next(tip, kind, clock())?);
             }
         };
         let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
@@ -310,7 +311,7 @@ impl Swarm {
             if retry.paced {
                 guard.excluded += self.pacer.wait();
             }
-            let snap = self.read_for(reads, clock())?;
+            let snap = self.read_for(reads, clock)?;
             self.pacer.observe(&snap.board, clock());
             if let Some(done) = guard.settle(
                 &|t, c| self.descends(t, c, IN_DOUBT_DEPTH),
@@ -321,6 +322,14 @@ impl Swarm {
                 return Ok(Attempt::Published(done));
             }
             let now = clock();
+            // A board picked for a claim holds what the claim touches within a window after its clock (a slow
+            // settle, a clock set back): outside it, the claim reads the whole live board of the same commit.
+            let snap = match snap.board.picked {
+                Some((_, at)) if now < at || now >= at.plus(crate::store::PICK_WINDOW) => {
+                    self.store().read(snap.commit, false)?
+                }
+                _ => snap,
+            };
             let (change, value) = op(&snap, now)?;
             if change.is_empty() {
                 return Ok(Attempt::Published(guard.committed(value, None, snap.problems)));
