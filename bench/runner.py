@@ -95,6 +95,9 @@ class World:
         sh([self.bin, "init", "--config", cfg], cwd=clones[0], env=self.env)
         for i, (title, body) in enumerate(tasks):
             sh([self.bin, "add", title, "--body", body], cwd=clones[0], env=self.env)
+        for c in clones:
+            # The agent comes from the shared swarm.toml: each clone's runner must be told to trust it.
+            sh([self.bin, "trust", "--yes"], cwd=c, env=self.env)
         return bare, clones
 
     def drain(self, bare, clones):
