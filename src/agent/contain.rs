@@ -7,6 +7,10 @@
 //! * **A child subreaper** (`prctl(PR_SET_CHILD_SUBREAPER)`, set by a runner): an orphan of the agent becomes the
 //!   runner's child instead of init's, so one that cleared its environment is found too — and reaped.
 //!
+//! A runner process that hosts several agents (`run worker --agents <n>`, [`set_shared`]) has the other agents'
+//! runs, checks and git commands among its children too: there the subreaper net takes only the children that left
+//! the session (a `setsid` daemon) or are still in the ended run's process group, never a sibling's work.
+//!
 //! Linux (`/proc`, `prctl`); elsewhere both are no-ops. A cgroup would hold even a process that does both (clears
 //! its environment and outlives a killed runner); not done here.
 
@@ -18,6 +22,14 @@ pub(crate) const MARK_VAR: &str = "GIT_SWARM_RUN";
 /// A mark for one agent run.
 pub(crate) fn new_mark() -> String {
     format!("{}-{:016x}", std::process::id(), fastrand::u64(..))
+}
+
+/// Other agents' runs share this process ([`end_run`] spares the children they started).
+static SHARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// This process hosts several agents: each run's end spares the children of the others.
+pub fn set_shared() {
+    SHARED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Make this process the reaper of its orphaned descendants (what a runner does once, at its start). `false`
@@ -45,45 +57,64 @@ fn is_subreaper() -> bool {
     }
 }
 
-/// One process of `/proc`: its id, its parent's, and whether its environment holds `mark`.
-fn processes(mark: &str) -> Vec<(i32, i32, bool)> {
+/// One process of `/proc`: its id, its parent's, whether its environment holds `mark`, and its process group and
+/// session.
+fn processes(mark: &str) -> Vec<Proc> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return vec![] };
     let needle = format!("{MARK_VAR}={mark}");
     let mut out = Vec::new();
     for e in dir.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let Some(ppid) = parent_of(pid) else { continue };
-        let marked = std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()));
-        out.push((pid, ppid, marked));
+        let Some([ppid, pgrp, session]) = stat_of(pid) else { continue };
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let mark_of = env.split(|b| *b == 0).find(|kv| kv.starts_with(MARK_VAR.as_bytes()) && kv.get(MARK_VAR.len()) == Some(&b'='));
+        let marked = mark_of == Some(needle.as_bytes());
+        let other = mark_of.is_some() && !marked;
+        out.push(Proc { pid, ppid, marked, other, pgrp, session });
     }
     out
 }
 
-/// The parent of `pid`, from `/proc/<pid>/stat` (the field after the command's closing parenthesis).
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    marked: bool,
+    /// Marked by another run (of another agent of this process).
+    other: bool,
+    pgrp: i32,
+    session: i32,
 }
 
-/// End what is left of the agent run marked `mark`: every process with the mark, and — in a subreaper — every
-/// child of this process but those in `keep` (pids it still waits on itself). Killed with SIGKILL, the children
-/// reaped. Returns how many were killed.
-pub(crate) fn end_run(mark: &str, keep: &[u32]) -> usize {
+/// The parent, process group and session of `pid`, from `/proc/<pid>/stat` (the fields after the command's closing
+/// parenthesis: state, ppid, pgrp, session).
+fn stat_of(pid: i32) -> Option<[i32; 3]> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(1).map(|v| v.parse::<i32>().ok());
+    Some([f.next()??, f.next()??, f.next()??])
+}
+
+/// End what is left of the agent run marked `mark`, whose process group was `group`: every process with the mark,
+/// and — in a subreaper — every child of this process but those in `keep` (pids it still waits on itself); when the
+/// process hosts other agents ([`set_shared`]), only the children that left this session or are in `group`.
+/// Killed with SIGKILL, the children reaped. Returns how many were killed.
+pub(crate) fn end_run(mark: &str, keep: &[u32], group: i32) -> usize {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let reaper = is_subreaper();
+    let shared = SHARED.load(std::sync::atomic::Ordering::Relaxed);
+    let my_session = stat_of(me).map_or(0, |s| s[2]);
+    let orphan = |p: &Proc| !shared || (!p.other && (p.session != my_session || p.pgrp == group));
     let mut killed = 0;
     // Twice: a daemon may fork in the moment between the scan and the kill.
     for _ in 0..2 {
         let found: Vec<(i32, i32)> = processes(mark)
             .into_iter()
-            .filter(|(pid, ppid, marked)| {
-                *pid != me
-                    && !keep.iter().any(|k| i32::try_from(*k).ok() == Some(*pid))
-                    && (*marked || (reaper && *ppid == me))
+            .filter(|p| {
+                p.pid != me
+                    && !keep.iter().any(|k| i32::try_from(*k).ok() == Some(p.pid))
+                    && (p.marked || (reaper && p.ppid == me && orphan(p)))
             })
-            .map(|(pid, ppid, _)| (pid, ppid))
+            .map(|p| (p.pid, p.ppid))
             .collect();
         if found.is_empty() {
             break;

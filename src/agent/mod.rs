@@ -545,7 +545,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     };
     // Whatever the agent left running in its group goes with it, and so does what left the group (`setsid`).
     signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-    contain::end_run(&mark, &[]);
+    contain::end_run(&mark, &[], i32::try_from(pid).unwrap_or(-1));
     let _ = std::fs::remove_file(&pgid_file);
     // Let the readers drain the pipes; a grandchild that escaped the group may hold one open, so not for ever.
     let deadline = Instant::now() + Duration::from_secs(2);

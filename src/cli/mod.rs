@@ -170,6 +170,22 @@ pub enum Command {
 }
 
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
+/// Opens the command's swarm ([`Ctx::opener`]).
+#[derive(Debug, Clone)]
+pub struct Opener {
+    dir: PathBuf,
+    remote: Option<String>,
+    swarm_name: String,
+    transport: git_swarm::Transport,
+}
+
+impl Opener {
+    pub fn open(&self) -> CliResult<Swarm> {
+        let repo = git_swarm::discover(&self.dir).map_err(|e| CliError::from(TxnError::from(e)))?;
+        Ok(git_swarm::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?)
+    }
+}
+
 pub struct Ctx {
     pub out: Printer,
     /// The repository until the swarm is opened, which then owns it (`swarm.local.repo`).
@@ -329,6 +345,17 @@ impl Ctx {
             std::rc::Rc::new(git_swarm::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?);
         self.swarm = Some(std::rc::Rc::clone(&swarm));
         Ok(swarm)
+    }
+
+    /// What opens this command's swarm again, in another thread (a `Swarm` is not `Send`): one per agent of
+    /// `run worker --agents`.
+    pub fn opener(&self) -> Opener {
+        Opener {
+            dir: self.dir.clone(),
+            remote: self.remote.clone(),
+            swarm_name: self.swarm_name.clone(),
+            transport: self.transport,
+        }
     }
 
     /// The identity written on state commits: the configured user, else the agent.

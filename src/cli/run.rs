@@ -61,9 +61,13 @@ pub struct WorkerArgs {
     /// Run this in the work tree after the rebase; a failure fails the task [default: [run] check in swarm.toml].
     #[arg(long, value_name = "CMD")]
     check: Option<String>,
-    /// Stop after this many tasks.
+    /// Stop after this many tasks (each agent, with --agents).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_tasks: Option<u64>,
+    /// Run this many agents in this process, `<agent>-1` to `<agent>-<n>`, each with its own work tree and claim:
+    /// their landings and claims are published together, in batches (docs/scale.md).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=512))]
+    agents: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +105,11 @@ pub fn stop_flag() -> Arc<AtomicBool> {
 }
 
 pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
+    if let RoleCmd::Worker(w) = &args.role
+        && w.agents > 1
+    {
+        return run_agents(ctx, w);
+    }
     let stop = stop_flag();
     let agent = ctx.runner_agent();
     let remote_env = ctx.remote_arg();
@@ -147,6 +156,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         pid_lock: None,
         trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
         spent: Default::default(),
+        desk: None,
     };
     // `run worker --once`: did its one task land? (A failed or lost task is a failed run for a script.)
     let mut not_landed: Option<String> = None;
@@ -209,6 +219,137 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         .documented());
     }
     Ok(())
+}
+
+/// `run worker --agents <n>`: n agents in one process, one thread each (a `Swarm` each: reads and the agent's own
+/// git work stay its own), sharing a landing desk that publishes their landings and claims in batches.
+fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
+    let stop = stop_flag();
+    let base = ctx.runner_agent();
+    let ids: Vec<String> = (1..=w.agents).map(|i| format!("{base}-{i}")).collect();
+    for id in &ids {
+        git_swarm::model::validate_agent(id)
+            .map_err(|e| CliError::usage(format!("--agents: the agent id {id}: {e}")).hint("pass a shorter --agent"))?;
+    }
+    let remote_env = ctx.remote_arg();
+    let git_config = ctx.git_config()?;
+    let opener = ctx.opener();
+    let desk = Arc::new(git_swarm::runner::desk::Desk::default());
+    // The end of one agent's run must not take its siblings' processes for its own orphans.
+    git_swarm::agent::contain::set_shared();
+    let opts = WorkerOptions { mode: w.lp.mode(), max_tasks: w.max_tasks };
+    let results: Vec<(String, CliResult<AgentEnd>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let (stop, desk, opener, git_config) =
+                    (Arc::clone(&stop), Arc::clone(&desk), opener.clone(), git_config.clone());
+                let (retry, remote_env, clock) = (ctx.retry.clone(), remote_env.clone(), ctx.clock());
+                let (exec, check, opts) = (w.lp.exec.clone(), w.check.clone(), opts.clone());
+                let handle = std::thread::Builder::new().name(id.clone()).spawn_scoped(scope, move || {
+                    let swarm = opener.open()?;
+                    let mut last_wait = String::new();
+                    let mut events = |e: Event| {
+                        if let Event::Waiting { why } = &e {
+                            if *why == last_wait {
+                                return;
+                            }
+                            last_wait.clone_from(why);
+                        } else {
+                            last_wait.clear();
+                        }
+                        print_event(id, &e)
+                    };
+                    let mut r = Runner {
+                        swarm: &swarm,
+                        agent: id.clone(),
+                        who: Ctx::identity(&swarm, id),
+                        clock: &clock,
+                        retry,
+                        home: swarm.local.repo.common_dir().join("swarm"),
+                        stop,
+                        remote_env,
+                        exec,
+                        check,
+                        events: &mut events,
+                        commit_ident: git_swarm::runner::commit_ident(&swarm.local.repo, id),
+                        git_config,
+                        probes: Default::default(),
+                        pid_lock: None,
+                        trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
+                        spent: Default::default(),
+                        desk: Some(desk),
+                    };
+                    let (end, stats) = git_swarm::runner::worker::run(&mut r, &opts).map_err(run_error)?;
+                    let pushes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);
+                    let lost = swarm.lost.load(std::sync::atomic::Ordering::Relaxed);
+                    Ok(AgentEnd { end, stats, pushes, lost })
+                });
+                (id.clone(), handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(id, h)| {
+                let res = match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(CliError::io("internal: the agent's thread panicked"))),
+                    Err(e) => Err(CliError::io(format!("cannot start a thread for the agent: {e}"))),
+                };
+                // One agent that cannot go on stops the others (their claims released), as a signal would.
+                if res.is_err() {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                (id, res)
+            })
+            .collect()
+    });
+    let figures = desk.figures.lock().map(|f| *f).unwrap_or_default();
+    let (mut landed, mut failed, mut lost_claims, mut pushes, mut lost_races) = (0, 0, 0, 0, 0);
+    let mut agents = Vec::new();
+    let mut first_error = None;
+    for (id, res) in results {
+        match res {
+            Ok(a) => {
+                landed += a.stats.landed;
+                failed += a.stats.failed;
+                lost_claims += a.stats.lost;
+                pushes += a.pushes;
+                lost_races += a.lost;
+                agents.push(json!({"agent": id, "end": end_name(&a.end), "landed": a.stats.landed,
+                    "failed": a.stats.failed, "lost": a.stats.lost}));
+            }
+            Err(e) => {
+                agents.push(json!({"agent": id, "end": "error", "error": e.message}));
+                first_error.get_or_insert((id, e));
+            }
+        }
+    }
+    ctx.out.note(format!(
+        "{base}: {} agents exit: {landed} landed, {failed} failed, {lost_claims} lost; {} update(s) of the state ref \
+         for {} landing(s) and {} claim(s) (at most {} landings in one), {pushes} push(es), {lost_races} lost race(s)",
+        w.agents, figures.batches, figures.landings, figures.claims, figures.widest
+    ));
+    ctx.out.doc(&json!({
+        "role": "worker", "agent": base, "agents": agents, "landed": landed, "failed": failed, "lost": lost_claims,
+        "pushes": pushes, "lost_races": lost_races,
+        "batches": figures.batches, "batched_landings": figures.landings, "batched_claims": figures.claims,
+    }));
+    match first_error {
+        Some((id, mut e)) => {
+            e.message = format!("{id}: {}", e.message);
+            e.documented = true;
+            Err(e)
+        }
+        None => Ok(()),
+    }
+}
+
+/// How one agent of `run worker --agents` ended.
+struct AgentEnd {
+    end: RunEnd,
+    stats: git_swarm::runner::worker::WorkerStats,
+    pushes: u64,
+    lost: u64,
 }
 
 fn end_name(e: &RunEnd) -> &'static str {

@@ -50,6 +50,7 @@ table! {
         plan_rounds: u32,
         empty: String,
         pushes_per_minute: f64,
+        batch_window: String,
         agent_hooks: bool,
     }
     tables { cycle: Cycle, budget: Budget }

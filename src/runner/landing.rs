@@ -95,6 +95,9 @@ pub(super) struct Landing<'a, 'r> {
     checks_run: u32,
     /// What to report once the landing is over (conflict runs, renewals, files the check planted).
     events: Vec<Event>,
+    /// Prepared for a batch of the landing desk: a rebase that needs git and perhaps the agent is not done here
+    /// ([`Abort::Conflicted`]: the task leaves the batch and lands alone).
+    pub(super) batched: bool,
 }
 
 impl<'a, 'r> Landing<'a, 'r> {
@@ -123,6 +126,7 @@ impl<'a, 'r> Landing<'a, 'r> {
             checked_on: None,
             checks_run: 0,
             events: vec![],
+            batched: false,
         }
     }
 
@@ -190,6 +194,7 @@ impl<'a, 'r> Landing<'a, 'r> {
                 self.head = new;
                 self.synced = false;
             }
+            _ if self.batched => return Err(Abort::Conflicted),
             _ => {
                 self.sync()?;
                 let trailer = (!self.trailered).then_some(("GIT_SWARM_TASK_ID", self.task.id.as_str()));

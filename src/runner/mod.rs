@@ -5,6 +5,7 @@
 //! through [`crate::agent`], and does its git work in work trees of its own ([`Places`], outside the git
 //! directory), never in the user's. It does no terminal I/O: what happens is reported as [`Event`]s to the caller.
 
+pub mod desk;
 pub mod git;
 pub mod goal;
 pub mod judge;
@@ -146,6 +147,9 @@ pub struct Runner<'a> {
     pub trusted: Vec<String>,
     /// What this runner's claims have spent, and the budgets it keeps.
     pub spent: Spent,
+    /// The landing desk this runner shares with the other agents of its process (`run worker --agents <n>`):
+    /// its landings and idle claims are published in batches with theirs ([`desk`]).
+    pub desk: Option<Arc<desk::Desk>>,
 }
 
 /// What a runner's claims have spent so far, attempt by attempt (agent runs and conflict runs), and the budgets of

@@ -49,6 +49,9 @@ pub struct RunSettings {
     pub cycle_max_time: Option<Duration>,
     /// The fleet's push budget, pushes a minute to the remote (see `txn::Pacer`); `None`: as fast as it goes.
     pub pushes_per_minute: Option<f64>,
+    /// How long the first landing (or claim) of a batch waits for others of the same runner process to join it
+    /// (`run worker --agents <n>`; `docs/scale.md`).
+    pub batch_window: Duration,
     /// Put the agent hooks (Claude Code, Cursor settings) into a worker's work tree (`docs/hooks.md`).
     pub agent_hooks: bool,
     /// `[run.budget]` `task_tokens`, `task_usd`: what one task may spend over all its attempts (`docs/spend.md`).
@@ -70,6 +73,7 @@ impl Default for RunSettings {
             cycle_max_tasks: None,
             cycle_max_time: None,
             pushes_per_minute: None,
+            batch_window: Duration::from_millis(250),
             agent_hooks: true,
             task_budget: crate::usage::Limit::default(),
             cycle_budget: crate::usage::Limit::default(),
@@ -101,6 +105,16 @@ fn dur(field: &str, v: Option<String>, default: Duration) -> Result<Duration, St
         None => Ok(default),
         Some(s) => crate::time::parse_duration(&s).map_err(|e| format!("{field}: {e}")),
     }
+}
+
+/// `[run] batch_window`: milliseconds count, zero turns it off, at most a minute.
+fn window(s: &str) -> Result<Duration, String> {
+    let bad = |why: String| format!("[run] batch_window = '{}': {why}", crate::escape::line(s));
+    let w = humantime::parse_duration(s).map_err(|e| bad(format!("not a duration like 250ms or 2s ({e})")))?;
+    if w > Duration::from_secs(60) {
+        return Err(bad("give at most 1m (a landing waits that long for others to join it)".into()));
+    }
+    Ok(w)
 }
 
 impl RunSettings {
@@ -143,6 +157,10 @@ impl RunSettings {
                     ));
                 }
                 p => p,
+            },
+            batch_window: match raw.batch_window {
+                None => d.batch_window,
+                Some(w) => window(&w)?,
             },
             agent_hooks: raw.agent_hooks.unwrap_or(d.agent_hooks),
             task_budget,

@@ -68,6 +68,8 @@ pub(super) enum Abort {
     Budget(String),
     /// A signal arrived.
     Interrupted,
+    /// In a batch of the landing desk: the rebase needs a conflict run, which the task does alone (out of the batch).
+    Conflicted,
     /// The claim was taken over while the check or a conflict run went on.
     LostClaim(String),
     /// The conflict run's agent could not start (exit 126/127): a runner error, no attempt spent.
@@ -78,6 +80,8 @@ pub(super) enum Abort {
 }
 
 pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
+    // While it runs, the desk's leaders may wait for this agent's requests.
+    let _member = r.desk.as_ref().map(super::desk::Desk::enter);
     r.setup()?;
     let res = run_loop(r, opts);
     git::remove_worktree(&r.common_dir(), &r.worktree());
@@ -91,7 +95,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     let snap = r.read(false)?;
     r.check_trust(&snap, Role::Worker)?;
     let config = snap.board.config;
-    r.settings(&config)?;
+    let window = r.settings(&config)?.batch_window;
     r.backend(&config, Role::Worker)?;
     if r.swarm.fetch_branch(&format!("refs/heads/{}", config.target))?.is_none() {
         return Err(missing_target(r, &config.target));
@@ -115,29 +119,27 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
             Some(h) => h,
             None => {
                 // One read: the claim's own. A stop of the judge is seen there, and nothing is claimed then.
-                let store = r.swarm.store();
                 let cycle_budget = r.spent.budgets().1;
-                let claimed = r.transact(|snap, actor| {
-                    if let Some(c) = super::last_cycle(store, snap.commit).filter(|c| c.verdict == super::Verdict::Stop)
-                    {
-                        return Ok((Change::default(), Claimed::Stopped(c.cycle)));
+                let classic = |r: &Runner<'_>| {
+                    let store = r.swarm.store();
+                    r.transact(|snap, actor| {
+                        claim_op(store, snap.commit, &snap.board, actor, &looked_up, &cycle_budget)
+                    })
+                    .map(|c| c.value)
+                };
+                // With other agents in this process, the claim goes with whatever they publish next.
+                let claimed = match r.desk.clone() {
+                    Some(desk) => {
+                        let spec = super::desk::ClaimSpec { looked_up: looked_up.clone(), cycle_budget, window };
+                        match desk.claim(r, spec) {
+                            super::desk::Outcome::Claimed(res) => res.map_err(TxnError::Domain),
+                            _ => classic(r),
+                        }
                     }
-                    if let Some(why) = super::cycle_budget_spent(&snap.board, &cycle_budget) {
-                        return Ok((Change::default(), Claimed::Budget(why)));
-                    }
-                    let unknown: Vec<String> = sweep_candidates(&snap.board, actor.now)
-                        .into_iter()
-                        .filter(|id| !looked_up.contains_key(id))
-                        .collect();
-                    if !unknown.is_empty() {
-                        return Ok((Change::default(), Claimed::LookUp(unknown)));
-                    }
-                    let landed = looked_up.iter().filter_map(|(id, c)| Some((id.clone(), (*c)?.to_string()))).collect();
-                    let lease = snap.board.config.lease;
-                    claim_work(&snap.board, actor, lease, &landed).map(|(ch, t)| (ch, Claimed::Task(t.map(Box::new))))
-                });
+                    None => classic(r),
+                };
                 match claimed {
-                    Ok(c) => match c.value {
+                    Ok(c) => match c {
                         Claimed::Stopped(cycle) => return Ok((RunEnd::SwarmStopped { cycle }, stats)),
                         Claimed::Budget(why) => return Ok((RunEnd::BudgetSpent { why }, stats)),
                         Claimed::LookUp(ids) => {
@@ -215,7 +217,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
 }
 
 /// What the worker loop's claim found.
-enum Claimed {
+pub(super) enum Claimed {
     /// The judge stopped the swarm in this cycle.
     Stopped(u64),
     /// The running cycle spent its budget.
@@ -224,6 +226,32 @@ enum Claimed {
     LookUp(Vec<String>),
     /// A claim (or a sweep alone: `None`).
     Task(Option<Box<Task>>),
+}
+
+/// The worker loop's claim on `board` (of the state commit `commit`): nothing when the judge stopped the swarm or
+/// the cycle spent its budget; else the expired claims with no attempts left to look up first (those not in
+/// `looked_up`: task → its code on the target, if any); else [`claim_work`].
+pub(super) fn claim_op(
+    store: &crate::store::Store,
+    commit: ObjectId,
+    board: &Board,
+    actor: &Actor,
+    looked_up: &std::collections::BTreeMap<String, Option<ObjectId>>,
+    cycle_budget: &Limit,
+) -> Result<(Change, Claimed), DomainError> {
+    if let Some(c) = super::last_cycle(store, commit).filter(|c| c.verdict == super::Verdict::Stop) {
+        return Ok((Change::default(), Claimed::Stopped(c.cycle)));
+    }
+    if let Some(why) = super::cycle_budget_spent(board, cycle_budget) {
+        return Ok((Change::default(), Claimed::Budget(why)));
+    }
+    let unknown: Vec<String> =
+        sweep_candidates(board, actor.now).into_iter().filter(|id| !looked_up.contains_key(id)).collect();
+    if !unknown.is_empty() {
+        return Ok((Change::default(), Claimed::LookUp(unknown)));
+    }
+    let landed = looked_up.iter().filter_map(|(id, c)| Some((id.clone(), (*c)?.to_string()))).collect();
+    claim_work(board, actor, board.config.lease, &landed).map(|(ch, t)| (ch, Claimed::Task(t.map(Box::new))))
 }
 
 /// The expired work claims whose attempts are spent: a claim without id sweeps them (as failed, unless their code
@@ -341,13 +369,14 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
 /// How far back (first-parent commits of the target) a takeover looks for the task's code before it runs an agent.
 pub(super) const ROLL_FORWARD_DEPTH: usize = 10_000;
 
-/// The state half of a landing on `snap` ([`ops::land::finish`]): `done` with the landed commit and the hand-off,
-/// and the next claim in the same commit.
+/// The state half of a landing on `board` ([`ops::land::finish`]): `done` with the landed commit and the hand-off,
+/// and the next claim in the same commit (unless `stopped`: the judge said stop). Also what a batch of the landing
+/// desk applies for each of its landings ([`super::desk`]).
 #[allow(clippy::too_many_arguments)]
-fn landing_op(
-    snap: &Snapshot,
+pub(super) fn landing_op(
+    board: &Board,
     actor: &Actor,
-    store: &crate::store::Store,
+    stopped: bool,
     id: &str,
     epoch: u64,
     code: ObjectId,
@@ -365,11 +394,11 @@ fn landing_op(
         note,
         usage,
         claim_next,
-        stopped: claim_next && judge_stopped(store, snap),
+        stopped,
         cycle_budget: *cycle_budget,
         lease,
     };
-    let (ch, finished) = ops::land::finish(&snap.board, actor, &f)?;
+    let (ch, finished) = ops::land::finish(board, actor, &f)?;
     Ok((super::scrub(ch), finished.next))
 }
 
@@ -398,7 +427,8 @@ fn roll_forward(
     let (usage, cycle_budget) = (r.spent.of(&id, epoch), r.spent.budgets().1);
     let res = r.transact(|snap, actor| {
         let spent = (usage, &cycle_budget);
-        landing_op(snap, actor, store, &id, epoch, code, Some(&note), claim_next, lease, spent)
+        let stopped = claim_next && judge_stopped(store, snap);
+        landing_op(&snap.board, actor, stopped, &id, epoch, code, Some(&note), claim_next, lease, spent)
     });
     match res {
         Ok(c) => {
@@ -744,15 +774,67 @@ fn finish(
     let (landed, events) = {
         let mut landing = Landing::new(r, job, wt, &h.task, &keeper, base, work_tip, trailered);
         let (agent, store, spent) = (r.agent.clone(), r.swarm.store(), &r.spent);
-        let landed =
+        let alone = |landing: &mut Landing<'_, '_>| {
             r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut |tip| landing.prepare(tip), |snap, now, code| {
                 let actor = Actor { agent: agent.clone(), now };
                 // What the attempt spent, its conflict runs included: read when the landing is made.
                 let spent = (spent.of(&id, epoch), &cycle_budget);
-                let (ch, next) =
-                    landing_op(snap, &actor, store, &id, epoch, code, note.as_deref(), claim_next, lease, spent)?;
+                let stopped = claim_next && judge_stopped(store, snap);
+                let (ch, next) = landing_op(
+                    &snap.board,
+                    &actor,
+                    stopped,
+                    &id,
+                    epoch,
+                    code,
+                    note.as_deref(),
+                    claim_next,
+                    lease,
+                    spent,
+                )?;
                 Ok((ch, (next, code)))
-            });
+            })
+        };
+        let landed = match r.desk.clone() {
+            // With other agents in this process, the landing goes in the desk's next batch (super::desk).
+            Some(desk) => {
+                let spec = super::desk::LandSpec {
+                    branch: branch.to_string(),
+                    id: id.clone(),
+                    epoch,
+                    note: note.clone(),
+                    claim_next,
+                    lease,
+                    cycle_budget,
+                    window: settings.batch_window,
+                };
+                landing.batched = true;
+                let (outcome, abort) = {
+                    let mut own = super::desk::Own {
+                        prepare: &mut |tip| landing.prepare(tip),
+                        usage: &|| spent.of(&id, epoch),
+                        keep: &|| keeper.keep(r),
+                        abort: None,
+                    };
+                    (desk.land(r, spec, &mut own), own.abort)
+                };
+                landing.batched = false;
+                match (outcome, abort) {
+                    (super::desk::Outcome::Landed { code, next, lost_races }, _) => {
+                        let next = next.map(|t| *t);
+                        Ok(Ok(crate::txn::Committed { value: (next, code), commit: None, lost_races, problems: vec![] }))
+                    }
+                    (super::desk::Outcome::Lost(e), _) => Err(TxnError::Domain(e)),
+                    // A rebase that needs the agent (a conflict) goes on alone, with its conflict run.
+                    (super::desk::Outcome::Out, Some(Abort::Conflicted)) | (super::desk::Outcome::Out, None) => {
+                        alone(&mut landing)
+                    }
+                    (super::desk::Outcome::Out, Some(a)) => Ok(Err(a)),
+                    (_, _) => alone(&mut landing),
+                }
+            }
+            None => alone(&mut landing),
+        };
         (landed, landing.into_events())
     };
     for e in events {
@@ -781,6 +863,11 @@ fn finish(
         Ok(Err(Abort::Fail(reason))) => {
             keep_aside(r, h, wt, work_tip);
             fail(r, h, reason, claim_next, lease)
+        }
+        // Only a batch's prepare says so, and its task then lands alone: never here.
+        Ok(Err(Abort::Conflicted)) => {
+            keep_aside(r, h, wt, work_tip);
+            fail(r, h, "a rebase conflict left unresolved".into(), claim_next, lease)
         }
         Ok(Err(Abort::Budget(reason))) => {
             keep_aside(r, h, wt, work_tip);
@@ -832,7 +919,7 @@ fn own_commits(store: &crate::store::Store, base: ObjectId, tip: ObjectId) -> Ve
 }
 
 /// Has the judge said stop (as of `snap`)?
-fn judge_stopped(store: &crate::store::Store, snap: &Snapshot) -> bool {
+pub(super) fn judge_stopped(store: &crate::store::Store, snap: &Snapshot) -> bool {
     super::last_cycle(store, snap.commit).is_some_and(|c| c.verdict == super::Verdict::Stop)
 }
 

@@ -1,0 +1,439 @@
+//! The landing desk of a runner process that hosts several agents (`git swarm run worker --agents <n>`): what the
+//! agents would each publish on their own — a landing (code and `done`, and the next claim), a claim when idle — they
+//! hand to the desk, and the desk publishes everything that is waiting **in one atomic update**: the commits of each
+//! landing rebased one after another onto the newest target, every `done` and every claim in one state commit.
+//!
+//! There is no desk thread. The first agent to arrive while nothing is in flight leads: it takes every request that
+//! is waiting (its own too), publishes them as one batch, hands each agent its result, and passes the lead to whoever
+//! arrived meanwhile, who takes the next batch. An agent that waits answers the leader's questions about its own work
+//! (each rebase runs in the agent's own thread, on its own work tree and claim) and keeps its lease alive.
+//!
+//! What stays true of one landing stays true of a batch (docs/architecture.md, invariant 35): each task's code lands
+//! with its own `done` in the same atomic update or not at all; a task whose rebase needs an agent (a conflict) leaves
+//! the batch and lands alone; a task whose claim is gone leaves it before anything is published; a batch that goes in
+//! doubt is settled by `txn` as one op (it either landed whole or not at all).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use gix::ObjectId;
+
+use super::Runner;
+use super::worker::{Abort, Claimed, claim_op, landing_op};
+use crate::model::Task;
+use crate::ops::{self, Actor, Change, DomainError};
+use crate::txn::TxnError;
+use crate::usage::{Limit, Usage};
+
+/// Shared by the agents of one runner process.
+#[derive(Default)]
+pub struct Desk {
+    queue: Mutex<Queue>,
+    /// Woken when a request joins (a leader gathering its batch waits on it).
+    joined: Condvar,
+    /// What the desk published: batches, and the landings and claims in them (for the runner's summary).
+    pub figures: Mutex<Figures>,
+}
+
+/// What a desk published so far.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Figures {
+    /// Updates of the state ref the desk made (each one atomic, with the target branch when it landed code).
+    pub batches: u64,
+    pub landings: u64,
+    pub claims: u64,
+    /// The most landings one batch carried.
+    pub widest: u64,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// A batch is being published (its leader works on it).
+    busy: bool,
+    waiting: Vec<Arc<Slot>>,
+    /// The agents that use the desk now ([`Desk::enter`]): a batch that holds a request of each needs no wait.
+    agents: usize,
+}
+
+impl Desk {
+    /// An agent starts using the desk (until the guard drops).
+    pub fn enter(self: &Arc<Self>) -> Member {
+        lock(&self.queue).agents += 1;
+        Member(Arc::clone(self))
+    }
+}
+
+/// An agent's use of a desk: while it lasts, a leader may wait for its request ([`Desk::enter`]).
+pub struct Member(Arc<Desk>);
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let mut q = lock(&self.0.queue);
+        q.agents = q.agents.saturating_sub(1);
+        self.0.joined.notify_all();
+    }
+}
+
+/// The state half of one agent's landing, as data the leader can apply for it.
+pub(super) struct LandSpec {
+    /// `refs/heads/<target>`.
+    pub branch: String,
+    pub id: String,
+    pub epoch: u64,
+    pub note: Option<String>,
+    pub claim_next: bool,
+    pub lease: Duration,
+    pub cycle_budget: Limit,
+    /// `[run] batch_window`.
+    pub window: Duration,
+}
+
+/// An idle agent's claim of the next work task.
+pub(super) struct ClaimSpec {
+    /// The expired claims with no attempts left that the agent looked up on the target (see `worker::claim_op`).
+    pub looked_up: BTreeMap<String, Option<ObjectId>>,
+    pub cycle_budget: Limit,
+    /// `[run] batch_window`.
+    pub window: Duration,
+}
+
+enum What {
+    Land(LandSpec),
+    Claim(ClaimSpec),
+}
+
+/// One agent's request, and its mailbox while it waits.
+struct Slot {
+    agent: String,
+    what: What,
+    mail: Mutex<Mail>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct Mail {
+    to_agent: Option<ToAgent>,
+    /// The answer to the last `Prepare`: the commit to land (its work rebased onto the given tip) and what the
+    /// attempt spent; `None` when the work leaves the batch (the agent keeps why).
+    answer: Option<Option<(ObjectId, Option<Usage>)>>,
+}
+
+enum ToAgent {
+    /// Rebase your work onto this commit (and check it): what is the commit to land?
+    Prepare(ObjectId),
+    /// Lead the next batch.
+    Lead,
+    /// Your request is over.
+    Result(Outcome),
+}
+
+/// How an agent's request ended.
+pub(super) enum Outcome {
+    /// Landed in a batch: the code, the next task claimed with it, the races the batch lost.
+    Landed { code: ObjectId, next: Option<Box<Task>>, lost_races: u32 },
+    /// The work left the batch when it was prepared: the agent's own [`Abort`] says why.
+    Out,
+    /// Publish it alone, as a runner of one agent would (the batch met an error that is the agent's to meet).
+    Alone,
+    /// The agent's claim is gone: nothing of it was published.
+    Lost(DomainError),
+    /// An idle agent's claim.
+    Claimed(Result<Claimed, DomainError>),
+}
+
+/// What the agent whose request it is does for the desk: prepare its work, say what it spent, keep its lease.
+pub(super) struct Own<'a> {
+    pub prepare: &'a mut dyn FnMut(ObjectId) -> Result<ObjectId, Abort>,
+    pub usage: &'a dyn Fn() -> Option<Usage>,
+    pub keep: &'a dyn Fn() -> bool,
+    /// Why the work left the batch, when it did.
+    pub abort: Option<Abort>,
+}
+
+impl Own<'_> {
+    fn prepare(&mut self, tip: ObjectId) -> Option<(ObjectId, Option<Usage>)> {
+        match (self.prepare)(tip) {
+            Ok(code) => Some((code, (self.usage)())),
+            Err(a) => {
+                self.abort = Some(a);
+                None
+            }
+        }
+    }
+}
+
+/// How often a waiting agent wakes to keep its lease.
+const KEEP_EVERY: Duration = Duration::from_secs(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Slot {
+    fn send(&self, m: ToAgent) {
+        lock(&self.mail).to_agent = Some(m);
+        self.cv.notify_all();
+    }
+
+    /// The leader asks: the agent's work rebased onto `tip`.
+    fn ask(&self, tip: ObjectId) -> Option<(ObjectId, Option<Usage>)> {
+        let mut mail = lock(&self.mail);
+        mail.answer = None;
+        mail.to_agent = Some(ToAgent::Prepare(tip));
+        self.cv.notify_all();
+        loop {
+            if let Some(a) = mail.answer.take() {
+                return a;
+            }
+            mail = self.cv.wait(mail).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+}
+
+impl Desk {
+    /// Land one agent's work through the desk: `Outcome::Landed`, `Out` (then `own.abort` says why), `Alone` or
+    /// `Lost`.
+    pub(super) fn land(&self, r: &Runner<'_>, spec: LandSpec, own: &mut Own<'_>) -> Outcome {
+        self.serve(r, What::Land(spec), Some(own))
+    }
+
+    /// Claim the next work task for an idle agent through the desk: `Outcome::Claimed`, or `Alone`.
+    pub(super) fn claim(&self, r: &Runner<'_>, spec: ClaimSpec) -> Outcome {
+        self.serve(r, What::Claim(spec), None)
+    }
+
+    fn serve(&self, r: &Runner<'_>, what: What, mut own: Option<&mut Own<'_>>) -> Outcome {
+        let window = match &what {
+            What::Land(s) => s.window,
+            What::Claim(s) => s.window,
+        };
+        let slot = Arc::new(Slot { agent: r.agent.clone(), what, mail: Mutex::default(), cv: Condvar::new() });
+        let arrived = std::time::Instant::now();
+        let lead = {
+            let mut q = lock(&self.queue);
+            q.waiting.push(Arc::clone(&slot));
+            self.joined.notify_all();
+            !std::mem::replace(&mut q.busy, true)
+        };
+        if !lead {
+            loop {
+                let msg = {
+                    let mut mail = lock(&slot.mail);
+                    if mail.to_agent.is_none() {
+                        mail = slot.cv.wait_timeout(mail, KEEP_EVERY).unwrap_or_else(|e| e.into_inner()).0;
+                    }
+                    mail.to_agent.take()
+                };
+                match msg {
+                    None => {
+                        if let Some(o) = own.as_deref_mut() {
+                            // A lost claim is found by the leader's op (it leaves the batch, nothing published).
+                            let _ = (o.keep)();
+                        }
+                    }
+                    Some(ToAgent::Prepare(tip)) => {
+                        let a = own.as_deref_mut().and_then(|o| o.prepare(tip));
+                        lock(&slot.mail).answer = Some(a);
+                        slot.cv.notify_all();
+                    }
+                    Some(ToAgent::Lead) => break,
+                    Some(ToAgent::Result(o)) => return o,
+                }
+            }
+        }
+        let batch: Vec<Arc<Slot>> = {
+            // Gather: others that finish within the window join this batch (not past the time a request of every
+            // agent of the desk is in, nor past a stop).
+            let mut q = lock(&self.queue);
+            loop {
+                let left = window.saturating_sub(arrived.elapsed());
+                if left.is_zero() || q.waiting.len() >= q.agents || r.stopping() {
+                    break;
+                }
+                q = self.joined.wait_timeout(q, left.min(KEEP_EVERY)).unwrap_or_else(|e| e.into_inner()).0;
+            }
+            std::mem::take(&mut q.waiting)
+        };
+        let mut lead = Lead { desk: self, batch, mine: Arc::clone(&slot), results: Vec::new() };
+        let outcomes = publish(r, &lead.batch, &slot, own, &self.figures);
+        lead.results = outcomes.into_iter().map(Some).collect();
+        let mine = lead.batch.iter().position(|s| Arc::ptr_eq(s, &slot)).and_then(|i| lead.results[i].take());
+        drop(lead);
+        mine.unwrap_or(Outcome::Alone)
+    }
+}
+
+/// The lead of one batch: when it ends (or its thread panics), every other agent of the batch gets its result —
+/// [`Outcome::Alone`] when it has none — and the lead passes to the first agent that arrived meanwhile.
+struct Lead<'d> {
+    desk: &'d Desk,
+    batch: Vec<Arc<Slot>>,
+    /// The leader's own request (answered by its return).
+    mine: Arc<Slot>,
+    results: Vec<Option<Outcome>>,
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        for (i, slot) in self.batch.iter().enumerate() {
+            if !Arc::ptr_eq(slot, &self.mine) {
+                let o = self.results.get_mut(i).and_then(Option::take).unwrap_or(Outcome::Alone);
+                slot.send(ToAgent::Result(o));
+            }
+        }
+        let mut q = lock(&self.desk.queue);
+        match q.waiting.first() {
+            Some(next) => next.send(ToAgent::Lead),
+            None => q.busy = false,
+        }
+    }
+}
+
+/// Publish one batch: every landing of `batch` (rebased one after another onto the target's newest tip) and every
+/// claim, in one atomic update; the outcome of each slot, in order.
+fn publish(
+    r: &Runner<'_>,
+    batch: &[Arc<Slot>],
+    mine: &Arc<Slot>,
+    mut own: Option<&mut Own<'_>>,
+    figures: &Mutex<Figures>,
+) -> Vec<Outcome> {
+    let n = batch.len();
+    let out: RefCell<Vec<Option<Outcome>>> = RefCell::new((0..n).map(|_| None).collect());
+    let claims: Vec<usize> = (0..n).filter(|&i| matches!(batch[i].what, What::Claim(_))).collect();
+    let store = r.swarm.store();
+    loop {
+        let lands: Vec<usize> = (0..n)
+            .filter(|&i| matches!(batch[i].what, What::Land(_)) && out.borrow()[i].is_none())
+            .collect();
+        if lands.is_empty() && claims.is_empty() {
+            break;
+        }
+        // The landings the batch still carries, with the commit each one lands as (its work rebased onto the
+        // one before it), as the last `prepare` made them.
+        let prepared: RefCell<Vec<(usize, ObjectId, Option<Usage>)>> = RefCell::default();
+        let failed_at = std::cell::Cell::new(None::<usize>);
+        let state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
+            let mut after = snap.board.clone();
+            let mut ch = Change::default();
+            let mut landed = Vec::new();
+            let stopped = super::worker::judge_stopped(store, snap);
+            for &(i, code, usage) in prepared.borrow().iter() {
+                let What::Land(spec) = &batch[i].what else { continue };
+                let actor = Actor { agent: batch[i].agent.clone(), now };
+                let spent = (usage, &spec.cycle_budget);
+                let res = landing_op(
+                    &after,
+                    &actor,
+                    spec.claim_next && stopped,
+                    &spec.id,
+                    spec.epoch,
+                    code,
+                    spec.note.as_deref(),
+                    spec.claim_next,
+                    spec.lease,
+                    spent,
+                );
+                match res {
+                    Ok((c, next)) => {
+                        ops::apply(&mut after, &c);
+                        ch = ch.then(c);
+                        landed.push((i, code, next));
+                    }
+                    Err(e) => {
+                        failed_at.set(Some(i));
+                        return Err(e);
+                    }
+                }
+            }
+            let mut claimed = Vec::new();
+            for &i in &claims {
+                let What::Claim(spec) = &batch[i].what else { continue };
+                let actor = Actor { agent: batch[i].agent.clone(), now };
+                if r.stopping() {
+                    claimed.push((i, Ok(Claimed::Task(None))));
+                    continue;
+                }
+                match claim_op(store, snap.commit, &after, &actor, &spec.looked_up, &spec.cycle_budget) {
+                    Ok((c, v)) => {
+                        ops::apply(&mut after, &c);
+                        ch = ch.then(super::scrub(c));
+                        claimed.push((i, Ok(v)));
+                    }
+                    Err(e) => claimed.push((i, Err(e))),
+                }
+            }
+            Ok((super::scrub(ch), (landed, claimed)))
+        };
+        let res = if lands.is_empty() {
+            r.swarm.transact(&r.retry, &r.who, r.clock, state_op).map(Ok)
+        } else {
+            // Every landing of a batch goes to one branch: one that names another (the target changed while the
+            // work went on) lands alone.
+            let target = match &batch[lands[0]].what {
+                What::Land(spec) => spec.branch.clone(),
+                What::Claim(_) => String::new(),
+            };
+            for &i in &lands {
+                if matches!(&batch[i].what, What::Land(s) if s.branch != target) {
+                    out.borrow_mut()[i] = Some(Outcome::Alone);
+                }
+            }
+            let mut prepare = |tip: ObjectId| -> Result<ObjectId, ()> {
+                let mut p = prepared.borrow_mut();
+                p.clear();
+                let mut at = tip;
+                for &i in &lands {
+                    if out.borrow()[i].is_some() {
+                        continue;
+                    }
+                    let answer = if Arc::ptr_eq(&batch[i], mine) {
+                        own.as_deref_mut().and_then(|o| o.prepare(at))
+                    } else {
+                        batch[i].ask(at)
+                    };
+                    match answer {
+                        Some((code, usage)) => {
+                            p.push((i, code, usage));
+                            at = code;
+                        }
+                        None => out.borrow_mut()[i] = Some(Outcome::Out),
+                    }
+                }
+                if p.is_empty() { Err(()) } else { Ok(at) }
+            };
+            r.swarm.land(&r.retry, &r.who, r.clock, &target, &mut prepare, |snap, now, _| state_op(snap, now))
+        };
+        match res {
+            Ok(Ok(c)) => {
+                let (landed, claimed) = c.value;
+                let mut o = out.borrow_mut();
+                if let Ok(mut f) = figures.lock() {
+                    f.batches += u64::from(c.commit.is_some());
+                    f.landings += landed.len() as u64;
+                    f.claims += claimed.iter().filter(|(_, v)| matches!(v, Ok(Claimed::Task(Some(_))))).count() as u64;
+                    f.widest = f.widest.max(landed.len() as u64);
+                }
+                for (i, code, next) in landed {
+                    o[i] = Some(Outcome::Landed { code, next: next.map(Box::new), lost_races: c.lost_races });
+                }
+                for (i, v) in claimed {
+                    o[i] = Some(Outcome::Claimed(v));
+                }
+                break;
+            }
+            // Every landing left the batch while it was prepared: the claims go on their own.
+            Ok(Err(())) => continue,
+            // A claim was gone: that landing leaves the batch, nothing was published, the rest go again.
+            Err(TxnError::Domain(e)) => match failed_at.get() {
+                Some(i) => out.borrow_mut()[i] = Some(Outcome::Lost(e)),
+                None => break,
+            },
+            // Whatever else went wrong (the remote away, a refusal), each agent meets it on its own.
+            Err(_) => break,
+        }
+    }
+    out.into_inner().into_iter().map(|o| o.unwrap_or(Outcome::Alone)).collect()
+}
