@@ -46,6 +46,8 @@ fn seed() -> u64 {
 #[derive(Debug, Clone)]
 struct Plan {
     runners: usize,
+    /// Agents in each runner process (`run worker --agents`): their landings go in batches.
+    agents: u32,
     tasks: usize,
     /// How long the faults go on (bounded: the board may be drained sooner).
     chaos: Duration,
@@ -69,6 +71,7 @@ impl Plan {
     fn ci() -> Plan {
         Plan {
             runners: 8,
+            agents: 1,
             tasks: 48,
             chaos: Duration::from_secs(40),
             lease_secs: 5,
@@ -83,6 +86,7 @@ impl Plan {
     fn long() -> Plan {
         Plan {
             runners: 16,
+            agents: 1,
             tasks: 400,
             chaos: Duration::from_secs(240),
             lease_secs: 6,
@@ -236,6 +240,7 @@ struct Stats {
 /// The fleet: every slot, the log folder, the environment.
 struct Fleet<'a> {
     env: &'a Env,
+    agents: u32,
     slots: Vec<Slot>,
     logs: PathBuf,
     rng: fastrand::Rng,
@@ -252,9 +257,10 @@ impl Fleet<'_> {
         }
         let log = self.logs.join(format!("w{}-run{}.log", s.idx, s.runs));
         let f = File::create(&log).expect("runner log");
+        let agents = self.agents.to_string();
         let child = env
             .cmd(&s.clone)
-            .args(["--agent", &s.agent, "run", "worker", "--until-idle"])
+            .args(["--agent", &s.agent, "run", "worker", "--until-idle", "--agents", &agents])
             .stdout(f.try_clone().expect("log fd"))
             .stderr(f)
             .spawn()
@@ -466,7 +472,7 @@ fn chaos_run(env: &Env, mut server: Server, plan: &Plan, seed: u64) -> Stats {
             late_restarts: 0,
         })
         .collect();
-    let mut fleet = Fleet { env, slots, logs, rng: fastrand::Rng::with_seed(seed ^ 0x5eed) };
+    let mut fleet = Fleet { env, agents: plan.agents, slots, logs, rng: fastrand::Rng::with_seed(seed ^ 0x5eed) };
     let mut stats = Stats::default();
     for i in 0..plan.runners {
         fleet.spawn(i);
@@ -1009,6 +1015,18 @@ fn chaos_over_file_urls_with_the_remote_moved_away() {
     let bare = origin(&env);
     let server = Server::File { away: env.path("origin-away.git"), bare, down: false };
     chaos_run(&env, server, &Plan::pick(), seed());
+}
+
+/// The same faults on runners that host several agents each: a killed runner takes every claim of its agents with
+/// it, a killed `git push` is a whole batch in doubt.
+#[test]
+fn chaos_over_file_urls_with_runners_of_three_agents() {
+    let env = Env::new();
+    let bare = origin(&env);
+    let server = Server::File { away: env.path("origin-away.git"), bare, down: false };
+    let plan = Plan::pick();
+    let plan = Plan { runners: plan.runners.div_ceil(2), agents: 3, ..plan };
+    chaos_run(&env, server, &plan, seed());
 }
 
 #[test]

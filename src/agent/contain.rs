@@ -67,7 +67,9 @@ fn processes(mark: &str) -> Vec<Proc> {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let Some([ppid, pgrp, session]) = stat_of(pid) else { continue };
         let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let mark_of = env.split(|b| *b == 0).find(|kv| kv.starts_with(MARK_VAR.as_bytes()) && kv.get(MARK_VAR.len()) == Some(&b'='));
+        let mark_of = env
+            .split(|b| *b == 0)
+            .find(|kv| kv.starts_with(MARK_VAR.as_bytes()) && kv.get(MARK_VAR.len()) == Some(&b'='));
         let marked = mark_of == Some(needle.as_bytes());
         let other = mark_of.is_some() && !marked;
         out.push(Proc { pid, ppid, marked, other, pgrp, session });

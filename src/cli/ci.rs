@@ -29,6 +29,10 @@ struct GithubArgs {
     /// Worker jobs (the default of the workflow's `workers` input; a schedule uses it).
     #[arg(long, value_name = "N", default_value_t = 4)]
     workers: u32,
+    /// Agents in each worker job (`git swarm run worker --agents <n>`): the fleet is the jobs × this, and their
+    /// landings go in batches (GitHub limits concurrent jobs, not agents).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    agents_per_job: u32,
     /// Also start on this cron schedule (five fields, UTC), e.g. '0 */6 * * *'.
     #[arg(long, value_name = "CRON")]
     schedule: Option<String>,
@@ -84,6 +88,9 @@ fn regenerate_line(ctx: &Ctx, a: &GithubArgs) -> String {
         words.push(format!("--swarm {}", sh_quote(&ctx.swarm_name)));
     }
     words.push(format!("ci github --workers {}", a.workers));
+    if a.agents_per_job != 1 {
+        words.push(format!("--agents-per-job {}", a.agents_per_job));
+    }
     if let Some(s) = &a.schedule {
         words.push(format!("--schedule {}", sh_quote(s)));
     }
@@ -113,6 +120,7 @@ fn regenerate_line(ctx: &Ctx, a: &GithubArgs) -> String {
 
 fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
     let mut o = Options::new(a.workers);
+    o.agents_per_job = a.agents_per_job;
     o.schedule = a.schedule.clone();
     o.planner = a.planner;
     o.judge = a.judge;
@@ -197,7 +205,8 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
     if a.judge {
         jobs.push("judge");
     }
-    ctx.out.doc(&json!({"path": shown, "written": written, "workers": a.workers, "jobs": jobs}));
+    ctx.out.doc(&json!({"path": shown, "written": written, "workers": a.workers,
+        "agents_per_job": a.agents_per_job, "jobs": jobs}));
     Ok(())
 }
 

@@ -113,6 +113,7 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         swarm: "default".into(),
         base: "demo".into(),
         workers: args.workers,
+        worker_processes: 1,
         planners: 1,
         judge: true,
         goal: Some(GOAL.into()),

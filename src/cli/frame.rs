@@ -129,7 +129,19 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
     match members {
         Some(members) => {
             for m in members {
-                let h = held(m.agent);
+                // A member that hosts agents (`run worker --agents`) holds what `<member>-<n>` hold.
+                let mut h = held(m.agent);
+                let prefix = format!("{}-", m.agent);
+                let mut hosted: Vec<&str> = v
+                    .holders
+                    .iter()
+                    .map(|h| h.agent.as_str())
+                    .filter(|a| a.strip_prefix(prefix.as_str()).is_some_and(|n| n.parse::<u32>().is_ok()))
+                    .collect();
+                hosted.dedup();
+                for a in hosted {
+                    h.extend(held(a).into_iter().map(|t| format!("{}: {t}", &a[prefix.len()..])));
+                }
                 let state = match m.exit {
                     Some(code) => format!("exited ({code})"),
                     None if h.is_empty() => "idle".into(),

@@ -235,6 +235,8 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
     let git_config = ctx.git_config()?;
     let opener = ctx.opener();
     let desk = Arc::new(git_swarm::runner::desk::Desk::default());
+    // One share of a push budget for the process: its leaders publish for every agent of it.
+    let pacer = Arc::new(git_swarm::txn::Pacer::hosting(ids.len()));
     // The end of one agent's run must not take its siblings' processes for its own orphans.
     git_swarm::agent::contain::set_shared();
     let opts = WorkerOptions { mode: w.lp.mode(), max_tasks: w.max_tasks };
@@ -242,12 +244,13 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
         let handles: Vec<_> = ids
             .iter()
             .map(|id| {
-                let (stop, desk, opener, git_config) =
-                    (Arc::clone(&stop), Arc::clone(&desk), opener.clone(), git_config.clone());
+                let (stop, desk, opener, git_config, pacer) =
+                    (Arc::clone(&stop), Arc::clone(&desk), opener.clone(), git_config.clone(), Arc::clone(&pacer));
                 let (retry, remote_env, clock) = (ctx.retry.clone(), remote_env.clone(), ctx.clock());
                 let (exec, check, opts) = (w.lp.exec.clone(), w.check.clone(), opts.clone());
                 let handle = std::thread::Builder::new().name(id.clone()).spawn_scoped(scope, move || {
-                    let swarm = opener.open()?;
+                    let mut swarm = opener.open()?;
+                    swarm.pacer = pacer;
                     let mut last_wait = String::new();
                     let mut events = |e: Event| {
                         if let Event::Waiting { why } = &e {

@@ -16,9 +16,12 @@ use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
-    /// Worker processes.
+    /// Worker agents, hosted by --worker-processes processes (`run worker --agents`).
     #[arg(long, default_value_t = 4, value_name = "N")]
     workers: u32,
+    /// How many processes host the worker agents (each runs `run worker --agents <its share>`).
+    #[arg(long, default_value_t = 1, value_name = "P", value_parser = clap::value_parser!(u32).range(1..))]
+    worker_processes: u32,
     /// Planner processes.
     #[arg(long, default_value_t = 1, value_name = "N")]
     planners: u32,
@@ -48,6 +51,8 @@ pub struct Fleet {
     /// Agent ids are `<base>-w1`, `<base>-p1`, `<base>-judge`.
     pub base: String,
     pub workers: u32,
+    /// Processes that host the workers (at most one per worker).
+    pub worker_processes: u32,
     pub planners: u32,
     pub judge: bool,
     pub goal: Option<String>,
@@ -115,6 +120,7 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
         swarm: swarm.name.clone(),
         base: ctx.agent().to_string(),
         workers: args.workers,
+        worker_processes: args.worker_processes,
         planners: args.planners,
         judge: args.judge,
         goal,
@@ -264,8 +270,14 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         }
         spawn(format!("{}-p{i}", f.base), "planner", extra)?;
     }
-    for i in 1..=f.workers {
-        let extra = f.check.iter().flat_map(|c| ["--check".to_string(), c.clone()]).collect();
+    // The workers, spread over their processes: process i hosts agents `<base>-w<i>-1…` (one agent: `<base>-w<i>`).
+    let procs = f.worker_processes.clamp(1, f.workers.max(1));
+    for i in 1..=procs.min(f.workers) {
+        let agents = f.workers / procs + u32::from(i <= f.workers % procs);
+        let mut extra: Vec<String> = f.check.iter().flat_map(|c| ["--check".to_string(), c.clone()]).collect();
+        if agents > 1 {
+            extra.extend(["--agents".to_string(), agents.to_string()]);
+        }
         spawn(format!("{}-w{i}", f.base), "worker", extra)?;
     }
     if f.judge {

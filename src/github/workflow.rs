@@ -32,6 +32,8 @@ pub(crate) const DEFAULT_SECRETS: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_K
 pub struct Options {
     /// Worker jobs when the workflow starts without a `workers` input (a schedule), and the input's default.
     pub workers: u32,
+    /// Agents in each worker job (`git swarm run worker --agents <n>`): the fleet is the matrix × this.
+    pub agents_per_job: u32,
     /// A cron line (five fields) for `on: schedule`, if any.
     pub schedule: Option<String>,
     /// Add a planner job.
@@ -65,6 +67,7 @@ impl Options {
         let version = env!("CARGO_PKG_VERSION").to_string();
         Options {
             workers,
+            agents_per_job: 1,
             schedule: None,
             planner: false,
             judge: false,
@@ -99,7 +102,13 @@ fn bad(option: &'static str, message: impl Into<String>) -> OptionError {
 }
 
 /// Check every option; the error names the flag.
+/// The most agents one worker job hosts (as `run worker --agents`).
+pub const MAX_AGENTS_PER_JOB: u32 = 512;
+
 pub fn validate(o: &Options) -> Result<(), OptionError> {
+    if o.agents_per_job == 0 || o.agents_per_job > MAX_AGENTS_PER_JOB {
+        return Err(bad("--agents-per-job", format!("{} is not between 1 and {MAX_AGENTS_PER_JOB}", o.agents_per_job)));
+    }
     if o.workers == 0 || o.workers > MAX_WORKERS {
         return Err(bad(
             "--workers",
@@ -416,7 +425,11 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     }
     // `exec`: GitHub signals a cancelled or timed-out step's entry process only, then kills the tree; the runner
     // must be that process to release its claims on the way out.
-    run_step(&mut out, "Work the board", &[], "exec git swarm run worker --until-idle");
+    let work = match o.agents_per_job {
+        1 => "exec git swarm run worker --until-idle".to_string(),
+        n => format!("exec git swarm run worker --until-idle --agents {n}"),
+    };
+    run_step(&mut out, "Work the board", &[], &work);
 
     if o.planner {
         out.push('\n');

@@ -305,9 +305,8 @@ fn publish(
     let claims: Vec<usize> = (0..n).filter(|&i| matches!(batch[i].what, What::Claim(_))).collect();
     let store = r.swarm.store();
     loop {
-        let lands: Vec<usize> = (0..n)
-            .filter(|&i| matches!(batch[i].what, What::Land(_)) && out.borrow()[i].is_none())
-            .collect();
+        let lands: Vec<usize> =
+            (0..n).filter(|&i| matches!(batch[i].what, What::Land(_)) && out.borrow()[i].is_none()).collect();
         if lands.is_empty() && claims.is_empty() {
             break;
         }

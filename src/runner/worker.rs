@@ -822,7 +822,12 @@ fn finish(
                 match (outcome, abort) {
                     (super::desk::Outcome::Landed { code, next, lost_races }, _) => {
                         let next = next.map(|t| *t);
-                        Ok(Ok(crate::txn::Committed { value: (next, code), commit: None, lost_races, problems: vec![] }))
+                        Ok(Ok(crate::txn::Committed {
+                            value: (next, code),
+                            commit: None,
+                            lost_races,
+                            problems: vec![],
+                        }))
                     }
                     (super::desk::Outcome::Lost(e), _) => Err(TxnError::Domain(e)),
                     // A rebase that needs the agent (a conflict) goes on alone, with its conflict run.

@@ -18,7 +18,7 @@ mod pace;
 mod state_remote;
 pub use history::Compacted;
 pub(crate) use history::Relation;
-pub(crate) use pace::Pacer;
+pub use pace::Pacer;
 pub(crate) use state_remote::{GitTransport, InProcess, Reach, StateRemote, Update};
 
 /// A swarm: a state ref at a location, seen from a local repository.
@@ -35,8 +35,9 @@ pub struct Swarm {
     /// race: the figures behind "pushes per task".
     pub publishes: AtomicU64,
     pub lost: AtomicU64,
-    /// This process's share of a push budget (`[run] pushes_per_minute`); off unless a runner configures it.
-    pub pacer: Pacer,
+    /// This process's share of a push budget (`[run] pushes_per_minute`); off unless a runner configures it. The
+    /// agents of one runner process share one ([`Pacer::hosting`]).
+    pub pacer: std::sync::Arc<Pacer>,
 }
 
 /// How far back from the tip a commit whose push answer was lost is looked for (following compactions): an op is

@@ -4,6 +4,9 @@
 //! of its update attempts; the fleet as a whole then stays near the budget however many runners there are, with no
 //! coordination beyond the board everyone reads anyway. No single wait exceeds a sixth of the lease, and lease
 //! renewals are not paced at all (`Retry::paced`): a claim must stay alive whatever the budget says.
+//!
+//! A process that hosts `n` agents (`run worker --agents <n>`) publishes for all of them, in batches, through one
+//! pacer ([`Pacer::hosting`]): its share is `n` agents' worth, a wait of `k · 60 s / (budget · n)`.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +26,8 @@ struct PaceState {
     per_minute: Option<f64>,
     /// Agents holding live claims on the last board read (at least 1).
     active: usize,
+    /// Agents this process publishes for (0 or 1: itself).
+    hosted: usize,
     lease: Duration,
     /// When this process last started an update attempt.
     last: Option<Instant>,
@@ -30,6 +35,11 @@ struct PaceState {
 }
 
 impl Pacer {
+    /// The pacer of a process that publishes for `agents` agents (their share of the budget together).
+    pub fn hosting(agents: usize) -> Pacer {
+        Pacer { state: Mutex::new(PaceState { hosted: agents, ..Default::default() }) }
+    }
+
     /// Pace at `per_minute` pushes a minute for the fleet (`None` or a non-positive number: no pacing). `stop` ends
     /// a wait early (a runner told to stop still releases its claims at once).
     pub fn configure(&self, per_minute: Option<f64>, lease: Duration, stop: Option<std::sync::Arc<AtomicBool>>) {
@@ -94,7 +104,8 @@ impl Pacer {
 fn interval(s: &PaceState) -> Duration {
     let Some(per_minute) = s.per_minute else { return Duration::ZERO };
     // A budget too small to express (1e-300 a minute) is "as slow as allowed", not a panic.
-    let share = Duration::try_from_secs_f64(60.0 * s.active.max(1) as f64 / per_minute).unwrap_or(Duration::MAX);
+    let share = Duration::try_from_secs_f64(60.0 * s.active.max(1) as f64 / (per_minute * s.hosted.max(1) as f64))
+        .unwrap_or(Duration::MAX);
     share.min(ceiling(s))
 }
 
@@ -121,6 +132,9 @@ mod tests {
         assert_eq!(interval(&s(Some(6.0), 32, 600)), Duration::from_secs(100), "a sixth of a 10 min lease");
         assert_eq!(interval(&s(Some(60.0), 0, 600)), Duration::from_secs(1), "at least one agent");
         assert_eq!(interval(&s(Some(1e-300), 1, 600)), Duration::from_secs(100), "no overflow");
+        // A process of 8 agents among 32 holders pushes for a quarter of the fleet: 32 · 60 s / (6 · 8).
+        let hosting = PaceState { hosted: 8, ..s(Some(6.0), 32, 1800) };
+        assert_eq!(interval(&hosting), Duration::from_secs(40));
     }
 
     #[test]

@@ -1,0 +1,217 @@
+//! `git swarm run worker --agents <n>`: one runner process hosting many agents, end to end — real clones, real
+//! `git`, the scripted agent doing real edits; their landings published in batches by the landing desk
+//! (`src/runner/desk.rs`). Every task lands exactly once with its code, a batch takes fewer updates of the state
+//! ref than it has landings, a conflict leaves the batch and is resolved alone, and SIGTERM and SIGKILL lose
+//! nothing.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Env, finish, path_url, wait_until};
+use serde_json::Value;
+
+fn config(extra: &str) -> String {
+    format!("{extra}\n[roles.worker]\nexec = {:?}\n", common::scripted_agent())
+}
+
+fn add(env: &Env, dir: &Path, title: &str, body: &str) -> String {
+    env.sw(dir, &["add", title, "--body", body]).ok().line()
+}
+
+fn tasks(env: &Env, dir: &Path) -> Vec<Value> {
+    env.sw(dir, &["list", "--json"]).ok().json().as_array().cloned().unwrap_or_default()
+}
+
+fn show(env: &Env, dir: &Path, id: &str) -> Value {
+    env.sw(dir, &["show", id, "--json"]).ok().json()
+}
+
+/// Each task's `done`s in the audit log, and the agents that wrote state commits.
+fn done_ops(env: &Env, dir: &Path) -> (BTreeMap<String, usize>, Vec<String>) {
+    let log = env.sw(dir, &["log", "--json"]).ok().json();
+    let (mut n, mut agents) = (BTreeMap::new(), Vec::new());
+    for e in log.as_array().into_iter().flatten() {
+        agents.push(e["agent"].as_str().unwrap_or_default().to_string());
+        let mut ops = vec![(e["op"].clone(), e["task"].clone())];
+        for a in e["also"].as_array().into_iter().flatten() {
+            ops.push((a["op"].clone(), a["task"].clone()));
+        }
+        for (op, task) in ops {
+            if op == "done" {
+                *n.entry(task.as_str().unwrap_or_default().to_string()).or_default() += 1;
+            }
+        }
+    }
+    (n, agents)
+}
+
+/// Every done task's code is on main exactly once (one commit carries its trailer), and main has no merge.
+#[track_caller]
+fn landed_once(env: &Env, bare: &Path, list: &[Value]) {
+    let trailers = env.git(bare, &["log", "--format=%(trailers:key=Swarm-Task,valueonly)", "main"]);
+    for t in list.iter().filter(|t| t["status"] == "done") {
+        let id = t["id"].as_str().expect("id");
+        let commit = t["result"]["commit"].as_str().unwrap_or_else(|| panic!("{id} has no result.commit: {t}"));
+        assert_eq!(env.git_out(bare, &["merge-base", "--is-ancestor", commit, "main"]).code, 0, "{id}: not on main");
+        let n = trailers.lines().filter(|l| l.trim() == id).count();
+        assert_eq!(n, 1, "{id}'s code is on main {n} times:\n{trailers}");
+    }
+    assert_eq!(env.git(bare, &["rev-list", "--min-parents=2", "--count", "main"]), "0", "main has merges");
+}
+
+/// Commits of the state ref on the remote.
+fn state_commits(env: &Env, bare: &Path) -> usize {
+    env.git(bare, &["rev-list", "--count", "refs/swarm/default"]).parse().expect("count")
+}
+
+#[test]
+fn agents_of_one_process_land_every_task_once_in_fewer_updates_than_landings() {
+    let env = Env::new();
+    let (bare, clones) = env.swarm_with_config(path_url, 1, &config(""));
+    let c = &clones[0];
+    env.sw(c, &["trust", "--yes"]).ok();
+    let ids: Vec<String> =
+        (0..16).map(|i| add(&env, c, &format!("file {i}"), &format!("@sleep 1\n@write f{i}.txt {i}"))).collect();
+    let before = state_commits(&env, &bare);
+    let o = env.sw(c, &["--json", "--agent", "w", "run", "worker", "--agents", "4", "--until-idle"]).ok();
+    let doc = o.json();
+    let list = tasks(&env, c);
+    assert!(list.iter().all(|t| t["status"] == "done"), "{list:?}\n{}", o.stderr);
+    landed_once(&env, &bare, &list);
+    let (dones, writers) = done_ops(&env, c);
+    for id in &ids {
+        assert_eq!(dones.get(id), Some(&1), "{id} was done {:?} times", dones.get(id));
+    }
+    // Four agents, each its own id and claims.
+    for i in 1..=4 {
+        assert!(writers.iter().any(|a| *a == format!("w-{i}")), "no state commit by w-{i}: {writers:?}");
+        assert!(o.stderr.contains(&format!("w-{i}: landed")), "w-{i} landed nothing:\n{}", o.stderr);
+    }
+    // The agents finish together: their landings (and next claims) share updates of the state ref.
+    let updates = state_commits(&env, &bare) - before;
+    assert_eq!(doc["landed"], 16, "{doc}");
+    assert_eq!(doc["batched_landings"], 16, "{doc}");
+    assert!(updates <= 10, "{updates} updates of the state ref for 16 landings: no batching\n{doc}");
+    assert_eq!(doc["batches"].as_u64(), Some(updates as u64), "{doc}");
+    assert_eq!(doc["agents"].as_array().map(Vec::len), Some(4), "{doc}");
+    // The process's work trees are gone; the user's clone is as it was.
+    assert_eq!(env.git(c, &["status", "--porcelain"]), "");
+    let wts = env.git(c, &["worktree", "list", "--porcelain"]);
+    assert_eq!(wts.lines().filter(|l| l.starts_with("worktree ")).count(), 1, "{wts}");
+}
+
+#[test]
+fn mixed_outcomes_land_fail_and_time_out_each_on_its_own_and_a_conflict_leaves_the_batch() {
+    let env = Env::new();
+    let (bare, clones) = env.swarm_with_config(path_url, 1, &config("max_attempts = 1\n[run]\ntask_timeout = \"3s\""));
+    let c = &clones[0];
+    env.sw(c, &["trust", "--yes"]).ok();
+    // All start together and end about together: the desk's batches carry landings beside failures.
+    let lands = add(&env, c, "lands", "@sleep 1\n@write a.txt alpha");
+    let left = add(&env, c, "left", "@sleep 1\n@set shared.txt from-left");
+    let right = add(&env, c, "right", "@sleep 1\n@set shared.txt from-right");
+    let fails = add(&env, c, "exits 1", "@sleep 1\n@exit 1");
+    let nothing = add(&env, c, "does nothing", "@sleep 1\n@nothing");
+    let hangs = add(&env, c, "hangs", "@hang");
+    let o = finish(
+        env.spawn(c, "w", &[], &["run", "worker", "--agents", "6", "--until-idle"]),
+        120,
+        "the runner of six agents",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let status = |id: &str| show(&env, c, id)["status"].as_str().unwrap_or_default().to_string();
+    let reason = |id: &str| show(&env, c, id)["failures"][0]["reason"].as_str().unwrap_or_default().to_string();
+    for id in [&lands, &left, &right] {
+        assert_eq!(status(id), "done", "{id}: {}\n{}", show(&env, c, id), o.stderr);
+    }
+    for id in [&fails, &nothing, &hangs] {
+        assert_eq!(status(id), "failed", "{id}: {}", show(&env, c, id));
+    }
+    assert!(reason(&fails).contains("exited with 1"), "{}", reason(&fails));
+    assert!(reason(&nothing).contains("without changing anything"), "{}", reason(&nothing));
+    assert!(reason(&hangs).contains("time limit"), "{}", reason(&hangs));
+    // The second of left/right met the first on the same line: out of the batch, its conflict resolved alone.
+    assert!(o.stderr.contains("rebase conflict on"), "no conflict run:\n{}", o.stderr);
+    let shared = env.git(&bare, &["show", "main:shared.txt"]);
+    assert!(shared.contains("from-left") && shared.contains("from-right"), "one side was lost:\n{shared}");
+    landed_once(&env, &bare, &tasks(&env, c));
+    // Nothing of the failed tasks reached main; each one's work is kept aside only if it made any.
+    let files = env.git(&bare, &["ls-tree", "--name-only", "main"]);
+    assert_eq!(files.lines().filter(|f| *f != "README.md").collect::<Vec<_>>(), ["a.txt", "shared.txt"], "{files}");
+}
+
+#[test]
+fn sigterm_releases_the_claim_of_every_agent_of_the_process() {
+    let env = Env::new();
+    let (_bare, clones) = env.swarm_with_config(path_url, 1, &config(""));
+    let c = &clones[0];
+    env.sw(c, &["trust", "--yes"]).ok();
+    let ids: Vec<String> = (0..3).map(|i| add(&env, c, &format!("slow {i}"), "@sleep 60")).collect();
+    let child = env.spawn(c, "w", &[], &["run", "worker", "--agents", "3"]);
+    wait_until(30, "every task claimed", || ids.iter().all(|id| show(&env, c, id)["status"] == "claimed"));
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let o = finish(child, 40, "the stopped runner");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for id in &ids {
+        let t = show(&env, c, id);
+        assert_eq!((t["status"].as_str(), t["attempts"].as_u64()), (Some("open"), Some(0)), "{t}\n{}", o.stderr);
+    }
+    assert_eq!(o.stderr.matches(": released ").count(), 3, "{}", o.stderr);
+    // No agent of the process is left running.
+    let left = common::procs::working_in(&env.places(c).trees());
+    assert!(left.is_empty(), "processes left in the work trees: {left:?}");
+}
+
+#[test]
+fn a_runner_killed_mid_batch_loses_nothing_and_lands_nothing_twice() {
+    let env = Env::new();
+    let (bare, clones) = env.swarm_with_config(path_url, 1, &config("lease = \"5s\"\nmax_attempts = 10"));
+    let c = &clones[0];
+    env.sw(c, &["trust", "--yes"]).ok();
+    // Every push takes a second on the remote: a kill finds a batch in flight.
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\ncat > /dev/null\nsleep 1\n").expect("hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let ids: Vec<String> =
+        (0..12).map(|i| add(&env, c, &format!("file {i}"), &format!("@sleep 0.5\n@write f{i}.txt {i}"))).collect();
+    for round in 0..3 {
+        let mut child = env.spawn(c, "w", &[], &["run", "worker", "--agents", "4", "--until-idle"]);
+        std::thread::sleep(Duration::from_millis(1800 + 700 * round));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let o = finish(env.spawn(c, "w", &[], &["run", "worker", "--agents", "4", "--until-idle"]), 180, "the last runner");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let list = tasks(&env, c);
+    assert!(list.iter().all(|t| t["status"] == "done"), "{list:?}\n{}", o.stderr);
+    landed_once(&env, &bare, &list);
+    let (dones, _) = done_ops(&env, c);
+    for id in &ids {
+        assert_eq!(dones.get(id), Some(&1), "{id} was done {:?} times", dones.get(id));
+    }
+    // The kills found live claims: some task was taken over after its lease ran out.
+    assert!(list.iter().any(|t| t["epoch"].as_u64() > Some(1)), "no kill hit a claim: {list:?}");
+    let fsck = env.git_out(&bare, &["fsck", "--no-dangling"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stderr);
+}
+
+#[test]
+fn agents_bad_counts_and_ids_are_usage_errors() {
+    let env = Env::new();
+    let (_bare, clones) = env.swarm_with_config(path_url, 1, &config(""));
+    let c = &clones[0];
+    for n in ["0", "513", "x"] {
+        let o = env.sw(c, &["run", "worker", "--agents", n]);
+        assert_eq!(o.code, 2, "--agents {n}: {o:?}");
+        assert!(o.stderr.contains("--agents"), "{}", o.stderr);
+    }
+    let long = "a".repeat(62);
+    let o = env.sw(c, &["--agent", &long, "run", "worker", "--agents", "12"]);
+    assert_eq!(o.code, 2, "{o:?}");
+    assert!(o.stderr.contains(&format!("{long}-10")), "{}", o.stderr);
+}
