@@ -115,6 +115,8 @@ pub struct OpRecord {
     pub op: &'static str,
     pub task: Option<String>,
     pub epoch: Option<u64>,
+    /// The op's agent when it is not the commit's (a batch of the landing desk folds several agents' ops).
+    pub agent: Option<String>,
 }
 
 impl Change {
@@ -147,8 +149,11 @@ impl Change {
             self.spend = next.spend;
         }
         self.summary = format!("{}; {}", self.summary, next.summary);
-        self.also.push(OpRecord { op: next.op, task: next.task, epoch: next.epoch });
-        self.also.extend(next.also);
+        let own = |a: String| (a != self.agent).then_some(a);
+        let also = next.also.into_iter().map(|r| OpRecord { agent: r.agent.or_else(|| own(next.agent.clone())), ..r });
+        let also: Vec<OpRecord> = also.collect();
+        self.also.push(OpRecord { op: next.op, task: next.task, epoch: next.epoch, agent: own(next.agent) });
+        self.also.extend(also);
         self
     }
 }

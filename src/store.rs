@@ -1243,9 +1243,13 @@ pub struct LogEntry {
     pub agent: Option<String>,
     pub epoch: Option<u64>,
     pub summary: String,
-    /// Further ops of the same commit (a landing that also claimed the next task): op, task, epoch.
-    pub also: Vec<(String, Option<String>, Option<u64>)>,
+    /// Further ops of the same commit (a landing that also claimed the next task; a batch of several agents'
+    /// landings): op, task, epoch, and the op's agent when it is not the commit's.
+    pub also: Vec<AlsoOp>,
 }
+
+/// A further op of a commit ([`LogEntry::also`]): op, task, epoch, agent (when not the commit's).
+pub type AlsoOp = (String, Option<String>, Option<u64>, Option<String>);
 
 impl LogEntry {
     pub fn parse(commit: String, time: Timestamp, msg: &str) -> LogEntry {
@@ -1264,10 +1268,15 @@ impl LogEntry {
                     groups = 1;
                 }
                 ("Swarm-Op", _) => {
-                    e.also.push((v, None, None));
+                    e.also.push((v, None, None, None));
                     groups += 1;
                 }
-                ("Swarm-Agent", _) => e.agent = Some(v),
+                ("Swarm-Agent", 0 | 1) => e.agent = Some(v),
+                ("Swarm-Agent", _) => {
+                    if let Some(last) = e.also.last_mut() {
+                        last.3 = Some(v);
+                    }
+                }
                 ("Swarm-Task", 0 | 1) => e.task = Some(v),
                 ("Swarm-Epoch", 0 | 1) => e.epoch = v.parse().ok(),
                 ("Swarm-Task", _) => {
@@ -1301,6 +1310,9 @@ pub(crate) fn commit_message(change: &Change) -> String {
         m.push_str(&format!("Swarm-Op: {}\n", more.op));
         if let Some(t) = &more.task {
             m.push_str(&format!("Swarm-Task: {t}\n"));
+        }
+        if let Some(a) = &more.agent {
+            m.push_str(&format!("Swarm-Agent: {a}\n"));
         }
         if let Some(e) = more.epoch {
             m.push_str(&format!("Swarm-Epoch: {e}\n"));
@@ -1367,7 +1379,22 @@ mod tests {
         });
         let e = LogEntry::parse("c".into(), Timestamp::from_secs(1), &commit_message(&two));
         assert_eq!((e.op.as_deref(), e.task.as_deref(), e.epoch), (Some("done"), Some("t-1"), Some(3)));
-        assert_eq!(e.also, vec![("claim".to_string(), Some("t-2".to_string()), Some(1))]);
+        assert_eq!(e.also, vec![("claim".to_string(), Some("t-2".to_string()), Some(1), None)]);
         assert_eq!(e.summary, "done t-1; claim t-2");
+        // A batch: another agent's landing (and its own next claim) in the leader's commit keep their agent.
+        let other = |op, task: &str| Change {
+            op,
+            agent: "bob".into(),
+            task: Some(task.into()),
+            epoch: Some(2),
+            summary: format!("{op} {task}"),
+            files: [(format!("notes/{task}.md"), "z".to_string())].into(),
+            ..Default::default()
+        };
+        let batch = two.then(other("done", "t-3").then(other("claim", "t-4")));
+        let e = LogEntry::parse("c".into(), Timestamp::from_secs(1), &commit_message(&batch));
+        assert_eq!(e.agent.as_deref(), Some("alice"));
+        let agents: Vec<_> = e.also.iter().map(|a| (a.1.as_deref(), a.3.as_deref())).collect();
+        assert_eq!(agents, [(Some("t-2"), None), (Some("t-3"), Some("bob")), (Some("t-4"), Some("bob"))]);
     }
 }

@@ -29,19 +29,21 @@ fn show(env: &Env, dir: &Path, id: &str) -> Value {
     env.sw(dir, &["show", id, "--json"]).ok().json()
 }
 
-/// Each task's `done`s in the audit log, and the agents that wrote state commits.
+/// Each task's `done`s in the audit log, and the agents of those `done`s (a batch's commit is its leader's; each
+/// op in it names its own agent).
 fn done_ops(env: &Env, dir: &Path) -> (BTreeMap<String, usize>, Vec<String>) {
     let log = env.sw(dir, &["log", "--json"]).ok().json();
     let (mut n, mut agents) = (BTreeMap::new(), Vec::new());
     for e in log.as_array().into_iter().flatten() {
-        agents.push(e["agent"].as_str().unwrap_or_default().to_string());
-        let mut ops = vec![(e["op"].clone(), e["task"].clone())];
+        let mut ops = vec![(e["op"].clone(), e["task"].clone(), e["agent"].clone())];
         for a in e["also"].as_array().into_iter().flatten() {
-            ops.push((a["op"].clone(), a["task"].clone()));
+            let agent = if a["agent"].is_string() { a["agent"].clone() } else { e["agent"].clone() };
+            ops.push((a["op"].clone(), a["task"].clone(), agent));
         }
-        for (op, task) in ops {
+        for (op, task, agent) in ops {
             if op == "done" {
                 *n.entry(task.as_str().unwrap_or_default().to_string()).or_default() += 1;
+                agents.push(agent.as_str().unwrap_or_default().to_string());
             }
         }
     }
@@ -87,7 +89,7 @@ fn agents_of_one_process_land_every_task_once_in_fewer_updates_than_landings() {
     }
     // Four agents, each its own id and claims.
     for i in 1..=4 {
-        assert!(writers.iter().any(|a| *a == format!("w-{i}")), "no state commit by w-{i}: {writers:?}");
+        assert!(writers.iter().any(|a| *a == format!("w-{i}")), "no done by w-{i}: {writers:?}");
         assert!(o.stderr.contains(&format!("w-{i}: landed")), "w-{i} landed nothing:\n{}", o.stderr);
     }
     // The agents finish together: their landings (and next claims) share updates of the state ref.

@@ -67,6 +67,8 @@ struct Cfg {
     /// Whoever next looks at a claimed task whose code is on the target finishes it with a state-only `done`
     /// instead of landing the code again (off: a mutant).
     roll_forward: bool,
+    /// Batches of two landings (`runner::desk`: two holders of one runner process land in one atomic update), in all.
+    batches: u8,
 }
 
 impl Cfg {
@@ -87,7 +89,14 @@ impl Cfg {
             settle_in_doubt: true,
             half_landings: 0,
             roll_forward: true,
+            batches: 0,
         }
+    }
+
+    /// Batches of two landings beside single ones, a crash and a renewal: a holder whose lease ran out leaves the
+    /// batch, the other lands with its next claim.
+    fn batches() -> Cfg {
+        Cfg { batches: 2, faults: 1, renews: 1, ..Cfg::base() }
     }
 
     /// A landing that publishes half, and a crash: the next claimant may be the one to roll it forward.
@@ -255,7 +264,12 @@ struct Ghost {
     raced: u8,
     /// Rules seen broken when the ref moved, a bit each (`BROKE_*`); once set, they stay.
     broke: u8,
+    /// A batch of two landed ([`BATCH_LANDED`]), a batch's landing left it, refused ([`BATCH_LEFT`]).
+    batched: u8,
 }
+
+const BATCH_LANDED: u8 = 1;
+const BATCH_LEFT: u8 = 2;
 
 const ROLLED_BY_HOLDER: u8 = 1;
 const ROLLED_BY_SWEEP: u8 = 2;
@@ -280,6 +294,7 @@ struct S {
     lost_answers: u8,
     renews: u8,
     half_landings: u8,
+    batches: u8,
     ghost: Ghost,
 }
 
@@ -297,6 +312,9 @@ enum Action {
     /// The landing of process `i` publishes half: the target takes the code, the state ref fails; the process
     /// reads a refusal.
     HalfLanding(usize),
+    /// Holders `i` and `j` (agents of one runner process) land in one batch: read, both landings' state halves by
+    /// `runner::desk::land_batch`, one CAS with both codes — a step, as a CAS that loses puts it back to the read.
+    Batch(usize, usize),
 }
 
 // -----------------------------------------------------------------------------------------------------------------
@@ -582,6 +600,58 @@ impl Swarm {
         true
     }
 
+    /// Holders `i` and `j` land in one batch, as `runner::desk` publishes it: a landing refused on the batch's
+    /// board leaves the batch (its holder learns its claim is gone) and the other is landed alone, through its own
+    /// transaction loop; else one commit marks both done with their code and their next claims, and the rules of
+    /// [`Swarm::cas`] are checked on it as on any commit.
+    fn batch(&self, s: &mut S, i: usize, j: usize) {
+        let board = to_board(&self.cfg, &s.tip);
+        let held = |k: usize| s.procs[k].held.expect("a batch's landings hold their tasks");
+        let (hi, hj) = (held(i), held(j));
+        let ids = [task_id(usize::from(hi.task)), task_id(usize::from(hj.task))];
+        let agents = [agent_name(s.procs[i].agent), agent_name(s.procs[j].agent)];
+        let landing = |k: usize, h: H| git_swarm::runner::desk::BatchLanding {
+            agent: &agents[k],
+            id: &ids[k],
+            epoch: u64::from(h.epoch),
+            code: "c0de",
+            note: None,
+            claim_next: true,
+            lease: self.cfg.lease(),
+            usage: None,
+            cycle_budget: Default::default(),
+        };
+        match git_swarm::runner::desk::land_batch(&board, NOW, false, &[landing(0, hi), landing(1, hj)]) {
+            Err((k, e)) => {
+                s.ghost.batched |= BATCH_LEFT;
+                let (out, alone) = if k == 0 { (i, j) } else { (j, i) };
+                refused(&mut s.procs[out], Op::Finish, e);
+                s.procs[alone].pc = Pc::Ready(Op::Finish);
+            }
+            Ok((ch, after, nexts)) => {
+                assert!(!ch.is_empty(), "a batch landed without a change");
+                let tip = project(&s.tip, &after);
+                let done = [hi.task, hj.task].iter().fold(0u8, |m, t| m | (1 << t));
+                let mut nexts = nexts.iter().map(|n| n.as_ref().and_then(held_of));
+                let (ni, nj) = (nexts.next().flatten(), nexts.next().flatten());
+                // Holder j's half first (its code lands, its epoch is checked), then i's through the CAS itself.
+                let tj = usize::from(hj.task);
+                s.code |= 1 << tj;
+                s.ghost.landings[tj] = (s.ghost.landings[tj] + 1).min(2);
+                if s.tip[tj].epoch != hj.epoch {
+                    s.ghost.broke |= BROKE_STALE_LANDED;
+                }
+                let out = Out { board: tip, next: ni, epoch: Some(hi.epoch), done, code_seen: s.code };
+                s.procs[i].pc = Pc::InFlight { op: Op::Finish, out: out.clone(), stale: false, acked_since: false };
+                assert!(self.cas(s, i), "a batch's CAS is a step");
+                self.succeeded(s, i, Op::Finish, &out);
+                s.procs[j].held = nj;
+                s.procs[j].pc = if nj.is_some() { Pc::Holding } else { Pc::Idle };
+                s.ghost.batched |= BATCH_LANDED;
+            }
+        }
+    }
+
     /// Process `i` learns that its op landed.
     fn succeeded(&self, s: &mut S, i: usize, op: Op, out: &Out) {
         if !self.cfg.cas_checks_base {
@@ -716,6 +786,7 @@ impl Model for Swarm {
             lost_answers: cfg.lost_answers,
             renews: cfg.renews,
             half_landings: cfg.half_landings,
+            batches: cfg.batches,
             ghost: Ghost::default(),
         };
         vec![self.canonical(s)]
@@ -755,6 +826,15 @@ impl Model for Swarm {
                     }
                 }
                 _ => actions.push(Action::Step(i, None)),
+            }
+            // Two holders whose code is not on the target yet (else the landing would roll forward, alone).
+            let unlanded = |p: &P| p.pc == Pc::Holding && p.held.is_some_and(|h| s.code & (1 << h.task) == 0);
+            if s.batches > 0 && !p.planner() && unlanded(p) {
+                for (j, q) in s.procs.iter().enumerate().skip(i + 1) {
+                    if !q.planner() && unlanded(q) {
+                        actions.push(Action::Batch(i, j));
+                    }
+                }
             }
             // A process that holds nothing and has nothing in flight changes nothing by dying: it is as if it
             // paused for ever (which the interleavings cover), so it crashes only with something at stake.
@@ -800,6 +880,10 @@ impl Model for Swarm {
                         p.pc = Pc::Ready(Op::Finish);
                     }
                 }
+            }
+            Action::Batch(i, j) => {
+                s.batches -= 1;
+                self.batch(&mut s, i, j);
             }
             Action::CasAnswerLost(i) => {
                 s.lost_answers -= 1;
@@ -931,6 +1015,12 @@ impl Model for Swarm {
                     .any(|p| p.pc == Pc::Holding && p.held.is_some_and(|h| s.code & (1 << h.task) != 0 && h.epoch > 1))
             }));
         }
+        if cfg.batches > 0 {
+            rules.push(Property::sometimes("a batch of two landed", |_, s: &S| s.ghost.batched & BATCH_LANDED != 0));
+            rules.push(Property::sometimes("a landing refused in a batch left it", |_, s: &S| {
+                s.ghost.batched & BATCH_LEFT != 0
+            }));
+        }
         if cfg.faults > 0 {
             rules.push(Property::sometimes("a claim held by a dead process", |_, s: &S| {
                 s.tip
@@ -1053,6 +1143,7 @@ fn story(path: stateright::Path<S, Action>) -> String {
                 Action::Crash(i) => format!("{} crashes", who(i)),
                 Action::Spawn(i) => format!("a second {} starts", who(i)),
                 Action::HalfLanding(i) => format!("{} lands its code, its state half fails", who(i)),
+                Action::Batch(i, j) => format!("{} and {} land in one batch", who(i), who(j)),
             };
             out.push_str(&format!("-> {what}\n"));
         }
@@ -1141,6 +1232,13 @@ fn everything_at_once_on_request() {
 
 /// 3 agents, 2 tasks, a landing that publishes half (code on the target, the state ref's update failed) and a crash:
 /// the worker's retry, or the next claimant, finishes it without landing the code again.
+#[test]
+fn the_protocol_holds_with_batches_of_two_landings() {
+    let r = check_all(Swarm::new(Cfg::batches()), usize::MAX);
+    assert!(r.unique > 50_000, "the model explored too little: {r}");
+    eprintln!("batches: {r}");
+}
+
 #[test]
 fn the_protocol_holds_when_a_landing_publishes_half() {
     let r = check_all(Swarm::new(Cfg::half_landings()), usize::MAX);

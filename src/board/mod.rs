@@ -244,7 +244,7 @@ pub struct Input<'a> {
 /// The ops of one log entry: the commit's own, then those folded into it (a landing that also claimed).
 fn ops_of(e: &LogEntry) -> impl Iterator<Item = (&str, Option<&str>, Option<u64>)> {
     let first = e.op.as_deref().map(|op| (op, e.task.as_deref(), e.epoch));
-    first.into_iter().chain(e.also.iter().map(|(op, task, epoch)| (op.as_str(), task.as_deref(), *epoch)))
+    first.into_iter().chain(e.also.iter().map(|(op, task, epoch, _)| (op.as_str(), task.as_deref(), *epoch)))
 }
 
 impl BoardView {
@@ -693,7 +693,7 @@ mod tests {
     #[test]
     fn timeline_segments_end_with_the_op_that_ended_the_claim() {
         let mut land = entry(60, "done", "t-a", "w1", Some(1));
-        land.also.push(("claim".into(), Some("t-c".into()), Some(1)));
+        land.also.push(("claim".into(), Some("t-c".into()), Some(1), None));
         // newest first
         let log = vec![
             entry(90, "claim", "t-b", "w2", Some(2)),

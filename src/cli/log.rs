@@ -31,8 +31,13 @@ pub fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
         entries
             .iter()
             .map(|e| {
-                let also: Vec<_> =
-                    e.also.iter().map(|(op, task, epoch)| json!({"op": op, "task": task, "epoch": epoch})).collect();
+                let also: Vec<_> = e
+                    .also
+                    .iter()
+                    .map(|(op, task, epoch, agent)| {
+                        json!({"op": op, "task": task, "epoch": epoch, "agent": agent.as_ref().or(e.agent.as_ref())})
+                    })
+                    .collect();
                 json!({"commit": e.commit, "time": e.time.to_string(), "op": e.op, "task": e.task,
                        "agent": e.agent, "epoch": e.epoch, "summary": e.summary, "also": also})
             })

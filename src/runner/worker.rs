@@ -379,18 +379,17 @@ pub(super) fn landing_op(
     stopped: bool,
     id: &str,
     epoch: u64,
-    code: ObjectId,
+    code: &str,
     note: Option<&str>,
     claim_next: bool,
     lease: Duration,
     spent: (Option<Usage>, &Limit),
 ) -> Result<(Change, Option<Task>), DomainError> {
     let (usage, cycle_budget) = spent;
-    let code = code.to_string();
     let f = Finish {
         id,
         epoch,
-        outcome: Outcome::Done { code: Some(&code) },
+        outcome: Outcome::Done { code: Some(code) },
         note,
         usage,
         claim_next,
@@ -428,7 +427,8 @@ fn roll_forward(
     let res = r.transact(|snap, actor| {
         let spent = (usage, &cycle_budget);
         let stopped = claim_next && judge_stopped(store, snap);
-        landing_op(&snap.board, actor, stopped, &id, epoch, code, Some(&note), claim_next, lease, spent)
+        let code = code.to_string();
+        landing_op(&snap.board, actor, stopped, &id, epoch, &code, Some(&note), claim_next, lease, spent)
     });
     match res {
         Ok(c) => {
@@ -786,7 +786,7 @@ fn finish(
                     stopped,
                     &id,
                     epoch,
-                    code,
+                    &code.to_string(),
                     note.as_deref(),
                     claim_next,
                     lease,
