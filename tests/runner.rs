@@ -729,3 +729,36 @@ fn runners_of_one_clone_add_and_prune_work_trees_at_once() {
         t.join().expect("a runner failed");
     }
 }
+
+/// A work tree is reused from task to task with its index (the checkout then writes only what differs): an index
+/// flag an agent set — assume-unchanged, skip-worktree — must not hide the target's files from the next task.
+#[test]
+fn index_flags_an_agent_sets_do_not_outlive_its_task() {
+    let env = Env::new();
+    let script = env.path("flags.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nset -e\ncase \"$GIT_SWARM_TASK_TITLE\" in\n\
+         flag) git update-index --assume-unchanged README.md; git update-index --skip-worktree seed.txt\n\
+         \x20     echo hidden > README.md; echo hidden > seed.txt; echo a > a.txt ;;\n\
+         look) cat README.md seed.txt > seen.txt ;;\nesac\n",
+    )
+    .expect("script");
+    let config = format!("[roles.worker]\nexec = \"sh {}\"\n", script.display());
+    let (bare, clones) = swarm(&env, path_url, 1, &config);
+    let c = &clones[0];
+    std::fs::write(c.join("seed.txt"), "seed\n").expect("seed");
+    env.git(c, &["add", "seed.txt"]);
+    env.git(c, &["commit", "-q", "-m", "seed"]);
+    env.git(c, &["push", "-q", "origin", "HEAD:main"]);
+    add(&env, c, "flag", "set index flags");
+    let look = add(&env, c, "look", "read the files");
+    env.sw(c, &["trust", "--yes"]).ok();
+    let o = finish(spawn(&env, c, "w1", &[], &["run", "worker", "--until-idle"]), 60, "the worker");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(env.sw(c, &["show", &look, "--json"]).ok().json()["status"], "done", "{}", o.stderr);
+    let seen = env.git(&bare, &["show", "main:seen.txt"]);
+    let readme = env.git(&bare, &["show", "main:README.md"]);
+    assert!(!seen.contains("hidden"), "the second task saw the first one's hidden files:\n{seen}");
+    assert!(seen.contains("seed") && seen.contains(readme.trim()), "{seen}");
+}

@@ -117,6 +117,15 @@ pub(crate) fn is_agent_artifact(path: &str) -> bool {
     first.starts_with(".aider") || (ARTIFACT_DIRS.contains(&first) && path.len() > first.len())
 }
 
+/// Can any agent file ([`is_agent_artifact`]) be [`in_scope`] of `scope`? Only an entry inside (or naming) an agent
+/// folder can hold one.
+pub(crate) fn scope_names_artifacts(scope: &[String]) -> bool {
+    scope.iter().map(|s| s.trim().trim_start_matches("./")).any(|s| {
+        let first = s.split('/').next().unwrap_or(s);
+        first.starts_with(".aider") || ARTIFACT_DIRS.contains(&first)
+    })
+}
+
 /// Is `path` within one of the task's scope entries (a file, or a folder and everything under it)?
 pub(crate) fn in_scope(path: &str, scope: &[String]) -> bool {
     scope
@@ -165,8 +174,21 @@ pub(crate) fn exclude_env(excludes: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// The excludes file git would use: `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore` (`~/.config/…`).
+/// The excludes file git would use: `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore` (`~/.config/…`). Asked
+/// of `git` once per work tree and process (a runner asks for every task, a hundred agents in one process often).
 fn user_excludes_file(wt: &Path) -> Option<PathBuf> {
+    static KNOWN: std::sync::Mutex<Vec<(PathBuf, Option<PathBuf>)>> = std::sync::Mutex::new(Vec::new());
+    if let Some((_, f)) = KNOWN.lock().ok()?.iter().find(|(w, _)| w == wt) {
+        return f.clone();
+    }
+    let found = ask_excludes_file(wt);
+    if let Ok(mut known) = KNOWN.lock() {
+        known.push((wt.to_path_buf(), found.clone()));
+    }
+    found
+}
+
+fn ask_excludes_file(wt: &Path) -> Option<PathBuf> {
     let out =
         crate::gitcmd::base().args(["config", "--path", "--get", "core.excludesFile"]).current_dir(wt).output().ok()?;
     let configured = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -310,6 +332,31 @@ pub fn rate_limited(stamp: &Path, every: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The commit skips `git ls-files` when no scope entry names an agent folder: it must never skip a file the
+    /// scope wants.
+    #[test]
+    fn a_scope_that_wants_an_agent_file_names_an_agent_folder() {
+        let paths = [".claude/commands/review.md", ".aider.conf.yml", ".gemini/settings.json", ".codex/x", "src/a.rs"];
+        let scopes: [&[&str]; 7] = [
+            &[],
+            &["src/a.rs"],
+            &[".claude"],
+            &["./.claude/commands/"],
+            &[".aider.conf.yml", "docs"],
+            &[" .gemini/settings.json "],
+            &["src", ".codex/"],
+        ];
+        for scope in scopes {
+            let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
+            for p in paths {
+                if is_agent_artifact(p) && in_scope(p, &scope) {
+                    assert!(scope_names_artifacts(&scope), "{p} is in {scope:?}");
+                }
+            }
+        }
+        assert!(!scope_names_artifacts(&["src".into(), "claude.md".into(), ".github/x".into()]));
+    }
 
     #[test]
     fn templates_are_valid_json_and_name_the_handler() {

@@ -89,6 +89,18 @@ pub(super) struct LandSpec {
     pub cycle_budget: Limit,
     /// `[run] batch_window`.
     pub window: Duration,
+    /// The work as committed: its commits are `base..head`, and whether they all carry the task's trailer. With
+    /// `here`, the leader rebases it itself (no check to run in the agent's work tree): no round trip to a thread
+    /// that a busy machine may take long to wake.
+    pub base: ObjectId,
+    pub head: ObjectId,
+    pub trailered: bool,
+    pub here: bool,
+    /// Who commits the rebased work (the agent's identity).
+    pub who: crate::store::Identity,
+    /// What the attempt spent when the landing was handed in (its agent run is over; a conflict run, which would
+    /// add to it, is never the leader's).
+    pub usage: Option<Usage>,
 }
 
 /// An idle agent's claim of the next work task.
@@ -346,6 +358,28 @@ impl Drop for Lead<'_> {
     }
 }
 
+/// A landing's work rebased onto `at` by the leader, when that is all its preparation is: no check to run, the
+/// in-process rebase goes through, and the target does not hold the task's code already. `None`: ask the agent
+/// (its own `prepare` finds the conflict, the landed code, a broken work tree).
+fn rebased_here(r: &Runner<'_>, what: &What, at: ObjectId) -> Option<(ObjectId, Option<Usage>)> {
+    let What::Land(spec) = what else { return None };
+    if !spec.here {
+        return None;
+    }
+    let store = &r.swarm.local;
+    if at == spec.base {
+        return spec.trailered.then_some((spec.head, spec.usage));
+    }
+    let landed = store.landed_commit(at, &spec.id, Some(spec.base), None, super::worker::ROLL_FORWARD_DEPTH);
+    if !matches!(landed, Ok(None)) {
+        return None;
+    }
+    let new = super::rebase::rebase_in_process(store, at, spec.base, spec.head, &spec.id, &spec.who, (r.clock)())
+        .ok()
+        .flatten()?;
+    (new != at && store.has_ancestor(new, at, 100_000).unwrap_or(false)).then_some((new, spec.usage))
+}
+
 /// Publish one batch: every landing of `batch` (rebased one after another onto the target's newest tip) and every
 /// claim, in one atomic update; the outcome of each slot, in order.
 fn publish(
@@ -435,10 +469,10 @@ fn publish(
                     if out.borrow()[i].is_some() {
                         continue;
                     }
-                    let answer = if Arc::ptr_eq(&batch[i], mine) {
-                        own.as_deref_mut().and_then(|o| o.prepare(at))
-                    } else {
-                        batch[i].ask(at)
+                    let answer = match rebased_here(r, &batch[i].what, at) {
+                        Some((code, usage)) => Some((code, usage)),
+                        None if Arc::ptr_eq(&batch[i], mine) => own.as_deref_mut().and_then(|o| o.prepare(at)),
+                        None => batch[i].ask(at),
                     };
                     match answer {
                         Some((code, usage)) => {

@@ -211,8 +211,13 @@ pub(crate) fn fresh_worktree(common_dir: &Path, path: &Path, commit: ObjectId) -
         if gd.join("rebase-merge").exists() || gd.join("rebase-apply").exists() {
             let _ = run(path, &["rebase", "--abort"]);
         }
-        // A fresh index: no skip-worktree or assume-unchanged bit of the last task survives.
-        let _ = std::fs::remove_file(gd.join("index"));
+        // No skip-worktree, assume-unchanged or intent-to-add bit of the last task survives: an index that has one
+        // goes (then the checkout writes every file). Else it stays, and the checkout writes only what differs —
+        // without it, every file of the tree is written again for every task (a thousand files a task is a
+        // thousand inodes freed and allocated).
+        if !plain_index(&gd.join("index")) {
+            let _ = std::fs::remove_file(gd.join("index"));
+        }
         let c = commit.to_string();
         // `checkout --detach`, never `reset`: an agent may have left HEAD on a branch, which a reset would move.
         if run(path, &["checkout", "--quiet", "--force", "--detach", &c]).is_ok()
@@ -222,6 +227,20 @@ pub(crate) fn fresh_worktree(common_dir: &Path, path: &Path, commit: ObjectId) -
         }
     }
     add_worktree(common_dir, path, commit)
+}
+
+/// Does the index at `path` have no entry flagged skip-worktree, assume-unchanged or intent-to-add (and can it be
+/// read)?
+fn plain_index(path: &Path) -> bool {
+    use gix::index::entry::Flags;
+    let opts = gix::index::decode::Options::default();
+    match gix::index::File::at(path, gix::hash::Kind::Sha1, true, opts) {
+        Ok(index) => index
+            .entries()
+            .iter()
+            .all(|e| !e.flags.intersects(Flags::SKIP_WORKTREE | Flags::ASSUME_VALID | Flags::INTENT_TO_ADD)),
+        Err(_) => false,
+    }
 }
 
 /// `HEAD` of a work tree, read from its files when it is detached (no `git` process), else by `git rev-parse`.
@@ -257,16 +276,21 @@ pub fn is_ancestor(git_dir: &Path, commit: ObjectId, tip: ObjectId) -> bool {
 /// Commit whatever the agent left in the work tree (new files too). Returns whether there was anything.
 /// With `excludes` (an excludes file), files it hides stay out — but those of them `keep` says the task wants (a
 /// scope under `.claude/`) are added all the same: only files git itself lists as ignored and untracked, each by
-/// its literal name, so no path from a task can reach outside the work tree or pull in anything else.
+/// its literal name, so no path from a task can reach outside the work tree or pull in anything else. `keep`:
+/// `None` when nothing hidden can be wanted (no `git ls-files` then).
 pub(crate) fn commit_all(
     dir: &Path,
     message: &str,
     ident: &[(String, String)],
     excludes: Option<&Path>,
-    keep: &dyn Fn(&str) -> bool,
+    keep: Option<&dyn Fn(&str) -> bool>,
 ) -> Result<bool, GitError> {
-    match excludes {
-        Some(f) => {
+    match (excludes, keep) {
+        (Some(f), None) => {
+            let setting = format!("core.excludesFile={}", f.display());
+            run(dir, &["-c", &setting, "add", "--all"])?;
+        }
+        (Some(f), Some(keep)) => {
             let setting = format!("core.excludesFile={}", f.display());
             run(dir, &["-c", &setting, "add", "--all"])?;
             let hidden = run(dir, &["-c", &setting, "ls-files", "-z", "--others", "--ignored", "--exclude-standard"])?;
@@ -275,7 +299,7 @@ pub(crate) fn commit_all(
                 literal(dir, &["add", "--force", "--"], &wanted)?;
             }
         }
-        None => {
+        (None, _) => {
             run(dir, &["add", "--all"])?;
         }
     }
@@ -325,6 +349,11 @@ fn literal(dir: &Path, args: &[&str], paths: &[&str]) -> Result<(), GitError> {
 
 /// Is a rebase stopped in this work tree?
 pub(crate) fn rebase_in_progress(dir: &Path) -> bool {
+    // A runner's work tree names its git dir in its `.git` file: no `git` process (two a task, which count with
+    // a hundred agents on one machine).
+    if let Some(gd) = worktree_git_dir(dir).filter(|gd| gd.is_dir()) {
+        return ["rebase-merge", "rebase-apply"].iter().any(|p| gd.join(p).exists());
+    }
     ["rebase-merge", "rebase-apply"]
         .iter()
         .any(|p| run(dir, &["rev-parse", "--git-path", p]).map(|out| dir.join(out.trim()).exists()).unwrap_or(false))

@@ -673,7 +673,8 @@ fn finish(
     }
     // An agent that removed its work tree (or its `.git`) left nothing to land, and would do it again: an attempt
     // of the task, and the next task gets a fresh work tree.
-    if !wt.join(".git").exists() || git::head(wt).is_err() {
+    let head_ok = git::head_fast(wt).is_ok_and(|h| r.swarm.local.repo.find_commit(h).is_ok());
+    if !wt.join(".git").exists() || !head_ok {
         let why = "the agent removed its work tree (or the work tree's .git): nothing to land";
         return fail(r, h, why.into(), claim_next, lease);
     }
@@ -684,7 +685,8 @@ fn finish(
     let scope = &h.task.scope;
     // Agent files the task's scope names are the task's (`--scope .claude/commands/review.md`).
     let wanted = |p: &str| crate::hooks::agent::is_agent_artifact(p) && crate::hooks::agent::in_scope(p, scope);
-    git::commit_all(wt, &message, &r.commit_ident, excludes.exists().then_some(excludes.as_path()), &wanted)?;
+    let wanted = crate::hooks::agent::scope_names_artifacts(scope).then_some(&wanted as &dyn Fn(&str) -> bool);
+    git::commit_all(wt, &message, &r.commit_ident, excludes.exists().then_some(excludes.as_path()), wanted)?;
     // What the agent's own commits took of its tools' files (a CLI that drops the excludes from its shell's
     // environment, a `git add -f`) is taken out again: a task's commits hold the work, not the agent's state.
     let is_artifact = |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
@@ -807,6 +809,12 @@ fn finish(
                     lease,
                     cycle_budget,
                     window: settings.batch_window,
+                    base,
+                    head: work_tip,
+                    trailered,
+                    here: settings.check.is_none(),
+                    who: r.who.clone(),
+                    usage: spent.of(&id, epoch),
                 };
                 landing.batched = true;
                 let (outcome, abort) = {
