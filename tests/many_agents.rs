@@ -217,3 +217,26 @@ fn agents_bad_counts_and_ids_are_usage_errors() {
     assert_eq!(o.code, 2, "{o:?}");
     assert!(o.stderr.contains(&format!("{long}-10")), "{}", o.stderr);
 }
+
+/// In a process of several agents, the end of one agent's run ends the daemon it left (one that cleared its
+/// environment and left the session, so only the subreaper finds it), and nothing of a sibling that still works.
+#[test]
+fn one_agents_daemon_ends_with_its_run_and_its_siblings_work_goes_on() {
+    let env = Env::new();
+    let exec = "case \"$GIT_SWARM_TASK_TITLE\" in \
+                first*) env -i /usr/bin/setsid sh -c 'cd /; while :; do sleep 0.3932; done' </dev/null >/dev/null 2>&1 & ;; \
+                *) sleep 3 ;; esac; echo \"$GIT_SWARM_TASK_TITLE\" > \"$GIT_SWARM_TASK_ID.txt\"";
+    let (_bare, clones) = env.swarm_with_config(path_url, 1, &format!("[roles.worker]\nexec = {exec:?}\n"));
+    let c = &clones[0];
+    env.sw(c, &["trust", "--yes"]).ok();
+    let second = add(&env, c, "second task", "works for three seconds");
+    let first = add(&env, c, "first task", "leaves a daemon");
+    let o = finish(env.spawn(c, "w", &[], &["run", "worker", "--agents", "2", "--until-idle"]), 60, "the runner");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for id in [&first, &second] {
+        let t = show(&env, c, id);
+        assert_eq!(t["status"], "done", "{id}: {t}\n{}", o.stderr);
+    }
+    let alive = common::procs::all().iter().filter(|p| common::procs::cmdline(p.pid).contains("0.3932")).count();
+    assert_eq!(alive, 0, "the daemon outlived its run");
+}

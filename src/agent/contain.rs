@@ -57,64 +57,80 @@ fn is_subreaper() -> bool {
     }
 }
 
-/// One process of `/proc`: its id, its parent's, whether its environment holds `mark`, and its process group and
-/// session.
-fn processes(mark: &str) -> Vec<Proc> {
+/// Every process of `/proc`, as its `stat` describes it (its environment is read only when it matters: reading
+/// another process's environment is the dear part of a scan, and a runner of a hundred agents scans often).
+fn processes() -> Vec<Proc> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return vec![] };
-    let needle = format!("{MARK_VAR}={mark}");
-    let mut out = Vec::new();
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let Some([ppid, pgrp, session]) = stat_of(pid) else { continue };
-        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let mark_of = env
-            .split(|b| *b == 0)
-            .find(|kv| kv.starts_with(MARK_VAR.as_bytes()) && kv.get(MARK_VAR.len()) == Some(&b'='));
-        let marked = mark_of == Some(needle.as_bytes());
-        let other = mark_of.is_some() && !marked;
-        out.push(Proc { pid, ppid, marked, other, pgrp, session });
-    }
-    out
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter_map(|pid| {
+            let [ppid, pgrp, session, start] = stat_of(pid)?;
+            Some(Proc { pid, ppid: ppid as i32, pgrp: pgrp as i32, session: session as i32, start })
+        })
+        .collect()
 }
 
 struct Proc {
     pid: i32,
     ppid: i32,
-    marked: bool,
-    /// Marked by another run (of another agent of this process).
-    other: bool,
     pgrp: i32,
     session: i32,
+    /// When it started, in clock ticks since boot.
+    start: u64,
 }
 
-/// The parent, process group and session of `pid`, from `/proc/<pid>/stat` (the fields after the command's closing
-/// parenthesis: state, ppid, pgrp, session).
-fn stat_of(pid: i32) -> Option<[i32; 3]> {
+/// The mark of the run `pid` belongs to (`None`: no mark), from its environment.
+fn mark_of(pid: i32) -> Option<Vec<u8>> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|b| *b == 0)
+        .find(|kv| kv.starts_with(MARK_VAR.as_bytes()) && kv.get(MARK_VAR.len()) == Some(&b'='))
+        .map(|kv| kv[MARK_VAR.len() + 1..].to_vec())
+}
+
+/// The parent, process group, session and start time of `pid`, from `/proc/<pid>/stat` (fields 4, 5, 6 and 22:
+/// counted after the command's closing parenthesis, which is field 2).
+fn stat_of(pid: i32) -> Option<[u64; 4]> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    let mut f = rest.split_whitespace().skip(1).map(|v| v.parse::<i32>().ok());
-    Some([f.next()??, f.next()??, f.next()??])
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let n = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok()).map(|v| v.max(0) as u64);
+    Some([n(1)?, n(2)?, n(3)?, n(19)?])
+}
+
+/// When `pid` started (clock ticks since boot): what [`end_run`] is told of a run's first process, so that no
+/// process older than the run has its environment read.
+pub(crate) fn start_of(pid: u32) -> Option<u64> {
+    stat_of(i32::try_from(pid).ok()?).map(|s| s[3])
 }
 
 /// End what is left of the agent run marked `mark`, whose process group was `group`: every process with the mark,
 /// and — in a subreaper — every child of this process but those in `keep` (pids it still waits on itself); when the
 /// process hosts other agents ([`set_shared`]), only the children that left this session or are in `group`.
 /// Killed with SIGKILL, the children reaped. Returns how many were killed.
-pub(crate) fn end_run(mark: &str, keep: &[u32], group: i32) -> usize {
+pub(crate) fn end_run(mark: &str, keep: &[u32], group: i32, since: Option<u64>) -> usize {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let reaper = is_subreaper();
     let shared = SHARED.load(std::sync::atomic::Ordering::Relaxed);
-    let my_session = stat_of(me).map_or(0, |s| s[2]);
-    let orphan = |p: &Proc| !shared || (!p.other && (p.session != my_session || p.pgrp == group));
+    let my_session = stat_of(me).map_or(0, |s| s[2] as i32);
     let mut killed = 0;
     // Twice: a daemon may fork in the moment between the scan and the kill.
     for _ in 0..2 {
-        let found: Vec<(i32, i32)> = processes(mark)
+        let found: Vec<(i32, i32)> = processes()
             .into_iter()
+            .filter(|p| p.pid != me && !keep.iter().any(|k| i32::try_from(*k).ok() == Some(p.pid)))
             .filter(|p| {
-                p.pid != me
-                    && !keep.iter().any(|k| i32::try_from(*k).ok() == Some(p.pid))
-                    && (p.marked || (reaper && p.ppid == me && orphan(p)))
+                // A process older than the run cannot carry its mark (a mark is fresh, and an environment is set
+                // when a process starts).
+                let young = since.is_none_or(|t| p.start >= t);
+                let child = reaper && p.ppid == me;
+                let left_it = !shared || p.session != my_session || p.pgrp == group;
+                if !young && !(child && left_it) {
+                    return false;
+                }
+                let its = mark_of(p.pid);
+                let marked = its.as_deref() == Some(mark.as_bytes());
+                // In a process of several agents, another run's process is that run's to end.
+                marked || (child && left_it && (!shared || its.is_none()))
             })
             .map(|p| (p.pid, p.ppid))
             .collect();

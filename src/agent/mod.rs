@@ -473,6 +473,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     }
     let mut child = cmd.spawn().map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
     let pid = child.id();
+    let born = contain::start_of(pid);
     // Where a later runner finds the group, should this runner be killed before it could stop the agent.
     let pgid_file = inv.prompt_file.with_file_name("agent.pgid");
     let _ = std::fs::write(&pgid_file, pid.to_string());
@@ -545,7 +546,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     };
     // Whatever the agent left running in its group goes with it, and so does what left the group (`setsid`).
     signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-    contain::end_run(&mark, &[], i32::try_from(pid).unwrap_or(-1));
+    contain::end_run(&mark, &[], i32::try_from(pid).unwrap_or(-1), born);
     let _ = std::fs::remove_file(&pgid_file);
     // Let the readers drain the pipes; a grandchild that escaped the group may hold one open, so not for ever.
     let deadline = Instant::now() + Duration::from_secs(2);

@@ -113,7 +113,7 @@ pub(super) struct ClaimSpec {
 }
 
 enum What {
-    Land(LandSpec),
+    Land(Box<LandSpec>),
     Claim(ClaimSpec),
 }
 
@@ -263,7 +263,7 @@ impl Desk {
     /// Land one agent's work through the desk: `Outcome::Landed`, `Out` (then `own.abort` says why), `Alone` or
     /// `Lost`.
     pub(super) fn land(&self, r: &Runner<'_>, spec: LandSpec, own: &mut Own<'_>) -> Outcome {
-        self.serve(r, What::Land(spec), Some(own))
+        self.serve(r, What::Land(Box::new(spec)), Some(own))
     }
 
     /// Claim the next work task for an idle agent through the desk: `Outcome::Claimed`, or `Alone`.
