@@ -124,7 +124,7 @@ pub(crate) fn end_run(mark: &str, keep: &[u32], group: i32, since: Option<u64>) 
                 let young = since.is_none_or(|t| p.start >= t);
                 let child = reaper && p.ppid == me;
                 let left_it = !shared || p.session != my_session || p.pgrp == group;
-                if !young && !(child && left_it) {
+                if !(young || child && left_it) {
                     return false;
                 }
                 let its = mark_of(p.pid);
