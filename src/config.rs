@@ -26,7 +26,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "swarm.run.<key>",
-        "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, agentHooks.",
+        "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, batchWindow, agentHooks.",
     ),
     ("swarm.run.cycle.<key>", "a [run.cycle] setting: maxTasks, maxTime."),
     ("swarm.run.budget.<key>", "a [run.budget] setting: taskTokens, taskUsd, cycleTokens, cycleUsd."),

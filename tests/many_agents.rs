@@ -240,3 +240,37 @@ fn one_agents_daemon_ends_with_its_run_and_its_siblings_work_goes_on() {
     let alive = common::procs::all().iter().filter(|p| common::procs::cmdline(p.pid).contains("0.3932")).count();
     assert_eq!(alive, 0, "the daemon outlived its run");
 }
+
+/// `--once` as for one agent: exit 3 when there is nothing to claim, 1 when an agent's task did not land; and one
+/// agent that cannot go on (its work tree cannot be made: a file stands at its path) stops its siblings, whose
+/// claims go back unspent.
+#[test]
+fn once_exit_codes_and_one_failing_agent_stops_the_others() {
+    let env = Env::new();
+    let exec = "case \"$GIT_SWARM_TASK_TITLE\" in fails*) exit 1 ;; slow*) sleep 30 ;; esac; \
+                echo \"$GIT_SWARM_TASK_TITLE\" > \"$GIT_SWARM_TASK_ID.txt\"";
+    let config = format!("max_attempts = 1\n[roles.worker]\nexec = {exec:?}\n");
+    let (_bare, clones) = env.swarm_with_config(path_url, 1, &config);
+    let c = &clones[0];
+    env.sw(c, &["trust", "--yes"]).ok();
+    let o = env.sw(c, &["--agent", "w", "run", "worker", "--once", "--agents", "2"]);
+    assert_eq!(o.code, 3, "an empty board: {o:?}");
+    add(&env, c, "lands", "ok");
+    add(&env, c, "fails", "exits 1");
+    let o = env.sw(c, &["--agent", "w", "run", "worker", "--once", "--agents", "2"]);
+    assert_eq!(o.code, 1, "one task failed: {o:?}");
+    assert!(o.stderr.contains("did not land"), "{}", o.stderr);
+    let slow = [add(&env, c, "slow 1", "sleeps"), add(&env, c, "slow 2", "sleeps")];
+    let trees = env.places(c).trees();
+    std::fs::create_dir_all(&trees).expect("trees");
+    std::fs::write(trees.join("w-2"), "not a work tree").expect("block w-2");
+    let started = std::time::Instant::now();
+    let o = finish(env.spawn(c, "w", &[], &["run", "worker", "--agents", "2"]), 60, "the runner");
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("w-2"), "{}", o.stderr);
+    assert!(started.elapsed() < Duration::from_secs(25), "the sibling was not stopped: {:?}", started.elapsed());
+    for id in &slow {
+        let t = show(&env, c, id);
+        assert_eq!((t["status"].as_str(), t["attempts"].as_u64()), (Some("open"), Some(0)), "{t}\n{}", o.stderr);
+    }
+}

@@ -241,10 +241,13 @@ pub struct Input<'a> {
     pub now: Timestamp,
 }
 
-/// The ops of one log entry: the commit's own, then those folded into it (a landing that also claimed).
-fn ops_of(e: &LogEntry) -> impl Iterator<Item = (&str, Option<&str>, Option<u64>)> {
-    let first = e.op.as_deref().map(|op| (op, e.task.as_deref(), e.epoch));
-    first.into_iter().chain(e.also.iter().map(|(op, task, epoch, _)| (op.as_str(), task.as_deref(), *epoch)))
+/// The ops of one log entry: the commit's own, then those folded into it (a landing that also claimed; the
+/// landings and claims of other agents in a batch, each with its own agent).
+fn ops_of(e: &LogEntry) -> impl Iterator<Item = (&str, Option<&str>, Option<u64>, Option<&str>)> {
+    let first = e.op.as_deref().map(|op| (op, e.task.as_deref(), e.epoch, e.agent.as_deref()));
+    first.into_iter().chain(e.also.iter().map(|(op, task, epoch, agent)| {
+        (op.as_str(), task.as_deref(), *epoch, agent.as_deref().or(e.agent.as_deref()))
+    }))
 }
 
 impl BoardView {
@@ -388,7 +391,7 @@ fn is_failure(op: &str) -> bool {
 fn per_minute(log: &[LogEntry], now: Timestamp, minutes: usize) -> Vec<u64> {
     let mut out = vec![0u64; minutes];
     for e in log {
-        let n = ops_of(e).filter(|(op, _, _)| is_landing(op)).count() as u64;
+        let n = ops_of(e).filter(|(op, ..)| is_landing(op)).count() as u64;
         if n == 0 || e.time > now {
             // A commit from a clock ahead of ours counts in the newest minute.
             if n > 0
@@ -431,7 +434,7 @@ fn throughput(log: &[LogEntry], now: Timestamp, buckets: usize) -> Throughput {
         else {
             continue;
         };
-        for (op, _, _) in ops_of(e) {
+        for (op, ..) in ops_of(e) {
             b.done += u64::from(is_landing(op));
             b.failed += u64::from(is_failure(op));
         }
@@ -446,8 +449,8 @@ fn timeline(log: &[LogEntry], snap: &Snapshot, now: Timestamp) -> Vec<Segment> {
     let mut done: Vec<Segment> = Vec::new();
     let mut open: BTreeMap<String, Segment> = BTreeMap::new();
     for e in log.iter().rev() {
-        let agent = e.agent.clone().unwrap_or_default();
-        for (op, task, epoch) in ops_of(e) {
+        for (op, task, epoch, agent) in ops_of(e) {
+            let agent = agent.unwrap_or_default().to_string();
             let Some(task) = task else { continue };
             let end = |outcome: Outcome, open: &mut BTreeMap<String, Segment>, done: &mut Vec<Segment>| {
                 if let Some(mut s) = open.remove(task) {

@@ -153,7 +153,20 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
     // The push budget at 5-minute tasks and the default lease (10m), counting the benchmark's contended races.
     let (task, lease) = (Duration::from_secs(5 * 60), Duration::from_secs(10 * 60));
     let most = budget::max_workers(task, lease, budget::ATTEMPTS_CONTENDED);
-    if u64::from(a.workers) > most {
+    if a.agents_per_job > 1 {
+        // Jobs of several agents push in batches, paced by one share each: the budget holds while a job's wait
+        // stays under a sixth of the lease (docs/github-actions.md, "More than 100 agents").
+        let jobs = budget::max_batching_jobs(lease);
+        if u64::from(a.workers) > jobs {
+            ctx.out.warn(format!(
+                "{} jobs of {} agents: under a budget of {:.0} pushes a minute each job waits {} s between pushes,                  past a sixth of the default lease (10m), so the fleet can push faster than the budget; at most {jobs}                  such jobs, or a longer lease (`git swarm config set lease 30m`): see docs/github-actions.md",
+                a.workers,
+                a.agents_per_job,
+                budget::PUSHES_PER_MINUTE,
+                (60.0 * f64::from(a.workers) / budget::PUSHES_PER_MINUTE).round()
+            ));
+        }
+    } else if u64::from(a.workers) > most {
         let rate = budget::pushes_per_worker_minute(task, lease, budget::ATTEMPTS_CONTENDED) * f64::from(a.workers);
         ctx.out.warn(format!(
             "{} workers with 5-minute tasks push about {rate:.0} times a minute; GitHub recommends at most {:.0} a \

@@ -249,44 +249,53 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                 let (retry, remote_env, clock) = (ctx.retry.clone(), remote_env.clone(), ctx.clock());
                 let (exec, check, opts) = (w.lp.exec.clone(), w.check.clone(), opts.clone());
                 let handle = std::thread::Builder::new().name(id.clone()).spawn_scoped(scope, move || {
-                    let mut swarm = opener.open()?;
-                    swarm.pacer = pacer;
-                    let mut last_wait = String::new();
-                    let mut events = |e: Event| {
-                        if let Event::Waiting { why } = &e {
-                            if *why == last_wait {
-                                return;
+                    // One agent that cannot go on (an error, a panic) stops the others, as a signal would: each
+                    // releases its claim and the process exits naming it.
+                    let _stop_all = StopOnFailure(Arc::clone(&stop));
+                    let res = (|| {
+                        let mut swarm = opener.open()?;
+                        swarm.pacer = pacer;
+                        let mut last_wait = String::new();
+                        let mut events = |e: Event| {
+                            if let Event::Waiting { why } = &e {
+                                if *why == last_wait {
+                                    return;
+                                }
+                                last_wait.clone_from(why);
+                            } else {
+                                last_wait.clear();
                             }
-                            last_wait.clone_from(why);
-                        } else {
-                            last_wait.clear();
-                        }
-                        print_event(id, &e)
-                    };
-                    let mut r = Runner {
-                        swarm: &swarm,
-                        agent: id.clone(),
-                        who: Ctx::identity(&swarm, id),
-                        clock: &clock,
-                        retry,
-                        home: swarm.local.repo.common_dir().join("swarm"),
-                        stop,
-                        remote_env,
-                        exec,
-                        check,
-                        events: &mut events,
-                        commit_ident: git_swarm::runner::commit_ident(&swarm.local.repo, id),
-                        git_config,
-                        probes: Default::default(),
-                        pid_lock: None,
-                        trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
-                        spent: Default::default(),
-                        desk: Some(desk),
-                    };
-                    let (end, stats) = git_swarm::runner::worker::run(&mut r, &opts).map_err(run_error)?;
-                    let pushes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);
-                    let lost = swarm.lost.load(std::sync::atomic::Ordering::Relaxed);
-                    Ok(AgentEnd { end, stats, pushes, lost })
+                            print_event(id, &e)
+                        };
+                        let mut r = Runner {
+                            swarm: &swarm,
+                            agent: id.clone(),
+                            who: Ctx::identity(&swarm, id),
+                            clock: &clock,
+                            retry,
+                            home: swarm.local.repo.common_dir().join("swarm"),
+                            stop,
+                            remote_env,
+                            exec,
+                            check,
+                            events: &mut events,
+                            commit_ident: git_swarm::runner::commit_ident(&swarm.local.repo, id),
+                            git_config,
+                            probes: Default::default(),
+                            pid_lock: None,
+                            trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
+                            spent: Default::default(),
+                            desk: Some(desk),
+                        };
+                        let (end, stats) = git_swarm::runner::worker::run(&mut r, &opts).map_err(run_error)?;
+                        let pushes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);
+                        let lost = swarm.lost.load(std::sync::atomic::Ordering::Relaxed);
+                        Ok(AgentEnd { end, stats, pushes, lost })
+                    })();
+                    if res.is_ok() {
+                        std::mem::forget(_stop_all);
+                    }
+                    res
                 });
                 (id.clone(), handle)
             })
@@ -298,10 +307,6 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                     Ok(h) => h.join().unwrap_or_else(|_| Err(CliError::io("internal: the agent's thread panicked"))),
                     Err(e) => Err(CliError::io(format!("cannot start a thread for the agent: {e}"))),
                 };
-                // One agent that cannot go on stops the others (their claims released), as a signal would.
-                if res.is_err() {
-                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
                 (id, res)
             })
             .collect()
@@ -337,13 +342,39 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
         "pushes": pushes, "lost_races": lost_races,
         "batches": figures.batches, "batched_landings": figures.landings, "batched_claims": figures.claims,
     }));
-    match first_error {
-        Some((id, mut e)) => {
-            e.message = format!("{id}: {}", e.message);
-            e.documented = true;
-            Err(e)
+    if let Some((id, mut e)) = first_error {
+        e.message = format!("{id}: {}", e.message);
+        e.documented = true;
+        return Err(e);
+    }
+    // `--once`, as for one agent: a task that did not land is a failed run for a script; none to claim, exit 3.
+    if opts.mode == Mode::Once {
+        let ends: Vec<&str> = agents.iter().filter_map(|a| a["end"].as_str()).collect();
+        if ends.iter().all(|e| *e == "nothing-ready") {
+            return Err(CliError::new(Exit::NothingReady, "no ready work task")
+                .hint("see the board with `git swarm list`")
+                .documented());
         }
-        None => Ok(()),
+        let short: Vec<&str> = agents
+            .iter()
+            .filter(|a| a["end"] == "done" && a["landed"] == 0)
+            .filter_map(|a| a["agent"].as_str())
+            .collect();
+        if !short.is_empty() {
+            return Err(CliError::io(format!("the task of {} did not land", short.join(", ")))
+                .hint("see why with `git swarm show <id>` and the agents' logs under .git/swarm/logs/")
+                .documented());
+        }
+    }
+    Ok(())
+}
+
+/// Sets the stop flag when dropped: what an agent's thread holds until it ends well ([`std::mem::forget`] then).
+struct StopOnFailure(Arc<AtomicBool>);
+
+impl Drop for StopOnFailure {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

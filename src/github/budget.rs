@@ -44,6 +44,14 @@ pub fn max_workers(task: Duration, lease: Duration, attempts_per_task: f64) -> u
     if n.is_finite() && n >= 1.0 { n as u64 } else { 1 }
 }
 
+/// The most runner jobs of several agents each (`run worker --agents`, batched landings, one pacer a job) that stay
+/// within [`PUSHES_PER_MINUTE`] under a lease of `lease`: a job waits `jobs · 60 s / budget` between pushes, and a
+/// wait is capped at a sixth of the lease (`txn::Pacer`), past which the jobs together push faster than the budget.
+pub fn max_batching_jobs(lease: Duration) -> u64 {
+    let cap = lease.as_secs_f64() / 6.0;
+    ((cap * PUSHES_PER_MINUTE / 60.0).floor() as u64).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +87,7 @@ mod tests {
             .collect();
         assert_eq!(rows, vec![(2, 9, 4, 9, 4), (5, 24, 12, 24, 12), (10, 26, 17, 48, 24), (30, 34, 27, 80, 51)]);
         assert_eq!(max_workers(Duration::from_secs(1), 10 * MIN, 5.0), 1);
+        // docs/github-actions.md, "More than 100 agents": 30 jobs under a 30-minute lease, 10 under the default.
+        assert_eq!((max_batching_jobs(30 * MIN), max_batching_jobs(10 * MIN), max_batching_jobs(MIN)), (30, 10, 1));
     }
 }

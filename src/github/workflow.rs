@@ -103,7 +103,7 @@ fn bad(option: &'static str, message: impl Into<String>) -> OptionError {
 
 /// Check every option; the error names the flag.
 /// The most agents one worker job hosts (as `run worker --agents`).
-pub const MAX_AGENTS_PER_JOB: u32 = 512;
+pub(crate) const MAX_AGENTS_PER_JOB: u32 = 512;
 
 pub fn validate(o: &Options) -> Result<(), OptionError> {
     if o.agents_per_job == 0 || o.agents_per_job > MAX_AGENTS_PER_JOB {

@@ -60,7 +60,7 @@ struct Queue {
 
 impl Desk {
     /// An agent starts using the desk (until the guard drops).
-    pub fn enter(self: &Arc<Self>) -> Member {
+    pub(crate) fn enter(self: &Arc<Self>) -> Member {
         lock(&self.queue).agents += 1;
         Member(Arc::clone(self))
     }
@@ -131,6 +131,8 @@ struct Mail {
     /// The answer to the last `Prepare`: the commit to land (its work rebased onto the given tip) and what the
     /// attempt spent; `None` when the work leaves the batch (the agent keeps why).
     answer: Option<Option<(ObjectId, Option<Usage>)>>,
+    /// The agent's thread is gone (it panicked while it waited): it answers nothing more.
+    dead: bool,
 }
 
 enum ToAgent {
@@ -244,9 +246,13 @@ impl Slot {
         self.cv.notify_all();
     }
 
-    /// The leader asks: the agent's work rebased onto `tip`.
-    fn ask(&self, tip: ObjectId) -> Option<(ObjectId, Option<Usage>)> {
+    /// The leader asks: the agent's work rebased onto `tip` (`keep`: the leader's own lease, kept while it waits —
+    /// the agent may run a check).
+    fn ask(&self, tip: ObjectId, keep: &dyn Fn()) -> Option<(ObjectId, Option<Usage>)> {
         let mut mail = lock(&self.mail);
+        if mail.dead {
+            return None;
+        }
         mail.answer = None;
         mail.to_agent = Some(ToAgent::Prepare(tip));
         self.cv.notify_all();
@@ -254,8 +260,48 @@ impl Slot {
             if let Some(a) = mail.answer.take() {
                 return a;
             }
-            mail = self.cv.wait(mail).unwrap_or_else(std::sync::PoisonError::into_inner);
+            if mail.dead {
+                return None;
+            }
+            let (m, waited) = self.cv.wait_timeout(mail, KEEP_EVERY).unwrap_or_else(|e| e.into_inner());
+            mail = m;
+            if waited.timed_out() {
+                drop(mail);
+                keep();
+                mail = lock(&self.mail);
+            }
         }
+    }
+}
+
+/// A waiting agent's hold on its request: should its thread unwind while it waits, the request leaves the queue,
+/// a leader asking it gets no answer instead of waiting for ever, and a lead handed to it passes on.
+struct Waiter<'d> {
+    desk: &'d Desk,
+    slot: &'d Arc<Slot>,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let had_lead = {
+            let mut mail = lock(&self.slot.mail);
+            mail.dead = true;
+            mail.answer.get_or_insert(None);
+            matches!(mail.to_agent.take(), Some(ToAgent::Lead))
+        };
+        self.slot.cv.notify_all();
+        let mut q = lock(&self.desk.queue);
+        q.waiting.retain(|s| !Arc::ptr_eq(s, self.slot));
+        if had_lead {
+            match q.waiting.first() {
+                Some(next) => next.send(ToAgent::Lead),
+                None => q.busy = false,
+            }
+        }
+        self.desk.joined.notify_all();
     }
 }
 
@@ -285,6 +331,7 @@ impl Desk {
             !std::mem::replace(&mut q.busy, true)
         };
         if !lead {
+            let _waiter = Waiter { desk: self, slot: &slot };
             loop {
                 let msg = {
                     let mut mail = lock(&slot.mail);
@@ -319,7 +366,15 @@ impl Desk {
                 if left.is_zero() || q.waiting.len() >= q.agents || r.stopping() {
                     break;
                 }
-                q = self.joined.wait_timeout(q, left.min(KEEP_EVERY)).unwrap_or_else(|e| e.into_inner()).0;
+                let (g, waited) = self.joined.wait_timeout(q, left.min(KEEP_EVERY)).unwrap_or_else(|e| e.into_inner());
+                q = g;
+                if waited.timed_out()
+                    && let Some(o) = own.as_deref()
+                {
+                    drop(q);
+                    let _ = (o.keep)();
+                    q = lock(&self.queue);
+                }
             }
             std::mem::take(&mut q.waiting)
         };
@@ -390,6 +445,13 @@ fn publish(
     figures: &Mutex<Figures>,
 ) -> Vec<Outcome> {
     let n = batch.len();
+    // The leader's own lease, kept while it waits on the others' preparations (checks may run there).
+    let keep_mine: Option<&dyn Fn() -> bool> = own.as_deref().map(|o| o.keep);
+    let keep = || {
+        if let Some(k) = keep_mine {
+            let _ = k();
+        }
+    };
     let out: RefCell<Vec<Option<Outcome>>> = RefCell::new((0..n).map(|_| None).collect());
     let claims: Vec<usize> = (0..n).filter(|&i| matches!(batch[i].what, What::Claim(_))).collect();
     let store = r.swarm.store();
@@ -472,7 +534,7 @@ fn publish(
                     let answer = match rebased_here(r, &batch[i].what, at) {
                         Some((code, usage)) => Some((code, usage)),
                         None if Arc::ptr_eq(&batch[i], mine) => own.as_deref_mut().and_then(|o| o.prepare(at)),
-                        None => batch[i].ask(at),
+                        None => batch[i].ask(at, &keep),
                     };
                     match answer {
                         Some((code, usage)) => {

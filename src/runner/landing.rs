@@ -260,6 +260,11 @@ impl<'a, 'r> Landing<'a, 'r> {
             return Err(Abort::LostClaim(why));
         }
         if !out.0 {
+            // In a batch the check ran on the landings before this one too: whose code failed it is not known
+            // (and one of them may leave the batch yet). Alone, on the target's own tip, it counts.
+            if self.batched {
+                return Err(Abort::Conflicted);
+            }
             return Err(Abort::Fail(super::reason_from("the check failed", &out.1)));
         }
         self.checked_on = Some(self.base);

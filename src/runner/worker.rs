@@ -68,7 +68,8 @@ pub(super) enum Abort {
     Budget(String),
     /// A signal arrived.
     Interrupted,
-    /// In a batch of the landing desk: the rebase needs a conflict run, which the task does alone (out of the batch).
+    /// In a batch of the landing desk: the task leaves the batch and lands alone — its rebase needs a conflict run,
+    /// or its check failed on top of the batch's other landings.
     Conflicted,
     /// The claim was taken over while the check or a conflict run went on.
     LostClaim(String),
@@ -848,7 +849,10 @@ fn finish(
             }
             None => alone(&mut landing),
         };
-        (landed, landing.into_events())
+        let mut events = landing.into_events();
+        // What the lease keeper said while the landing waited in a batch.
+        events.extend(keeper.drain());
+        (landed, events)
     };
     for e in events {
         r.emit(e);
