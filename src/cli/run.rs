@@ -118,20 +118,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     let clock = ctx.clock();
     let home = swarm.local.repo.common_dir().join("swarm");
     let commit_ident = git_swarm::runner::commit_ident(&swarm.local.repo, &agent);
-    let tag = agent.clone();
-    // A wait that repeats is said once.
-    let mut last_wait = String::new();
-    let mut events = move |e: Event| {
-        if let Event::Waiting { why } = &e {
-            if *why == last_wait {
-                return;
-            }
-            last_wait.clone_from(why);
-        } else {
-            last_wait.clear();
-        }
-        print_event(&tag, &e)
-    };
+    let mut events = printer(agent.clone());
     let (exec, check) = match &args.role {
         RoleCmd::Worker(w) => (w.lp.exec.clone(), w.check.clone()),
         RoleCmd::Planner(p) => (p.lp.exec.clone(), None),
@@ -255,18 +242,7 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                     let res = (|| {
                         let mut swarm = opener.open()?;
                         swarm.pacer = pacer;
-                        let mut last_wait = String::new();
-                        let mut events = |e: Event| {
-                            if let Event::Waiting { why } = &e {
-                                if *why == last_wait {
-                                    return;
-                                }
-                                last_wait.clone_from(why);
-                            } else {
-                                last_wait.clear();
-                            }
-                            print_event(id, &e)
-                        };
+                        let mut events = printer(id.clone());
                         let mut r = Runner {
                             swarm: &swarm,
                             agent: id.clone(),
@@ -420,6 +396,22 @@ fn run_error(e: RunError) -> CliError {
             CliError::io(e.to_string()).hint("see docs/agents.md for the [run] and [roles] tables")
         }
         other => CliError::io(other.to_string()),
+    }
+}
+
+/// What prints a runner's events as `tag`; a wait that repeats is said once.
+fn printer(tag: String) -> impl FnMut(Event) {
+    let mut last_wait = String::new();
+    move |e: Event| {
+        if let Event::Waiting { why } = &e {
+            if *why == last_wait {
+                return;
+            }
+            last_wait.clone_from(why);
+        } else {
+            last_wait.clear();
+        }
+        print_event(&tag, &e)
     }
 }
 
