@@ -26,7 +26,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "swarm.run.<key>",
-        "a [run] setting of swarm.toml for this clone's runners: check, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, batchWindow, agentHooks.",
+        "a [run] setting of swarm.toml for this clone's runners: check, checkBaseline, checkReport, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, batchWindow, agentHooks.",
     ),
     ("swarm.run.cycle.<key>", "a [run.cycle] setting: maxTasks, maxTime."),
     ("swarm.run.budget.<key>", "a [run.budget] setting: taskTokens, taskUsd, cycleTokens, cycleUsd."),
@@ -377,6 +377,35 @@ fn prune(table: &mut toml::Table, path: &[&str]) {
         if inner.is_empty() {
             table.remove(*first);
         }
+    }
+}
+
+/// Whether this version knows the dotted `key` of `swarm.toml` (a setting or a table of them): `Err` says what the
+/// table holds. `config get` of an unknown key says so instead of "not set".
+pub fn known(key: &str) -> Result<(), String> {
+    let path: Vec<&str> = key.split('.').collect();
+    let unknown = |what: String| Err(format!("'{}': unknown setting ({what})", crate::escape::line(key)));
+    let in_table = |table: &str, schema: &[(&str, Kind)], k: &str| {
+        if schema.iter().any(|(name, _)| *name == k) {
+            Ok(())
+        } else {
+            let names: Vec<&str> = schema.iter().map(|(name, _)| *name).collect();
+            unknown(format!("[{table}] has {}", names.join(", ")))
+        }
+    };
+    match path.as_slice() {
+        [top] if TOP.contains(top) || *top == "version" => Ok(()),
+        [top, ..] if TOP[..3].contains(top) => unknown(format!("{top} is a value, not a table")),
+        ["run", "cycle"] | ["run", "budget"] => Ok(()),
+        ["run", "cycle", k] => in_table("run.cycle", RunCycle::KEYS, k),
+        ["run", "budget", k] => in_table("run.budget", RunBudget::KEYS, k),
+        ["run", k] => in_table("run", RunTable::KEYS, k),
+        ["roles", role, ..] if !ROLES.contains(role) => {
+            unknown(format!("'{role}' is not a role: one of {}", ROLES.join(", ")))
+        }
+        ["roles", _] => Ok(()),
+        ["roles", role, k] => in_table(&format!("roles.{role}"), RoleTable::KEYS, k),
+        _ => unknown(format!("one of {}, and the tables under run and roles", TOP.join(", "))),
     }
 }
 

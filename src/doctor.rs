@@ -104,13 +104,39 @@ pub fn agents(config: &crate::model::Config, local: &crate::config::Local, run_d
                     let note = if untested { " — this preset is not tested against its CLI" } else { "" };
                     Finding::new(C, Severity::Ok, format!("{role}: {} will run here{note}", p.label))
                 }
-                // A warning, not an error: this clone may never run the role (a laptop that only watches).
-                Err(e) => Finding::new(C, Severity::Warn, format!("{role}: {e}")).hint(e.hint),
+                // An error: a runner of this role would exit before its first claim. (A role nobody configured is
+                // only noted above; a clone that only watches can pass `--exec` to the roles it runs.)
+                Err(e) => Finding::new(C, Severity::Error, format!("{role}: {e}")).hint(e.hint),
             },
         };
         out.push(f);
     }
     out
+}
+
+/// The board's `swarm.toml` cannot be read: which file, which commit, what is wrong, and what `--fix` puts back
+/// (`fixed`: what it did). Every op but a repair is refused until then.
+pub fn broken_settings(b: &crate::ops::BrokenSettings, fixed: Option<String>) -> Finding {
+    let p = &b.problem;
+    let f = Finding::new(
+        "settings",
+        Severity::Error,
+        format!(
+            "{} in commit {} cannot be read: {}; every op but a repair is refused until it is fixed",
+            p.path,
+            short(&p.commit),
+            p.message
+        ),
+    );
+    match (fixed, &b.fallback) {
+        (Some(what), _) => f.fixed(what),
+        (None, Some(good)) => f.hint(format!(
+            "`git swarm doctor --fix` puts back the settings of commit {} (the newest that read); or write them \
+             whole: `git swarm init --config <file> --force`",
+            short(good)
+        )),
+        (None, None) => f.hint("no earlier commit has settings that read: `git swarm init --config <file> --force`"),
+    }
 }
 
 /// The state ref against what this clone saw; returns the tip to read the board at, when there is a good one.
@@ -273,13 +299,29 @@ fn board(
         if t.status == Status::Open
             && let Some(why) = crate::ops::blocked_for_good(b, t)
         {
-            out.push(
-                Finding::new("board", Severity::Warn, format!("{} can never run: {why}", t.id))
-                    .hint("a planner (`git swarm run planner`) cancels such tasks; or re-plan the failed dependency"),
-            );
+            let hint = match crate::ops::blocked_by_failure(b, t) {
+                Some((dep, Status::Failed)) => format!(
+                    "`git swarm retry {dep}` gives the failed task another go; `git swarm cancel {}` drops this one \
+                     (a planner cancels such tasks too)",
+                    t.id
+                ),
+                Some((dep, _)) => format!(
+                    "`git swarm retry {dep}` opens the cancelled task again; `git swarm cancel {}` drops this one \
+                     (a planner cancels such tasks too)",
+                    t.id
+                ),
+                None => format!(
+                    "`git swarm cancel <id>` drops a task of the cycle (made by hand on the state ref), or `git \
+                     swarm cancel {}` this one",
+                    t.id
+                ),
+            };
+            out.push(Finding::new("board", Severity::Warn, format!("{} can never run: {why}", t.id)).hint(hint));
         }
     }
     match crate::runner::RunSettings::from_config(&b.config) {
+        // Said by the CLI, which also repairs it ([`broken_settings`]).
+        _ if b.broken_settings.is_some() => {}
         Ok(_) => out.push(Finding::new("settings", Severity::Ok, "swarm.toml is valid")),
         Err(e) => out.push(
             Finding::new("settings", Severity::Error, format!("swarm.toml: {e}"))

@@ -16,6 +16,7 @@
 
 pub mod agent;
 pub mod board;
+pub mod check;
 pub mod config;
 pub mod doctor;
 pub mod escape;

@@ -60,6 +60,20 @@ pub struct Board {
     /// A partial board whose files were looked up: only those tasks and their deps are known, no other id (an op
     /// that mints ids refuses it).
     pub lookup: bool,
+    /// `swarm.toml` of this commit cannot be read: `config` is then the newest settings of the ref's history that
+    /// can (or the defaults), so that the board can be shown and repaired. Every op but one that replaces the
+    /// settings is refused on it (`txn`: [`crate::txn::TxnError::BrokenSettings`]).
+    pub broken_settings: Option<BrokenSettings>,
+}
+
+/// Why the settings of a board are not its own ([`Board::broken_settings`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokenSettings {
+    /// `swarm.toml` (path and commit) and what is wrong with it.
+    pub problem: crate::store::Problem,
+    /// The commit whose settings the board shows instead: the newest of the ref's first-parent history whose
+    /// `swarm.toml` reads; `None` when none does (the defaults).
+    pub fallback: Option<String>,
 }
 
 /// A finished task known by its path alone.

@@ -26,6 +26,8 @@ pub(crate) use pick::EXPIRING as PICK_WINDOW;
 /// How many parsed tasks a store keeps by blob id: a runner re-reads the board after every op, and a board of 20,000
 /// live tasks must not be parsed again each time (a parsed task is about a kilobyte; the cache starts over when full).
 const PARSED_CACHE_TASKS: usize = 32_768;
+/// How far back a board with broken settings looks for the newest settings that read.
+const SETTINGS_LOOKBACK: usize = 1_000;
 /// Task files nested deeper than this under `tasks/` are reported, not read.
 const MAX_DEPTH: usize = 8;
 
@@ -33,10 +35,6 @@ const MAX_DEPTH: usize = 8;
 pub enum StoreError {
     #[error("{context}: {message}")]
     Git { context: String, message: String },
-    #[error("{path} in commit {commit}: {}", crate::escape::line(message))]
-    BadConfig { path: String, commit: String, message: String },
-    #[error("commit {commit} of the state ref has no {CONFIG_PATH}")]
-    MissingConfig { commit: String },
 }
 
 /// Attach a context to any gix error, with its whole chain of causes.
@@ -141,6 +139,40 @@ impl Store {
         }
     }
 
+    /// The settings a tree's `swarm.toml` entry holds (`None`: there is none), or what is wrong with them.
+    fn config_entry(&self, entry: Option<(EntryKind, ObjectId)>) -> Result<Config, String> {
+        match entry {
+            None => Err(format!("is missing: the state ref needs its {CONFIG_PATH}")),
+            Some((kind, _)) if kind != EntryKind::Blob && kind != EntryKind::BlobExecutable => {
+                Err(format!("is a {kind:?}, not a file"))
+            }
+            Some((_, id)) => {
+                let bytes = self.blob_limited(id, model::MAX_CONFIG_BYTES)?;
+                let text = std::str::from_utf8(&bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+                let cfg: Config = toml::from_str(text).map_err(|e| format!("invalid TOML: {}", squash(&e)))?;
+                cfg.validate()?;
+                Ok(cfg)
+            }
+        }
+    }
+
+    /// The newest settings before `commit` on its first-parent history (at most [`SETTINGS_LOOKBACK`] commits back)
+    /// that read, and the commit that holds them: what a board with broken settings shows, and what `doctor --fix`
+    /// puts back.
+    pub(crate) fn last_good_config(&self, commit: ObjectId) -> Option<(Config, ObjectId)> {
+        let mut at = self.repo.find_commit(commit).ok()?.parent_ids().next()?.detach();
+        for _ in 0..SETTINGS_LOOKBACK {
+            let c = self.repo.find_commit(at).ok()?;
+            let tree = c.tree().ok()?;
+            let entry = tree.find_entry(CONFIG_PATH).map(|e| (e.mode().kind(), e.object_id()));
+            if let Ok(cfg) = self.config_entry(entry) {
+                return Some((cfg, at));
+            }
+            at = c.parent_ids().next()?.detach();
+        }
+        None
+    }
+
     /// Read the board at `commit`: every task when `full`, else the live ones with the finished ones known by path.
     pub fn read(&self, commit: ObjectId, full: bool) -> Result<Snapshot, StoreError> {
         self.read_scoped(commit, if full { Scope::Full } else { Scope::Live }, true)
@@ -187,23 +219,22 @@ impl Store {
                 _ => {}
             }
         }
-        let bad =
-            |message: String| StoreError::BadConfig { path: CONFIG_PATH.into(), commit: commit_hex.clone(), message };
-        let config = match config {
-            None => return Err(StoreError::MissingConfig { commit: commit_hex }),
-            Some((kind, _)) if kind != EntryKind::Blob && kind != EntryKind::BlobExecutable => {
-                return Err(bad(format!("is a {kind:?}, not a file")));
-            }
-            Some((_, id)) => {
-                let bytes = self.blob_limited(id, model::MAX_CONFIG_BYTES).map_err(bad)?;
-                let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-                let cfg: Config = toml::from_str(text).map_err(|e| bad(format!("invalid TOML: {}", squash(&e))))?;
-                cfg.validate().map_err(bad)?;
-                cfg
+        let mut problems = Vec::new();
+        // Broken settings do not end the read: the board is shown with the newest settings that read, and every op
+        // but a repair is refused on it (`Board::broken_settings`).
+        let (config, broken_settings) = match self.config_entry(config) {
+            Ok(cfg) => (cfg, None),
+            Err(message) => {
+                let problem = Problem { path: CONFIG_PATH.into(), commit: commit_hex.clone(), message };
+                problems.push(problem.clone());
+                let (cfg, fallback) = match self.last_good_config(commit) {
+                    Some((cfg, at)) => (cfg, Some(at.to_hex().to_string())),
+                    None => (Config::default(), None),
+                };
+                (cfg, Some(crate::state::BrokenSettings { problem, fallback }))
             }
         };
-        let mut board = Board { config, cycle: 1, ..Board::default() };
-        let mut problems = Vec::new();
+        let mut board = Board { config, cycle: 1, broken_settings, ..Board::default() };
         if cycles.is_some() {
             // The cycle that runs follows the highest record's number (the name is enough: no blob is read).
             let names = self.list_dir(commit, CYCLES_DIR).unwrap_or_default();

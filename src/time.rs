@@ -103,6 +103,41 @@ pub fn format_duration(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string().replace(' ', "")
 }
 
+/// A duration as the settings write it (`"30s"`, `"10m"`): text, checked where it is used. A bare number is refused
+/// with the spelling it needs (`task_timeout = 30` says to write `"30s"`): seconds or minutes, nobody can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DurationText(pub(crate) String);
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        fn unitless<E: serde::de::Error>(n: impl std::fmt::Display) -> E {
+            E::custom(format!(
+                "{n} has no unit: write a duration as text with its unit, e.g. \"{n}s\" (seconds), \"{n}m\" or \"{n}h\""
+            ))
+        }
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = DurationText;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a duration as text, like \"30s\", \"10m\" or \"2h\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DurationText, E> {
+                Ok(DurationText(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<DurationText, E> {
+                Err(unitless(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<DurationText, E> {
+                Err(unitless(v))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<DurationText, E> {
+                Err(unitless(v))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
 /// serde for `Duration` fields written as `10m`.
 pub mod duration_serde {
     use super::*;
@@ -112,8 +147,8 @@ pub mod duration_serde {
     }
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let s = String::deserialize(d)?;
-        parse_duration(&s).map_err(serde::de::Error::custom)
+        let s = DurationText::deserialize(d)?;
+        parse_duration(&s.0).map_err(serde::de::Error::custom)
     }
 }
 

@@ -33,10 +33,14 @@ impl Document {
     /// file name → blob id).
     pub fn of(config: &Config, prompts: &[(String, ObjectId)]) -> Document {
         let mut lines = vec![format!("target = {}", toml::Value::String(config.target.clone()))];
-        if let Some(run) = config.extra.get("run").and_then(|r| r.as_table())
-            && let Some(check) = run.get("check")
-        {
-            lines.push(format!("run.check = {check}"));
+        if let Some(run) = config.extra.get("run").and_then(|r| r.as_table()) {
+            // What decides whether code lands, beside the check itself (each only when set: the digest of settings
+            // that do not use them stays what it was).
+            for key in ["check", "check_baseline", "check_report"] {
+                if let Some(v) = run.get(key) {
+                    lines.push(format!("run.{key} = {v}"));
+                }
+            }
         }
         if let Some(toml::Value::Table(roles)) = config.extra.get("roles") {
             flatten("roles", roles, &mut lines);

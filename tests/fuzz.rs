@@ -29,7 +29,7 @@ use git_swarm::runner::judge::parse_verdict;
 use git_swarm::runner::planner::parse_proposals;
 use git_swarm::runner::settings::{Role, backend_for};
 use git_swarm::runner::{self, CycleRecord, RunSettings, Verdict, prompts};
-use git_swarm::store::{Identity, LogEntry, Snapshot, Store, StoreError, short};
+use git_swarm::store::{Identity, LogEntry, Snapshot, Store, short};
 use git_swarm::time::Timestamp;
 use git_swarm::txn::{Retry, Swarm, TxnError};
 use gix::ObjectId;
@@ -1228,34 +1228,17 @@ const CONFIG_PATHS: &[&str] = &[
     "roles.planner.max_tokens",
 ];
 
-/// `swarm.toml` replaced: it reads and the board works, or every read and op fails with an error naming
+/// `swarm.toml` replaced: it reads and the board works, or the board is read with the newest settings that read
+/// (the parent's), the broken file named with its commit, and every op but a repair fails with an error naming
 /// `swarm.toml` and the commit.
 fn check_config(fx: &Fixture, shape: &Shape) -> Result<(), TestCaseError> {
     let entry = fx.entry(shape)?;
+    let good = fx.swarm.read(false).map_err(fail)?;
     let commit = fx.craft(&[("swarm.toml".into(), entry)])?;
     let hex = commit.to_hex().to_string();
-    let named = |e: &TxnError| -> Result<(), TestCaseError> {
-        let shown = e.to_string();
-        match e {
-            TxnError::Store(StoreError::BadConfig { path, commit, message }) => {
-                prop_assert!(!matches!(shape, Shape::Missing), "a missing file reported as bad: {shown}");
-                prop_assert_eq!(path.as_str(), "swarm.toml");
-                prop_assert_eq!(commit, &hex);
-                prop_assert!(!message.is_empty());
-                prop_assert!(shown.contains("swarm.toml") && shown.contains(&hex), "{shown:?}");
-                prop_assert!(!shown.chars().any(char::is_control), "an error with control characters: {shown:?}");
-            }
-            TxnError::Store(StoreError::MissingConfig { commit }) => {
-                prop_assert!(matches!(shape, Shape::Missing | Shape::Folder), "{shown}");
-                prop_assert_eq!(commit, &hex);
-                prop_assert!(shown.contains("swarm.toml") && shown.contains(&hex), "{shown:?}");
-            }
-            other => prop_assert!(false, "not an error about swarm.toml: {other}"),
-        }
-        Ok(())
-    };
-    match fx.swarm.read(true) {
-        Ok(snap) => {
+    let snap = fx.swarm.read(true).map_err(|e| TestCaseError::fail(format!("a read failed on {shape:?}: {e}")))?;
+    match &snap.board.broken_settings {
+        None => {
             prop_assert!(matches!(shape, Shape::File(_) | Shape::Exec(_)), "{shape:?} read as settings");
             let config = &snap.board.config;
             prop_assert!(config.validate().is_ok(), "invalid settings accepted: {config:?}");
@@ -1266,12 +1249,29 @@ fn check_config(fx: &Fixture, shape: &Shape) -> Result<(), TestCaseError> {
             }
             fx.still_works(commit)?;
         }
-        Err(e) => {
-            named(&e)?;
-            // Without settings no op can be judged: ops stop with the same error.
+        Some(b) => {
+            let shown = b.problem.to_string();
+            prop_assert_eq!(b.problem.path.as_str(), "swarm.toml");
+            prop_assert_eq!(&b.problem.commit, &hex);
+            prop_assert!(!b.problem.message.is_empty());
+            prop_assert!(!shown.chars().any(char::is_control), "a problem with control characters: {shown:?}");
+            prop_assert!(snap.problems.contains(&b.problem), "the broken file is not among the problems");
+            // The board shows the newest settings that read: those of the commit before.
+            prop_assert_eq!(&snap.board.config, &good.board.config);
+            // (The commit before may be a broken one of an earlier case: then its own fallback.)
+            let want = match &good.board.broken_settings {
+                Some(before) => before.fallback.clone(),
+                None => Some(good.commit.to_hex().to_string()),
+            };
+            prop_assert_eq!(&b.fallback, &want);
+            // Without settings no op can be judged: ops stop with an error naming the file and the commit.
             match fx.claim(GOOD) {
                 Ok(c) => prop_assert!(false, "an op went through with a broken swarm.toml: {:?}", c.commit),
-                Err(e) => named(&e)?,
+                Err(e @ TxnError::BrokenSettings { .. }) => {
+                    let shown = e.to_string();
+                    prop_assert!(shown.contains("swarm.toml") && shown.contains(&hex[..12]), "{shown:?}");
+                }
+                Err(other) => prop_assert!(false, "not an error about swarm.toml: {other}"),
             }
         }
     }

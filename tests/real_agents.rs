@@ -331,7 +331,8 @@ fn doctor_reports_the_version_of_each_roles_cli() {
     assert_eq!(worker["severity"], "ok", "{worker}");
     assert!(worker["message"].as_str().is_some_and(|m| m.contains("claude 2.") && m.contains("will run")), "{worker}");
     let judge = msg("judge").expect("judge");
-    assert_eq!(judge["severity"], "warn", "{judge}");
+    assert_eq!(judge["severity"], "error", "{judge}");
+    assert_eq!(out.code, 1, "a role whose agent cannot start fails doctor: {}", out.stderr);
     assert!(judge["message"].as_str().is_some_and(|m| m.contains("`no-such-agent` is not installed")), "{judge}");
 }
 

@@ -142,10 +142,10 @@ fn summary(h: &mut String, v: &BoardView) {
     }
     let _ = write!(
         h,
-        "</div><p>{} tasks · {:.1} landings/min over the last {} min · {} failed attempt(s)",
+        "</div><p>{} tasks · {:.1} landings/min over the last {} · {} failed attempt(s)",
         v.total,
         v.landing_rate,
-        v.landings_per_minute.len(),
+        v.rate_span(),
         v.failures.attempts_failed
     );
     if v.problems > 0 {

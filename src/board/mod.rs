@@ -57,8 +57,11 @@ pub struct BoardView {
     pub holders: Vec<Holder>,
     /// Landings (`done` ops) in each of the last [`Options::minutes`] minutes, oldest first.
     pub landings_per_minute: Vec<u64>,
-    /// Their mean per minute.
+    /// Their mean per minute over [`BoardView::rate_secs`].
     pub landing_rate: f64,
+    /// The seconds the rate is taken over: the last [`Options::minutes`] minutes, or since the swarm's first op
+    /// when it is younger (10 landings in its first 8 s are 75 a minute, not 1).
+    pub rate_secs: u64,
     pub failures: Failures,
     /// The judge's last verdict.
     pub cycle: Option<CycleView>,
@@ -332,8 +335,9 @@ impl BoardView {
         failures.recent = recent;
 
         let landings_per_minute = per_minute(input.log, now, opts.minutes);
+        let rate_secs = rate_window(input.log, input.log_truncated, now, opts.minutes);
         let landing_rate =
-            if opts.minutes == 0 { 0.0 } else { landings_per_minute.iter().sum::<u64>() as f64 / opts.minutes as f64 };
+            if rate_secs == 0 { 0.0 } else { landings_per_minute.iter().sum::<u64>() as f64 * 60.0 / rate_secs as f64 };
         let cycle = input.cycle.as_ref().map(|c| CycleView {
             cycle: c.cycle,
             verdict: c.verdict.to_string(),
@@ -359,6 +363,7 @@ impl BoardView {
             holders,
             landings_per_minute,
             landing_rate,
+            rate_secs,
             failures,
             cycle,
             tasks,
@@ -370,6 +375,11 @@ impl BoardView {
             log_truncated: input.log_truncated,
             problems: input.snapshot.problems.len(),
         }
+    }
+
+    /// How long the landing rate is taken over: `8 s`, `3 min`, `10 min`.
+    pub fn rate_span(&self) -> String {
+        if self.rate_secs < 120 { format!("{} s", self.rate_secs) } else { format!("{} min", self.rate_secs / 60) }
     }
 
     /// The count of one status.
@@ -409,6 +419,21 @@ fn per_minute(log: &[LogEntry], now: Timestamp, minutes: usize) -> Vec<u64> {
         }
     }
     out
+}
+
+/// The seconds a landing rate is taken over: `minutes`, or the time since the first op of the swarm when the log
+/// holds it (not truncated) and it is younger; at least one second.
+fn rate_window(log: &[LogEntry], truncated: bool, now: Timestamp, minutes: usize) -> u64 {
+    let full = minutes as u64 * 60;
+    if full == 0 {
+        return 0;
+    }
+    let first = if truncated { None } else { log.iter().map(|e| e.time).min() };
+    match first {
+        Some(t) if t < now => (now.0 - t.0).div_ceil(1000).clamp(1, full),
+        Some(_) => 1,
+        None => full,
+    }
 }
 
 /// A bucket width of a round number of seconds, so that `buckets` of them cover `span` seconds.

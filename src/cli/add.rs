@@ -28,7 +28,7 @@ pub struct AddArgs {
     #[arg(long = "after", value_name = "ID", value_parser = parse_id)]
     after: Vec<String>,
     /// Higher runs first.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = parse_priority)]
     priority: i64,
     /// A label (repeatable).
     #[arg(long = "label", value_name = "LABEL")]
@@ -117,37 +117,61 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
     Ok(())
 }
 
+/// `--priority`: a whole number, higher first (a word like `high` says what to write instead).
+fn parse_priority(s: &str) -> Result<i64, String> {
+    s.trim().parse::<i64>().map_err(|_| {
+        format!("'{s}' is not a whole number: higher runs first, e.g. --priority 2 (urgent) or --priority -1 (later); the default is 0")
+    })
+}
+
 /// `add --file`: every task of the file, one op.
 fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliResult<()> {
     let shown = file.display().to_string();
-    let text = if file.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+    let bytes = if file.as_os_str() == "-" {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
             .map_err(|e| CliError::io(format!("--file -: cannot read stdin: {e}")))?;
-        s
+        b
     } else {
-        std::fs::read_to_string(file).map_err(|e| CliError::io(format!("--file {shown}: {e}")))?
+        std::fs::read(file).map_err(|e| CliError::io(format!("--file {shown}: {e}")))?
     };
     let bad =
         |e: String| CliError::usage(format!("--file {shown}: {e}")).hint("the format: docs/contract.md (`add --file`)");
+    // Not UTF-8 is the file's own fault, like bad TOML (exit 2), not a failure to read it.
+    let text = String::from_utf8(bytes).map_err(|e| {
+        bad(format!("not UTF-8 text (the first bad byte is at offset {})", e.utf8_error().valid_up_to()))
+    })?;
     let proposals = git_swarm::ops::plan::parse_task_file(&text).map_err(bad)?;
     let max_body = (MAX_TASK_FILE_BYTES as usize) / 2;
     if let Some((i, p)) = proposals.iter().enumerate().find(|(_, p)| p.body.len() > max_body) {
         return Err(bad(format!("[[task]] {} ('{}'): the body is more than {max_body} bytes", i + 1, p.title.trim())));
     }
+    let mut keys = Vec::new();
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
         let actor = Actor { agent: agent.to_string(), now };
         git_swarm::ops::plan::check_task_file(&snap.board, &proposals)
             .map_err(|why| ops::DomainError::NotOnBoard { file: format!("--file {shown}"), why })?;
-        let (news, minted) = git_swarm::ops::plan::task_file_tasks(&snap.board, parent, &proposals)?;
-        let mut queue = minted.into_iter();
+        let file = git_swarm::ops::plan::task_file_tasks(&snap.board, parent, &proposals)?;
+        keys = file.keys;
+        let mut queue = file.minted.into_iter();
         let mut mint = || queue.next().unwrap_or_else(ops::mint_id);
-        ops::add(&snap.board, &actor, news, &mut mint)
+        ops::add(&snap.board, &actor, file.news, &mut mint)
     })?;
     let now = ctx.now();
-    for t in &c.value {
-        ctx.out.line(&t.id);
+    // A line a task: its id, the key it had in the file (`-` without one), its title — so that a script or a
+    // person can tell which id is which without reading the board.
+    for (t, key) in c.value.iter().zip(keys.iter().chain(std::iter::repeat(&None))) {
+        let key = key.as_deref().map(git_swarm::escape::line).unwrap_or_else(|| "-".into());
+        ctx.out.line(format!("{}  {key}  {}", t.id, git_swarm::escape::line(&t.title)));
     }
-    ctx.out.doc(&super::output::tasks_json(&c.value, now));
+    let mut doc = super::output::tasks_json(&c.value, now);
+    if let Some(items) = doc.as_array_mut() {
+        for (item, key) in items.iter_mut().zip(keys.iter()) {
+            if let Some(o) = item.as_object_mut() {
+                o.insert("key".into(), serde_json::json!(key));
+            }
+        }
+    }
+    ctx.out.doc(&doc);
     Ok(())
 }

@@ -28,7 +28,15 @@ pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
     // A claim by id reads that task alone; the next ready one reads the tasks it touches, chosen by the index.
     let one = args.id.as_deref().map(|id| [id]);
     let reads = one.as_ref().map_or(git_swarm::txn::Reads::Next(args.kind), |a| git_swarm::txn::Reads::Tasks(a));
+    let swarm = ctx.swarm()?;
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
+        // After the judge's stop nothing is claimed, by a runner or by hand, until `git swarm goal` (on the very
+        // state the claim commits against).
+        if let Some(stop) = git_swarm::runner::last_cycle(swarm.store(), snap.commit)
+            .filter(|c| c.verdict == git_swarm::runner::Verdict::Stop)
+        {
+            return Err(DomainError::Stopped { cycle: stop.cycle });
+        }
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };
         ops::claim(&snap.board, &actor, args.id.as_deref(), args.kind, lease, recorded)

@@ -23,8 +23,16 @@ pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let repairs = Repairs { fix: args.fix, accept_remote: args.accept_remote };
     let mut findings = git_swarm::doctor::examine(&swarm, ctx.now(), repairs)?;
+    // Settings that cannot be read stop every op: put back the newest that read (with --fix) before anything else.
+    let settings_ok = match broken_settings(ctx, &swarm, args.fix)? {
+        Some((f, repaired)) => {
+            findings.push(f);
+            repaired
+        }
+        None => true,
+    };
     // After a restore too: tasks the board calls open whose code is on the target are finished, never redone.
-    if let Some(f) = landed_but_not_done(ctx, &swarm, args.fix)? {
+    if settings_ok && let Some(f) = landed_but_not_done(ctx, &swarm, args.fix)? {
         findings.push(f);
     }
     // The agents each role would run from this clone, and whether they can start here.
@@ -53,6 +61,42 @@ pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
         return Err(CliError::io(format!("{open} problem(s) doctor could not repair")).documented());
     }
     Ok(())
+}
+
+/// The newest board's `swarm.toml` cannot be read: the finding, and with `fix` the settings of the newest commit
+/// that has good ones written back by compare-and-swap (an op `config`, in the log). `true` when the settings read
+/// afterwards.
+fn broken_settings(
+    ctx: &Ctx,
+    swarm: &git_swarm::txn::Swarm,
+    fix: bool,
+) -> CliResult<Option<(git_swarm::doctor::Finding, bool)>> {
+    let Ok(Some(snap)) = swarm.try_read(false) else { return Ok(None) };
+    let Some(broken) = snap.board.broken_settings.clone() else { return Ok(None) };
+    let Some(good) = broken.fallback.clone().filter(|_| fix) else {
+        return Ok(Some((git_swarm::doctor::broken_settings(&broken, None), false)));
+    };
+    let agent = ctx.agent().to_string();
+    let who = Ctx::identity(swarm, &agent);
+    let clock = ctx.clock();
+    let what = format!("put back by doctor: the settings of {}", git_swarm::store::short(&good));
+    let c = swarm.transact_settings(&ctx.retry, &who, &clock, |snap, now| {
+        let actor = git_swarm::ops::Actor { agent: agent.clone(), now };
+        // On a lost race the newest board is judged again: settings someone repaired meanwhile are left alone.
+        match &snap.board.broken_settings {
+            None => Ok((git_swarm::ops::Change::default(), false)),
+            Some(_) => Ok((git_swarm::ops::configure(&snap.board, &actor, &snap.board.config, &what)?, true)),
+        }
+    })?;
+    let fixed = match (c.value, c.commit) {
+        (true, Some(commit)) => format!(
+            "wrote back the settings of commit {} (state commit {})",
+            git_swarm::store::short(&good),
+            git_swarm::store::short(&commit.to_string())
+        ),
+        _ => "repaired meanwhile by another clone".to_string(),
+    };
+    Ok(Some((git_swarm::doctor::broken_settings(&broken, Some(fixed)), true)))
 }
 
 /// [`git_swarm::doctor::landed_but_not_done`] on the newest board, and with `fix` the `done` of each (one op).

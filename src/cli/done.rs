@@ -53,10 +53,13 @@ fn warn_unless_on_target(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, commit: gix::
     };
     if !git_swarm::runner::git::is_ancestor(swarm.local.repo.common_dir(), commit, tip) {
         ctx.out.warn(format!(
-            "commit {} is not on {}'s {target} (at {}): push it there, or the task's code is not where the swarm looks",
+            "the task is done with commit {}, which is not on {}'s {target} (at {}): nothing lands it for you — push \
+             it there (`git push {} {}:{target}`), or the task's code is not where the swarm and its workers look",
             short(commit),
             swarm.remote_label,
-            short(tip)
+            short(tip),
+            swarm.remote_label,
+            short(commit),
         ));
     }
 }

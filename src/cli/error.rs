@@ -86,11 +86,16 @@ impl From<DomainError> for CliError {
             DomainError::ClaimedByOther { .. } => {
                 CliError::new(Exit::Refused, msg).hint("take the best ready task instead with `git swarm claim`")
             }
+            DomainError::NotClaimed { id, ever: false, .. } => CliError::new(Exit::Refused, msg)
+                .hint(format!("claim it first: `git swarm claim {id}` (then work on it, then `git swarm done {id}`)")),
             DomainError::NotMine { .. } | DomainError::StaleEpoch { .. } | DomainError::NotClaimed { .. } => {
                 CliError::new(Exit::Refused, msg).hint(
                     "your claim has ended (another agent took the task over, or it was released); claim another task",
                 )
             }
+            DomainError::Stopped { .. } => CliError::new(Exit::Refused, msg).hint(
+                "`git swarm status` shows the judge's reasons; `git swarm goal \"<next goal>\"` starts the next cycle",
+            ),
             DomainError::DepsNotDone { .. } => {
                 CliError::new(Exit::Refused, msg).hint("`git swarm ready` lists the tasks that can be claimed now")
             }
@@ -140,6 +145,18 @@ impl From<TxnError> for CliError {
             }
             TxnError::Remote(RemoteError::Unreachable { .. }) => {
                 CliError::io(msg).hint("check the remote's URL and your access with `git ls-remote <remote>`")
+            }
+            TxnError::BrokenSettings { fallback, .. } => {
+                let repair = match fallback {
+                    Some(good) => format!(
+                        "`git swarm doctor --fix` puts back the settings of commit {} (the newest that read)",
+                        git_swarm::store::short(&good)
+                    ),
+                    None => "`git swarm init --config <file> --force` writes new settings".to_string(),
+                };
+                CliError::io(msg)
+                    .hint(repair)
+                    .hint("or `git swarm config set <key> <value>` (from those settings), `git swarm init --config <file> --force`")
             }
             TxnError::Lineage { .. } => CliError::io(msg)
                 .hint("`git swarm doctor` shows what changed; `git swarm doctor --fix` puts back what this clone saw")

@@ -49,14 +49,14 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
     s.push_str(head);
     s.push('\n');
     s.push_str(&format!(
-        "tasks: {} open · {} claimed · {} done · {} failed · {} cancelled — {:.1} landed/min (last {} min)\n",
+        "tasks: {} open · {} claimed · {} done · {} failed · {} cancelled — {:.1} landed/min (last {})\n",
         v.count(Status::Open),
         v.count(Status::Claimed),
         v.count(Status::Done),
         v.count(Status::Failed),
         v.count(Status::Cancelled),
         v.landing_rate,
-        v.landings_per_minute.len(),
+        v.rate_span(),
     ));
     if !v.landings_per_minute.is_empty() {
         s.push_str(&format!(

@@ -55,12 +55,17 @@ pub fn run(ctx: &mut Ctx, args: GoalArgs) -> CliResult<()> {
             ctx.out.line("the swarm has this goal already");
             json!({"goal": text.trim(), "ended_cycle": null, "plan": null})
         }
-        Filed::Replaced { ended, plan } => {
-            ctx.out.line(format!(
-                "goal set; cycle {ended} ended, cycle {} starts with the root plan {plan}",
-                ended.saturating_add(1)
-            ));
-            json!({"goal": text.trim(), "ended_cycle": ended, "plan": plan})
+        Filed::Replaced { ended, plan, stopped } => {
+            let next = ended.saturating_add(1);
+            if *stopped {
+                ctx.out.line(format!(
+                    "goal set; the judge had stopped the swarm after cycle {ended}: cycle {next} starts with the root \
+                     plan {plan}"
+                ));
+            } else {
+                ctx.out.line(format!("goal set; cycle {ended} ended, cycle {next} starts with the root plan {plan}"));
+            }
+            json!({"goal": text.trim(), "ended_cycle": ended, "plan": plan, "after_stop": stopped})
         }
     };
     ctx.out.note("runners that exited when the swarm stopped must be started again (git swarm up, git swarm run …)");

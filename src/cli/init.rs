@@ -22,6 +22,10 @@ pub struct InitArgs {
     /// Start from these settings (a swarm.toml: [run], [roles.*], …); the flags above override it.
     #[arg(long, value_name = "FILE")]
     config: Option<std::path::PathBuf>,
+    /// With --config: when the swarm exists, replace its settings with these (one `config` op; the tasks stay).
+    /// Also repairs a swarm.toml that cannot be read.
+    #[arg(long, requires = "config")]
+    force: bool,
 }
 
 pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
@@ -53,7 +57,13 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     git_swarm::config::check(&config).map_err(|e| CliError::usage(format!("init: {e}")))?;
     let who = Ctx::identity(&swarm, &agent);
     let clock = ctx.clock();
-    let (commit, created) = swarm.init(&ctx.retry, &who, &clock, &config, &agent)?;
+    let (commit, created) = match swarm.init(&ctx.retry, &who, &clock, &config, &agent) {
+        Ok((_, false)) | Err(git_swarm::txn::TxnError::BrokenSettings { .. }) if args.force => {
+            // The swarm exists (its settings readable or not): --force replaces them.
+            return replace_settings(ctx, &swarm, &config);
+        }
+        other => other?,
+    };
     let refname = swarm.ref_name();
     // The settings this clone wrote are trusted by it (not those of a swarm that was there already).
     if created {
@@ -74,9 +84,57 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
             short(&commit.to_string())
         ));
     }
+    if created {
+        warn_unless_branch(ctx, &swarm, &config.target);
+    }
     ctx.out
         .doc(&json!({"ref": refname, "commit": commit.to_string(), "created": created, "remote": swarm.remote_label}));
     Ok(())
+}
+
+/// `init --config <file> --force` on a swarm that exists: its settings replaced by the file's, whatever they were
+/// (settings that cannot be read included), by one `config` op; the tasks, cycles and spend stay.
+fn replace_settings(ctx: &mut Ctx, swarm: &git_swarm::txn::Swarm, config: &Config) -> CliResult<()> {
+    let mut was_broken = false;
+    let (_, c) = ctx.transact_settings(|snap, now, agent| {
+        was_broken = snap.board.broken_settings.is_some();
+        let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
+        Ok((git_swarm::ops::configure(&snap.board, &actor, config, "init --force")?, ()))
+    })?;
+    let refname = swarm.ref_name();
+    match c.commit {
+        Some(commit) => {
+            super::trust::trust_own(ctx, swarm, commit, false);
+            let what =
+                if was_broken { "replaced the settings that could not be read" } else { "replaced the settings" };
+            ctx.out.line(format!(
+                "swarm '{}' on {}: {what} ({refname} at {})",
+                swarm.name,
+                swarm.remote_label,
+                short(&commit.to_string())
+            ));
+            warn_unless_branch(ctx, swarm, &config.target);
+        }
+        None => {
+            ctx.out.line(format!("swarm '{}' on {}: the settings are these already", swarm.name, swarm.remote_label))
+        }
+    }
+    ctx.out.doc(&json!({"ref": refname, "commit": c.commit.map(|c| c.to_string()), "created": false,
+        "replaced": c.commit.is_some(), "remote": swarm.remote_label}));
+    Ok(())
+}
+
+/// Say so when the remote has no branch `target` (a typo like `mian`, or a repository with no commit yet): no task
+/// can land until it has one. Says nothing when the remote cannot be asked.
+pub(super) fn warn_unless_branch(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, target: &str) {
+    if let Ok(None) = swarm.fetch_branch(&format!("refs/heads/{target}")) {
+        ctx.out.warn(format!(
+            "{} has no branch '{}': no task can land until it has one (push it, or name another with `git swarm \
+             config set target <branch>`)",
+            swarm.remote_label,
+            git_swarm::escape::line(target)
+        ));
+    }
 }
 
 fn current_branch(repo: &gix::Repository) -> Option<String> {

@@ -32,7 +32,9 @@ pub fn render() -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     man.render_title(&mut buf)?;
     man.render_name_section(&mut buf)?;
-    man.render_synopsis_section(&mut buf)?;
+    // clap_mangen's synopsis drops the value names of options (`[-C ]`): the page writes its own, as each
+    // command's entry below does.
+    synopsis(&cmd).to_writer(&mut buf)?;
     man.render_description_section(&mut buf)?;
     man.render_options_section(&mut buf)?;
     commands_section(&cmd).to_writer(&mut buf)?;
@@ -55,9 +57,22 @@ fn commands_section(cmd: &clap::Command) -> Roff {
     r
 }
 
-fn commands_entry(r: &mut Roff, sub: &clap::Command, path: &str) {
-    let mut usage = vec![bold(path.to_string())];
-    for a in sub.get_arguments().filter(|a| !a.is_hide_set() && !a.is_global_set()) {
+/// `git swarm [-C <DIR>] [--remote <NAME-OR-URL>] … <command> [<args>]`.
+fn synopsis(cmd: &clap::Command) -> Roff {
+    let mut r = Roff::new();
+    r.control("SH", ["SYNOPSIS"]);
+    let mut line = vec![bold("git swarm")];
+    let globals = cmd.get_arguments().filter(|a| a.is_global_set() && !a.is_hide_set());
+    line.extend(words(globals));
+    line.push(roman(" <command> [<args>]"));
+    r.text(line);
+    r
+}
+
+/// The synopsis words of `args`: `[--flag <VALUE>]`, `<POSITIONAL>`, each after a space.
+fn words<'a>(args: impl Iterator<Item = &'a clap::Arg>) -> Vec<clap_mangen::roff::Inline> {
+    let mut usage = Vec::new();
+    for a in args {
         let name = match (a.get_long(), a.get_short()) {
             (Some(l), _) => format!("--{l}"),
             (None, Some(s)) => format!("-{s}"),
@@ -74,6 +89,12 @@ fn commands_entry(r: &mut Roff, sub: &clap::Command, path: &str) {
         usage.push(roman(" "));
         usage.push(roman(word));
     }
+    usage
+}
+
+fn commands_entry(r: &mut Roff, sub: &clap::Command, path: &str) {
+    let mut usage = vec![bold(path.to_string())];
+    usage.extend(words(sub.get_arguments().filter(|a| !a.is_hide_set() && !a.is_global_set())));
     r.control("TP", []);
     r.text(usage);
     let about = sub.get_long_about().or(sub.get_about()).map(|s| s.to_string()).unwrap_or_default();

@@ -3,6 +3,7 @@
 
 mod add;
 mod board;
+mod cancel;
 mod ci;
 mod claim;
 mod compact;
@@ -53,7 +54,7 @@ use output::Printer;
 /// compare-and-swap.
 #[derive(Debug, Parser)]
 #[command(name = "git-swarm", version, about, max_term_width = 100)]
-#[command(propagate_version = true, disable_help_subcommand = true)]
+#[command(propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -128,6 +129,8 @@ pub enum Command {
     Fail(fail::FailArgs),
     /// Open a failed or cancelled task again, its attempts reset.
     Retry(retry::RetryArgs),
+    /// Cancel an open or claimed task: it will not be done (a holder is fenced off; `retry` opens it again).
+    Cancel(cancel::CancelArgs),
     /// Set the swarm's goal and start the next cycle with a fresh root plan (also after the judge's stop).
     Goal(goal::GoalArgs),
     /// Counts by status, agents and what they hold, expired leases.
@@ -398,6 +401,27 @@ impl Ctx {
         Ok((swarm, res?))
     }
 
+    /// [`Ctx::transact`] for an op that writes the settings ([`Swarm::transact_settings`]): it may replace a
+    /// `swarm.toml` that cannot be read. What the board's settings were is in the snapshot the op gets.
+    pub fn transact_settings<T>(
+        &mut self,
+        mut op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
+    ) -> CliResult<(std::rc::Rc<Swarm>, git_swarm::txn::Committed<T>)> {
+        let agent = self.agent().to_string();
+        let swarm = self.swarm()?;
+        let who = Self::identity(&swarm, &agent);
+        let clock = self.clock();
+        let mut seen = Vec::new();
+        let res = swarm.transact_settings(&self.retry, &who, &clock, |snap, now| {
+            seen.clone_from(&snap.problems);
+            op(snap, now, &agent)
+        });
+        // The broken `swarm.toml` this op replaced is no problem to report.
+        seen.retain(|p| p.path != "swarm.toml" || res.is_err());
+        self.out.problems(&seen);
+        Ok((swarm, res?))
+    }
+
     /// Read the newest board, reporting unreadable files.
     pub fn read(&mut self, full: bool) -> CliResult<Snapshot> {
         let swarm = self.swarm()?;
@@ -589,6 +613,14 @@ pub fn parse_lease(s: &str) -> Result<Duration, String> {
     git_swarm::time::parse_duration(s)
 }
 
+/// Parse a command flag (`--exec`): a command that is only blanks would run nothing (and fail every task).
+pub fn parse_command(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("the command is empty: give the agent's command line, e.g. --exec 'claude -p'".into());
+    }
+    Ok(s.to_string())
+}
+
 /// Parse a task id argument.
 pub fn parse_id(s: &str) -> Result<String, String> {
     git_swarm::model::validate_id(s)?;
@@ -650,6 +682,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Done(a) => done::run(&mut ctx, a),
         Command::Fail(a) => fail::run(&mut ctx, a),
         Command::Retry(a) => retry::run(&mut ctx, a),
+        Command::Cancel(a) => cancel::run(&mut ctx, a),
         Command::Goal(a) => goal::run(&mut ctx, a),
         Command::Status(a) => status::run(&mut ctx, a),
         Command::Log(a) => log::run(&mut ctx, a),

@@ -50,7 +50,15 @@ impl Printer {
     /// Unreadable files of the state ref, one `warning:` line each.
     pub fn problems(&self, problems: &[Problem]) {
         for p in problems {
-            self.warn(format!("skipped {p}"));
+            if p.path == "swarm.toml" {
+                // The board is read all the same, with the newest settings that read: say what that means.
+                self.warn(format!(
+                    "{p} — shown with the newest settings that read; no op but a repair runs until it is fixed \
+                     (`git swarm doctor`)"
+                ));
+            } else {
+                self.warn(format!("skipped {p}"));
+            }
         }
     }
 }

@@ -32,7 +32,7 @@ enum RoleCmd {
 #[derive(Debug, clap::Args)]
 struct LoopArgs {
     /// The agent command, run through `sh -c` with the prompt on stdin [default: the role in swarm.toml].
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", value_parser = super::parse_command)]
     exec: Option<String>,
     /// One task (or one plan, one verdict), then exit; exit 3 when there is none.
     #[arg(long, conflicts_with = "until_idle")]
@@ -147,6 +147,11 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     };
     // `run worker --once`: did its one task land? (A failed or lost task is a failed run for a script.)
     let mut not_landed: Option<String> = None;
+    let once = match &args.role {
+        RoleCmd::Worker(w) => w.lp.once,
+        RoleCmd::Planner(p) => p.lp.once,
+        RoleCmd::Judge(j) => j.lp.once,
+    };
     let (role, end, doc) = match args.role {
         RoleCmd::Worker(w) => {
             let opts = WorkerOptions { mode: w.lp.mode(), max_tasks: w.max_tasks };
@@ -174,15 +179,11 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     };
     let publishes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);
     let lost = swarm.lost.load(std::sync::atomic::Ordering::Relaxed);
-    let why = match &end {
-        RunEnd::NothingReady => "nothing to do".to_string(),
-        RunEnd::Done => "done".to_string(),
-        RunEnd::Idle => "idle: no task ready and no claim live".to_string(),
-        RunEnd::SwarmStopped { cycle } => format!("the judge stopped the swarm (cycle {cycle})"),
-        RunEnd::Interrupted => "interrupted; claims released".to_string(),
-        RunEnd::BudgetSpent { why } => format!("no more claims: {why}"),
-    };
+    let why = end_why(&end);
     ctx.out.note(format!("{agent}: {role} exits: {why}; {publishes} push(es), {lost} lost race(s)"));
+    if let Some(h) = end_hint(&end) {
+        ctx.out.note(format!("hint: {h}"));
+    }
     let mut doc = doc;
     if let Some(o) = doc.as_object_mut() {
         o.insert("role".into(), json!(role));
@@ -205,7 +206,45 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         .hint("see the board with `git swarm list`")
         .documented());
     }
+    // `--once` on a stopped swarm found nothing to do either: exit 3, as the contract says.
+    if let (true, RunEnd::SwarmStopped { cycle }) = (once, &end) {
+        return Err(stopped_once(*cycle));
+    }
     Ok(())
+}
+
+/// `--once` on a swarm the judge stopped: nothing to claim (exit 3), and how to go on.
+fn stopped_once(cycle: u64) -> CliError {
+    CliError::new(Exit::NothingReady, format!("nothing to claim: the judge stopped the swarm after cycle {cycle}"))
+        .hint("`git swarm goal \"<next goal>\"` starts the next cycle; `git swarm status` shows the judge's reasons")
+        .documented()
+}
+
+/// How a runner's end is said in its last line.
+fn end_why(end: &RunEnd) -> String {
+    match end {
+        RunEnd::NothingReady => "nothing to do".to_string(),
+        RunEnd::Done => "done".to_string(),
+        RunEnd::Idle => "idle: no task ready and no claim live".to_string(),
+        RunEnd::SwarmStopped { cycle } => format!("the judge stopped the swarm after cycle {cycle}"),
+        RunEnd::Interrupted => "interrupted; claims released".to_string(),
+        RunEnd::BudgetSpent { why } => format!("no more claims: {why}"),
+    }
+}
+
+/// How to go on after an end that a person must act on.
+fn end_hint(end: &RunEnd) -> Option<&'static str> {
+    match end {
+        RunEnd::SwarmStopped { .. } => Some(
+            "`git swarm goal \"<next goal>\"` starts the next cycle (then start the runners again); `git swarm status` \
+             shows the judge's reasons",
+        ),
+        RunEnd::BudgetSpent { .. } => Some(
+            "the next cycle starts with its budget whole (`git swarm goal`, or the judge's `continue`); `git swarm \
+             config set run.budget.cycle_usd <n>` raises it",
+        ),
+        _ => None,
+    }
 }
 
 /// `run worker --agents <n>`: n agents in one process, one thread each (a `Swarm` each: reads and the agent's own
@@ -290,10 +329,12 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
     let figures = desk.figures.lock().map(|f| *f).unwrap_or_default();
     let (mut landed, mut failed, mut lost_claims, mut pushes, mut lost_races) = (0, 0, 0, 0, 0);
     let mut agents = Vec::new();
+    let mut ends = Vec::new();
     let mut first_error = None;
     for (id, res) in results {
         match res {
             Ok(a) => {
+                ends.push(a.end.clone());
                 landed += a.stats.landed;
                 failed += a.stats.failed;
                 lost_claims += a.stats.lost;
@@ -308,11 +349,30 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
             }
         }
     }
+    // Why they ended: one reason when they share it (the judge's stop, a spent budget), else how many ended how.
+    let mut whys: Vec<(String, usize)> = Vec::new();
+    for e in &ends {
+        let why = end_why(e);
+        match whys.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n += 1,
+            None => whys.push((why, 1)),
+        }
+    }
+    let why = match whys.as_slice() {
+        [(w, _)] => w.clone(),
+        many => many.iter().map(|(w, n)| format!("{n} {w}")).collect::<Vec<_>>().join(", "),
+    };
     ctx.out.note(format!(
-        "{base}: {} agents exit: {landed} landed, {failed} failed, {lost_claims} lost; {} update(s) of the state ref \
-         for {} landing(s) and {} claim(s) (at most {} landings in one), {pushes} push(es), {lost_races} lost race(s)",
+        "{base}: {} agents exit: {why}; {landed} landed, {failed} failed, {lost_claims} lost; {} update(s) of the \
+         state ref for {} landing(s) and {} claim(s) (at most {} landings in one), {pushes} push(es), {lost_races} \
+         lost race(s)",
         w.agents, figures.batches, figures.landings, figures.claims, figures.widest
     ));
+    let mut hints: Vec<&str> = ends.iter().filter_map(end_hint).collect();
+    hints.dedup();
+    for h in hints {
+        ctx.out.note(format!("hint: {h}"));
+    }
     ctx.out.doc(&json!({
         "role": "worker", "agent": base, "agents": agents, "landed": landed, "failed": failed, "lost": lost_claims,
         "pushes": pushes, "lost_races": lost_races,
@@ -325,8 +385,13 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
     }
     // `--once`, as for one agent: a task that did not land is a failed run for a script; none to claim, exit 3.
     if opts.mode == Mode::Once {
-        let ends: Vec<&str> = agents.iter().filter_map(|a| a["end"].as_str()).collect();
-        if ends.iter().all(|e| *e == "nothing-ready") {
+        if let Some(RunEnd::SwarmStopped { cycle }) = ends.first()
+            && ends.iter().all(|e| matches!(e, RunEnd::SwarmStopped { .. }))
+        {
+            return Err(stopped_once(*cycle));
+        }
+        let names: Vec<&str> = agents.iter().filter_map(|a| a["end"].as_str()).collect();
+        if names.iter().all(|e| *e == "nothing-ready" || *e == "stopped") {
             return Err(CliError::new(Exit::NothingReady, "no ready work task")
                 .hint("see the board with `git swarm list`")
                 .documented());

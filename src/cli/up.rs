@@ -35,7 +35,7 @@ pub struct UpArgs {
     #[arg(long, value_name = "PATH")]
     goal_file: Option<PathBuf>,
     /// The agent command for every role [default: the roles in swarm.toml].
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", value_parser = super::parse_command)]
     exec: Option<String>,
     /// The check command of the workers [default: [run] check in swarm.toml].
     #[arg(long, value_name = "CMD")]
@@ -129,17 +129,40 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
         env: vec![],
         logs: swarm.local.repo.common_dir().join("swarm").join("logs"),
     };
+    let before = failed_ids(&swarm);
+    let since = ctx.now();
     let end = run_fleet(&fleet, &swarm)?;
-    report_end(ctx, &swarm, &end);
+    let failed_now = report_end(ctx, &swarm, &end, &before, since);
     if !end.failed.is_empty() {
         return Err(CliError::io(format!(
             "{} member(s) of the fleet failed: {}",
             end.failed.len(),
             end.failed.join(", ")
         ))
-        .hint(format!("their logs are in {}", fleet.logs.display())));
+        .hint(format!("their logs are in {}", fleet.logs.display()))
+        .documented());
+    }
+    // A fleet whose tasks failed did not do its work: a script must see it.
+    if !failed_now.is_empty() && !end.interrupted {
+        return Err(CliError::io(format!(
+            "{} task(s) failed while the fleet ran: {}",
+            failed_now.len(),
+            failed_now.join(", ")
+        ))
+        .hint("`git swarm show <id>` says why; `git swarm retry <id>` gives one another go")
+        .documented());
     }
     Ok(())
+}
+
+/// The tasks that are `failed` now (finished ones included).
+fn failed_ids(swarm: &Swarm) -> std::collections::BTreeSet<String> {
+    match swarm.read(true) {
+        Ok(s) => {
+            s.board.tasks.values().filter(|t| t.task.status == Status::Failed).map(|t| t.task.id.clone()).collect()
+        }
+        Err(_) => Default::default(),
+    }
 }
 
 /// Can each role the fleet runs start its agent here ([`git_swarm::agent::prepare`])?
@@ -184,22 +207,31 @@ fn preflight(
     Ok(())
 }
 
-pub fn report_end(ctx: &Ctx, swarm: &Swarm, end: &FleetEnd) {
-    let (done, failed, reasons) = match swarm.read(true) {
+/// The fleet's closing lines: counts, why tasks failed, the judge's verdict when it gave one while the fleet ran
+/// (`since`). Returns the tasks that failed while it ran (not in `before`).
+pub fn report_end(
+    ctx: &Ctx,
+    swarm: &Swarm,
+    end: &FleetEnd,
+    before: &std::collections::BTreeSet<String>,
+    since: Timestamp,
+) -> Vec<String> {
+    let (done, failed, reasons, failed_now, verdict) = match swarm.read(true) {
         Ok(s) => {
             let c = git_swarm::runner::counts(&s.board);
+            let failed: Vec<&git_swarm::model::Task> =
+                s.board.tasks.values().map(|t| &t.task).filter(|t| t.status == Status::Failed).collect();
             // Why tasks failed, so that a fleet that could not start its agents says so at once.
-            let reasons: Vec<String> = s
-                .board
-                .tasks
-                .values()
-                .filter(|t| t.task.status == Status::Failed)
-                .filter_map(|t| t.task.failures.last().map(|f| format!("{}: {}", t.task.id, f.reason)))
+            let reasons: Vec<String> = failed
+                .iter()
+                .filter_map(|t| t.failures.last().map(|f| format!("{}: {}", t.id, f.reason)))
                 .take(5)
                 .collect();
-            (count(&c, Status::Done), count(&c, Status::Failed), reasons)
+            let failed_now = failed.iter().filter(|t| !before.contains(&t.id)).map(|t| t.id.clone()).collect();
+            let verdict = git_swarm::runner::last_cycle(swarm.store(), s.commit).filter(|c| c.at >= since);
+            (count(&c, Status::Done), count(&c, Status::Failed), reasons, failed_now, verdict)
         }
-        Err(_) => (0, 0, vec![]),
+        Err(_) => (0, 0, vec![], vec![], None),
     };
     ctx.out.line(format!(
         "fleet {}: {done} task(s) done, {failed} failed, in {:.1}s; {} push(es) ({} lost race(s))",
@@ -211,10 +243,25 @@ pub fn report_end(ctx: &Ctx, swarm: &Swarm, end: &FleetEnd) {
     for r in &reasons {
         ctx.out.line(format!("  failed {}", git_swarm::escape::line(r)));
     }
+    if let Some(c) = &verdict {
+        ctx.out.line(format!(
+            "cycle {}: {} — {} (by {})",
+            c.cycle,
+            c.verdict,
+            git_swarm::escape::line(&c.reasons),
+            git_swarm::escape::line(&c.by)
+        ));
+    }
+    let verdict_doc = verdict.as_ref().map(|c| {
+        serde_json::json!({"cycle": c.cycle, "verdict": c.verdict.to_string(), "reasons": c.reasons, "by": c.by,
+            "at": c.at.to_string()})
+    });
     ctx.out.doc(&serde_json::json!({
         "done": done, "failed": failed, "secs": end.elapsed.as_secs_f64(), "pushes": end.pushes,
         "lost_races": end.lost_races, "interrupted": end.interrupted, "members_failed": end.failed,
+        "failed_during": failed_now, "verdict": verdict_doc,
     }));
+    failed_now
 }
 
 fn count(c: &[(Status, usize)], st: Status) -> usize {

@@ -5,6 +5,7 @@
 
 use super::Kind;
 use crate::agent::http::Api;
+use crate::time::DurationText;
 
 /// The type of a setting as `git config` gives it (text), by the Rust type of its field.
 pub(crate) trait Setting {
@@ -19,7 +20,7 @@ macro_rules! kinds {
     };
 }
 
-kinds! { String => Text, Api => Text, u32 => Int, u64 => Int, f64 => Float, bool => Bool }
+kinds! { String => Text, DurationText => Text, Api => Text, u32 => Int, u64 => Int, f64 => Float, bool => Bool }
 
 /// A table: its settings (every one optional), then the tables under it, which are subsections in `git config`.
 macro_rules! table {
@@ -43,14 +44,16 @@ table! {
     /// `[run]`: how this swarm's runners work.
     Run {
         check: String,
-        task_timeout: String,
-        plan_timeout: String,
+        check_baseline: bool,
+        check_report: String,
+        task_timeout: DurationText,
+        plan_timeout: DurationText,
         conflict_tries: u32,
         plan_depth: u32,
         plan_rounds: u32,
         empty: String,
         pushes_per_minute: f64,
-        batch_window: String,
+        batch_window: DurationText,
         agent_hooks: bool,
     }
     tables { cycle: Cycle, budget: Budget }
@@ -58,7 +61,7 @@ table! {
 
 table! {
     /// `[run.cycle]`: when a cycle of planner, workers and judge ends.
-    Cycle { max_tasks: u64, max_time: String }
+    Cycle { max_tasks: u64, max_time: DurationText }
 }
 
 table! {

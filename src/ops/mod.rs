@@ -15,7 +15,7 @@ pub mod cycle;
 pub mod land;
 pub mod plan;
 
-pub use crate::state::{Board, Change, Closed, Stored, closed_path, task_path};
+pub use crate::state::{Board, BrokenSettings, Change, Closed, Stored, closed_path, task_path};
 
 /// Who is acting, and when.
 #[derive(Debug, Clone)]
@@ -33,8 +33,9 @@ pub enum DomainError {
     NothingReady { kind: Kind },
     #[error("task {id} is claimed by {agent} until {until}")]
     ClaimedByOther { id: String, agent: String, until: Timestamp },
-    #[error("task {id} is {status}, not claimed")]
-    NotClaimed { id: String, status: Status },
+    /// `ever`: whether anyone ever claimed it (its epoch is not 0): "your claim has ended" or "claim it first".
+    #[error("task {id} is {status}, not claimed{}", if *ever { "" } else { " (nobody has claimed it yet)" })]
+    NotClaimed { id: String, status: Status, ever: bool },
     #[error("task {id} is claimed by {holder}, not by {agent}")]
     NotMine { id: String, holder: String, agent: String },
     #[error("task {id} was claimed again since epoch {mine} (now epoch {current})")]
@@ -63,6 +64,9 @@ pub enum DomainError {
     /// A dependency of a new task can never run: its dependencies form a cycle (made by hand on the ref).
     #[error("dependency {dep} can never run: its dependencies form a cycle {}", cycle.join(" → "))]
     DependencyCycle { dep: String, cycle: Vec<String> },
+    /// The judge said `stop` after this cycle: nothing is claimed until a goal starts the next one.
+    #[error("the judge stopped the swarm after cycle {cycle}: nothing is claimed until the next cycle starts")]
+    Stopped { cycle: u64 },
     /// A programming error: an op that looks at every task ran on a board read for a few.
     #[error("internal: {0} needs a read of every task")]
     PartialBoard(&'static str),
@@ -508,7 +512,8 @@ pub(crate) fn check_holder<'a>(t: &'a Task, agent: &str, epoch: Option<u64>) -> 
     if t.status.is_final() {
         return Err(DomainError::Final { id: t.id.clone(), status: t.status });
     }
-    let c = t.claim.as_ref().ok_or(DomainError::NotClaimed { id: t.id.clone(), status: t.status })?;
+    let c =
+        t.claim.as_ref().ok_or(DomainError::NotClaimed { id: t.id.clone(), status: t.status, ever: t.epoch > 0 })?;
     if c.agent != agent {
         return Err(DomainError::NotMine { id: t.id.clone(), holder: c.agent.clone(), agent: agent.to_string() });
     }
@@ -696,7 +701,11 @@ pub(crate) fn done_landed(
     commit: String,
 ) -> Result<(Change, Task), DomainError> {
     let s = get(board, id)?;
-    let c = s.task.claim.as_ref().ok_or(DomainError::NotClaimed { id: id.to_string(), status: s.task.status })?;
+    let c = s.task.claim.as_ref().ok_or(DomainError::NotClaimed {
+        id: id.to_string(),
+        status: s.task.status,
+        ever: s.task.epoch > 0,
+    })?;
     if s.task.expired_claim(actor.now).is_none() {
         return Err(DomainError::ClaimedByOther { id: id.to_string(), agent: c.agent.clone(), until: c.lease_until });
     }
@@ -891,13 +900,15 @@ pub(crate) fn dependency_cycle(board: &Board, task: &Task) -> Option<Vec<String>
 /// Why `task` can never become ready: a dependency (or a dependency's dependency, through open tasks) failed or
 /// was cancelled, or its dependencies form a cycle. `None` while it can still run.
 pub(crate) fn blocked_for_good(board: &Board, task: &Task) -> Option<String> {
-    if let Some(why) = blocked_by_failure(board, task) {
-        return Some(why);
+    if let Some((d, st)) = blocked_by_failure(board, task) {
+        return Some(format!("{d} is {st}"));
     }
     dependency_cycle(board, task).map(|c| format!("its dependencies form a cycle {}", c.join(" → ")))
 }
 
-fn blocked_by_failure(board: &Board, task: &Task) -> Option<String> {
+/// The failed or cancelled task (a dependency, or a dependency's, through open tasks) that `task` waits on for
+/// ever, if any, and its status.
+pub(crate) fn blocked_by_failure<'a>(board: &'a Board, task: &'a Task) -> Option<(&'a str, Status)> {
     let mut stack: Vec<&str> = task.deps.iter().map(String::as_str).collect();
     let mut seen = std::collections::BTreeSet::new();
     while let Some(d) = stack.pop() {
@@ -905,7 +916,7 @@ fn blocked_by_failure(board: &Board, task: &Task) -> Option<String> {
             continue;
         }
         match board.status_of(d) {
-            Some(st @ (Status::Failed | Status::Cancelled)) => return Some(format!("{d} is {st}")),
+            Some(st @ (Status::Failed | Status::Cancelled)) => return Some((d, st)),
             Some(Status::Open | Status::Claimed) => {
                 if let Some(s) = board.tasks.get(d) {
                     stack.extend(s.task.deps.iter().map(String::as_str));
@@ -940,6 +951,37 @@ pub fn cancel(board: &Board, actor: &Actor, ids: &[String], reason: &str) -> Cha
     ch
 }
 
+/// `git swarm cancel <id>`: one open or claimed task will not be done (its holder is fenced off), `reason` recorded
+/// as a failure. Cancelling a cancelled task changes nothing (`None`: the task is not read, it is stored apart);
+/// a done or failed task is final (`retry` opens a failed one again). With the task as written and the ids of the
+/// tasks that wait on it, which can then never run.
+pub fn cancel_task(
+    board: &Board,
+    actor: &Actor,
+    id: &str,
+    reason: &str,
+) -> Result<(Change, Option<Task>, Vec<String>), DomainError> {
+    let s = match get(board, id) {
+        Err(DomainError::Final { status: Status::Cancelled, .. }) => return Ok((Change::default(), None, vec![])),
+        other => other?,
+    };
+    match s.task.status {
+        Status::Open | Status::Claimed => {}
+        Status::Cancelled => return Ok((Change::default(), Some(s.task.clone()), vec![])),
+        status => return Err(DomainError::Final { id: id.to_string(), status }),
+    }
+    let mut ch = cancel(board, actor, &[id.to_string()], reason);
+    ch.summary = format!("cancel {id}: {}", subject(reason));
+    let task = ch.writes.first().map(|w| w.task.clone());
+    let waiting = board
+        .tasks
+        .values()
+        .filter(|w| matches!(w.task.status, Status::Open | Status::Claimed) && w.task.deps.iter().any(|d| d == id))
+        .map(|w| w.task.id.clone())
+        .collect();
+    Ok((ch, task, waiting))
+}
+
 fn cancel_where(board: &Board, actor: &Actor, ids: &[String], why: impl Fn(&Task) -> Option<String>) -> Change {
     let mut writes = Vec::new();
     let mut removes = Vec::new();
@@ -965,9 +1007,11 @@ fn cancel_where(board: &Board, actor: &Actor, ids: &[String], why: impl Fn(&Task
 
 /// Replace the swarm's settings (`swarm.toml`) by `config` — computed from this board's, so that a lost race
 /// re-applies the edit to the newest settings. The same settings are no change (and no push). `what` names the
-/// edit in the log (`config lease`).
+/// edit in the log (`config lease`). On a board whose `swarm.toml` cannot be read ([`Board::broken_settings`]) it is
+/// always a change: it replaces the broken file.
 pub fn configure(board: &Board, actor: &Actor, config: &Config, what: &str) -> Result<Change, DomainError> {
-    if *config == board.config {
+    // Broken settings are shown as the newest good ones: writing those back is a change.
+    if *config == board.config && board.broken_settings.is_none() {
         return Ok(Change::default());
     }
     let text = toml::to_string(config).map_err(|e| DomainError::BadSetting(format!("cannot write it: {e}")))?;

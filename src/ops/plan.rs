@@ -55,6 +55,9 @@ pub fn parse_task_file(text: &str) -> Result<Vec<Proposal>, String> {
     };
     let mut out = Vec::with_capacity(tables.len());
     let mut keys = BTreeSet::new();
+    // Every key of the file, for deps on a task further down (a chain listed backwards): one set, not a scan of
+    // every table for each dep.
+    let all_keys: BTreeSet<&str> = tables.iter().filter_map(|t| t.get("key").and_then(toml::Value::as_str)).collect();
     for (i, v) in tables.iter().enumerate() {
         let n = i + 1;
         let toml::Value::Table(t) = v else { return Err(format!("[[task]] {n} is not a table")) };
@@ -74,6 +77,10 @@ pub fn parse_task_file(text: &str) -> Result<Vec<Proposal>, String> {
                 crate::model::MAX_TITLE_LEN
             ));
         }
+        // The title reaches agents as an environment variable, which cannot hold a NUL (`Task::validate`).
+        if trimmed.contains('\0') {
+            return Err(format!("{name}: the title contains a NUL character"));
+        }
         if let Some(k) = &p.key
             && !keys.insert(k.clone())
         {
@@ -83,7 +90,7 @@ pub fn parse_task_file(text: &str) -> Result<Vec<Proposal>, String> {
             crate::model::validate_label(l).map_err(|e| format!("{name}: labels: {e}"))?;
         }
         for id in p.deps.iter().filter(|d| p.key.as_deref() != Some(d.as_str())).chain(p.parent.iter()) {
-            if !keys.contains(id) && !tables.iter().any(|o| o.get("key").and_then(toml::Value::as_str) == Some(id)) {
+            if !all_keys.contains(id.as_str()) {
                 crate::model::validate_id(id).map_err(|e| format!("{name}: deps/parent: {e}"))?;
             }
         }
@@ -124,7 +131,7 @@ pub fn to_new_tasks(
     plans_allowed: bool,
     mint: &mut dyn FnMut() -> String,
 ) -> Result<(Vec<NewTask>, Vec<String>), DomainError> {
-    new_tasks(board, &|_| Some(parent.to_string()), proposals, plans_allowed, mint)
+    new_tasks(board, &|_| Some(parent.to_string()), proposals, plans_allowed, mint).map(|n| (n.news, n.minted))
 }
 
 /// The tasks of a task file as [`super::add`] takes them (deps by key resolved, in dependency order), each under its
@@ -133,9 +140,28 @@ pub fn task_file_tasks(
     board: &Board,
     default_parent: Option<&str>,
     proposals: &[Proposal],
-) -> Result<(Vec<NewTask>, Vec<String>), DomainError> {
+) -> Result<FileTasks, DomainError> {
     let parent_of = |p: &Proposal| p.parent.clone().or(default_parent.map(String::from));
-    new_tasks(board, &parent_of, proposals, true, &mut super::mint_id)
+    let n = new_tasks(board, &parent_of, proposals, true, &mut super::mint_id)?;
+    let keys = n.order.iter().map(|i| proposals[*i].key.clone()).collect();
+    Ok(FileTasks { news: n.news, minted: n.minted, keys })
+}
+
+/// The tasks of a task file, ready for [`super::add`]: in dependency order, the ids minted for them, and the key
+/// each had in the file (`None` for a table without one).
+#[derive(Debug)]
+pub struct FileTasks {
+    pub news: Vec<NewTask>,
+    pub minted: Vec<String>,
+    pub keys: Vec<Option<String>>,
+}
+
+/// What [`new_tasks`] makes: the tasks in dependency order, the ids minted for them (then the titles of the plans
+/// made work tasks), and the index of each task's proposal.
+struct NewTasks {
+    news: Vec<NewTask>,
+    minted: Vec<String>,
+    order: Vec<usize>,
 }
 
 fn new_tasks(
@@ -144,7 +170,7 @@ fn new_tasks(
     proposals: &[Proposal],
     plans_allowed: bool,
     mint: &mut dyn FnMut() -> String,
-) -> Result<(Vec<NewTask>, Vec<String>), DomainError> {
+) -> Result<NewTasks, DomainError> {
     // Mint an id for every proposal up front, so that deps by key can name them.
     let mut ids: Vec<String> = Vec::with_capacity(proposals.len());
     let mut taken = BTreeSet::new();
@@ -197,7 +223,7 @@ fn new_tasks(
     let mut demoted = Vec::new();
     let mut news = Vec::new();
     let mut minted = Vec::new();
-    for i in order {
+    for &i in &order {
         let p = &proposals[i];
         let mut kind = p.kind;
         if kind == Kind::Plan && !plans_allowed {
@@ -219,7 +245,7 @@ fn new_tasks(
         });
         minted.push(ids[i].clone());
     }
-    Ok((news, [minted, demoted].concat()))
+    Ok(NewTasks { news, minted: [minted, demoted].concat(), order })
 }
 
 /// Leave out the proposals that repeat a task of the same plan: one with the same title (case and spacing aside)

@@ -20,8 +20,9 @@ pub enum Filed {
     /// The swarm has this goal already (and goes on with it).
     Same,
     /// A new goal (or the same one again) replaced the old one; cycle `ended` was closed and the next one opened
-    /// with a root plan.
-    Replaced { ended: u64, plan: String },
+    /// with a root plan. `stopped`: the judge had stopped cycle `ended` already, and its record now says that the
+    /// swarm went on (no cycle in between that never ran).
+    Replaced { ended: u64, plan: String, stopped: bool },
 }
 
 /// Who files a goal, where: the swarm, the retry limits, the identity of its commits, the clock, the agent.
@@ -95,8 +96,9 @@ impl Filer<'_> {
                 Ok(f) => f.board,
                 Err(_) => snap.board.clone(),
             };
+            let stopped = last.as_ref().is_some_and(|c| c.verdict == Verdict::Stop);
             let (change, ended, plan) = next_cycle(&snap.board, &full, &actor, &goal, last.as_ref())?;
-            Ok((change, Filed::Replaced { ended, plan }))
+            Ok((change, Filed::Replaced { ended, plan, stopped }))
         })?;
         Ok(res.value)
     }
@@ -116,8 +118,11 @@ fn first_goal(board: &Board, actor: &Actor, goal: &str, cycle: Option<u64>) -> R
 }
 
 /// End the cycle after `last` with a `continue` record of this op, cancel the old goal's root plans and their
-/// sub-plans that are open or claimed, and file the new goal's root plan for the cycle after. `full` has every
-/// task (the record counts what finished). Pure: the model check and the property tests may call it.
+/// sub-plans that are open or claimed, and file the new goal's root plan for the cycle after. When `last` is the
+/// judge's `stop`, the stopped cycle is the one that ended: its record is rewritten as `continue` by this op (the
+/// judge's reasons kept in it, the old record in the ref's history), so the next cycle is the one after it, not an
+/// empty one in between. `full` has every task (the record counts what finished). Pure: the model check and the
+/// property tests may call it.
 pub(crate) fn next_cycle(
     board: &Board,
     full: &Board,
@@ -125,26 +130,47 @@ pub(crate) fn next_cycle(
     goal: &str,
     last: Option<&CycleRecord>,
 ) -> Result<(Change, u64, String), DomainError> {
-    let ended = last.map_or(1, |c| c.cycle.saturating_add(1));
-    let since = last.map_or(Timestamp::from_secs(0), |c| c.at);
-    let finished = |st: Status| ops::cycle::finished_since(full, st, since);
-    let record = CycleRecord {
-        cycle: ended,
-        verdict: Verdict::Continue,
-        reasons: format!("a goal was set with `git swarm goal` by {}: {}", actor.agent, first_line(goal)),
-        by: actor.agent.clone(),
-        at: actor.now,
-        tasks_done: finished(Status::Done),
-        tasks_failed: finished(Status::Failed),
-        usage: None,
-        spent: Some(board.spend.cycle_total(board.cycle)).filter(|u| !u.is_zero()),
+    let (record, summary) = match last {
+        Some(stop) if stop.verdict == Verdict::Stop => {
+            let record = CycleRecord {
+                verdict: Verdict::Continue,
+                reasons: format!(
+                    "{} stopped it ({}); {} set a goal with `git swarm goal`: {}",
+                    if stop.by.is_empty() { "the judge" } else { stop.by.as_str() },
+                    first_line(&stop.reasons),
+                    actor.agent,
+                    first_line(goal)
+                ),
+                by: actor.agent.clone(),
+                ..stop.clone()
+            };
+            (record, format!("cycle {}: go on after the stop with a new goal", stop.cycle))
+        }
+        _ => {
+            let ended = last.map_or(1, |c| c.cycle.saturating_add(1));
+            let since = last.map_or(Timestamp::from_secs(0), |c| c.at);
+            let finished = |st: Status| ops::cycle::finished_since(full, st, since);
+            let record = CycleRecord {
+                cycle: ended,
+                verdict: Verdict::Continue,
+                reasons: format!("a goal was set with `git swarm goal` by {}: {}", actor.agent, first_line(goal)),
+                by: actor.agent.clone(),
+                at: actor.now,
+                tasks_done: finished(Status::Done),
+                tasks_failed: finished(Status::Failed),
+                usage: None,
+                spent: Some(board.spend.cycle_total(board.cycle)).filter(|u| !u.is_zero()),
+            };
+            (record, format!("cycle {ended}: continue with a new goal"))
+        }
     };
+    let ended = record.cycle;
     let text =
         toml::to_string(&record).map_err(|e| DomainError::BadSetting(format!("cannot write the record: {e}")))?;
     let record = Change {
         op: "goal",
         agent: actor.agent.clone(),
-        summary: format!("cycle {ended}: continue with a new goal"),
+        summary,
         files: [(crate::state::cycle_path(ended), text)].into(),
         ..Default::default()
     };

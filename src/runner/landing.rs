@@ -247,7 +247,76 @@ impl<'a, 'r> Landing<'a, 'r> {
             )));
         }
         self.sync()?;
+        let cmd = cmd.clone();
+        let (run, tail) = self.run_check_on(&cmd, self.head)?;
+        if !run.passed {
+            // With a baseline, a red target is the yardstick: only what the change makes worse counts.
+            let worse = match self.job.settings.check_baseline {
+                false => Some("the check failed".to_string()),
+                true => {
+                    let base = self.base;
+                    let on_base = match self.kept(&cmd).get(base) {
+                        Some(b) => b,
+                        None => {
+                            // The target's tip, checked out in this work tree for its own run (the work is
+                            // committed; `sync` puts it back).
+                            git::run(self.wt, &["reset", "--hard", "--quiet", &base.to_string()]).map_err(fail)?;
+                            git::run(self.wt, &["clean", "-fdq"]).map_err(fail)?;
+                            self.synced = false;
+                            self.run_check_on(&cmd, base)?.0
+                        }
+                    };
+                    match crate::check::compare(&on_base, &run) {
+                        crate::check::Compared::Passes => None,
+                        crate::check::Compared::NotWorse { failing, fixed } => {
+                            let counted =
+                                failing.map(|n| format!(" ({n} failing test(s) on both)")).unwrap_or_default();
+                            let fixed = match fixed.len() {
+                                0 => String::new(),
+                                n => format!(
+                                    "; it fixes {n}: {}",
+                                    fixed.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+                                ),
+                            };
+                            self.events.push(Event::Warning(format!(
+                                "{}: the check fails on the target {} too{counted} and this change makes nothing \
+                                 worse{fixed}: landing it",
+                                self.task.id,
+                                &base.to_string()[..12]
+                            )));
+                            None
+                        }
+                        crate::check::Compared::Worse(why) => {
+                            Some(format!("the check is worse than on the target {} ({why})", &base.to_string()[..12]))
+                        }
+                    }
+                }
+            };
+            if let Some(what) = worse {
+                // In a batch the check ran on the landings before this one too: whose code failed it is not known
+                // (and one of them may leave the batch yet). Alone, on the target's own tip, it counts.
+                if self.batched {
+                    return Err(Abort::Conflicted);
+                }
+                return Err(Abort::Fail(super::reason_from(&what, &tail)));
+            }
+        }
+        self.checked_on = Some(self.base);
+        Ok(())
+    }
+
+    /// Where this check's runs are kept ([`super::baseline::Kept`]).
+    fn kept(&self, cmd: &str) -> super::baseline::Kept {
+        super::baseline::Kept::new(&self.r.places().base, cmd, self.job.settings.check_report.as_deref())
+    }
+
+    /// Run the check in the work tree as it is (showing `commit`), read its report, and keep the run for `commit`.
+    fn run_check_on(&mut self, cmd: &str, commit: ObjectId) -> Result<(crate::check::CheckRun, Vec<String>), Abort> {
         let (r, keeper) = (self.r, self.keeper);
+        let report = self.job.settings.check_report.clone();
+        if let Some(rep) = &report {
+            super::baseline::clear_report(self.wt, rep);
+        }
         // The check runs the agent's code (its tests, its Makefile): what it plants in `.git` is put back too.
         let guard = super::planted::Guard::take(&r.common_dir(), self.wt);
         let timeout = self.job.settings.task_timeout;
@@ -259,16 +328,20 @@ impl<'a, 'r> Landing<'a, 'r> {
         if let Some(why) = keeper.lost() {
             return Err(Abort::LostClaim(why));
         }
-        if !out.0 {
-            // In a batch the check ran on the landings before this one too: whose code failed it is not known
-            // (and one of them may leave the batch yet). Alone, on the target's own tip, it counts.
-            if self.batched {
-                return Err(Abort::Conflicted);
+        let tests = match report.as_deref().map(|rep| super::baseline::read_report(self.wt, rep)) {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(t))) => Some(t),
+            Some(Err(why)) => {
+                self.events.push(Event::Warning(format!(
+                    "{}: the check's report cannot be used ({why}); only its exit status counts",
+                    self.task.id
+                )));
+                None
             }
-            return Err(Abort::Fail(super::reason_from("the check failed", &out.1)));
-        }
-        self.checked_on = Some(self.base);
-        Ok(())
+        };
+        let run = crate::check::CheckRun { passed: out.0, tests };
+        self.kept(cmd).put(commit, &run);
+        Ok((run, out.1))
     }
 }
 

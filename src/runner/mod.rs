@@ -5,6 +5,7 @@
 //! through [`crate::agent`], and does its git work in work trees of its own ([`Places`], outside the git
 //! directory), never in the user's. It does no terminal I/O: what happens is reported as [`Event`]s to the caller.
 
+mod baseline;
 pub mod desk;
 pub mod git;
 pub mod goal;

@@ -7,6 +7,7 @@ use crate::agent::http::{Api, HttpAgent};
 use crate::config::{RoleTable, RunTable};
 use crate::escape::squash;
 use crate::model::Config;
+use crate::time::DurationText;
 
 /// A role of the swarm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,6 +38,12 @@ impl std::fmt::Display for Role {
 pub struct RunSettings {
     /// Run in the work tree after the rebase, before landing; non-zero fails the task.
     pub check: Option<String>,
+    /// Refuse a landing only for what it makes worse than the target ([`crate::check::compare`]): the check runs on
+    /// the target too when it fails on the change (`docs/check.md`).
+    pub check_baseline: bool,
+    /// Where the check writes its JUnit XML report, relative to the work tree (a file, or a folder of `*.xml`):
+    /// per-test results for the baseline.
+    pub check_report: Option<String>,
     pub task_timeout: Duration,
     /// A time limit for planner and judge runs.
     pub plan_timeout: Duration,
@@ -64,6 +71,8 @@ impl Default for RunSettings {
     fn default() -> Self {
         RunSettings {
             check: None,
+            check_baseline: false,
+            check_report: None,
             task_timeout: Duration::from_secs(30 * 60),
             plan_timeout: Duration::from_secs(20 * 60),
             conflict_tries: 2,
@@ -100,11 +109,24 @@ fn tokens(field: &str, v: Option<u64>) -> Result<Option<u64>, String> {
     }
 }
 
-fn dur(field: &str, v: Option<String>, default: Duration) -> Result<Duration, String> {
+fn dur(field: &str, v: Option<DurationText>, default: Duration) -> Result<Duration, String> {
     match v {
         None => Ok(default),
-        Some(s) => crate::time::parse_duration(&s).map_err(|e| format!("{field}: {e}")),
+        Some(s) => crate::time::parse_duration(&s.0).map_err(|e| format!("{field}: {e}")),
     }
+}
+
+/// `[run] check_report`: a path inside the work tree (relative, no `..`), where the check writes its report.
+fn report_path(p: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("[run] check_report = '{}': {why}", crate::escape::line(p));
+    let path = std::path::Path::new(p.trim());
+    if p.trim().is_empty() {
+        return Err(bad("give the path of the check's JUnit XML report, e.g. \"junit.xml\""));
+    }
+    if !path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir)) {
+        return Err(bad("give a path inside the work tree, relative to its top (no leading /, no ..)"));
+    }
+    Ok(p.trim().to_string())
 }
 
 /// `[run] batch_window`: milliseconds count, zero turns it off, at most a minute.
@@ -142,6 +164,11 @@ impl RunSettings {
         };
         Ok(RunSettings {
             check: raw.check.filter(|c| !c.trim().is_empty()),
+            check_baseline: raw.check_baseline.unwrap_or(d.check_baseline),
+            check_report: match raw.check_report {
+                None => None,
+                Some(p) => Some(report_path(&p)?),
+            },
             task_timeout: dur("[run] task_timeout", raw.task_timeout, d.task_timeout)?,
             plan_timeout: dur("[run] plan_timeout", raw.plan_timeout, d.plan_timeout)?,
             conflict_tries: raw.conflict_tries.unwrap_or(d.conflict_tries),
@@ -160,7 +187,7 @@ impl RunSettings {
             },
             batch_window: match raw.batch_window {
                 None => d.batch_window,
-                Some(w) => window(&w)?,
+                Some(w) => window(&w.0)?,
             },
             agent_hooks: raw.agent_hooks.unwrap_or(d.agent_hooks),
             task_budget,

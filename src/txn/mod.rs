@@ -126,6 +126,10 @@ pub enum TxnError {
     Stuck { refname: String, reason: String, attempts: u32 },
     #[error("the op may or may not have been published to {remote}: {message}")]
     OutcomeUnknown { remote: String, message: String },
+    /// `swarm.toml` of the newest state cannot be read: no op but one that replaces it is applied (without the
+    /// settings no op can be judged).
+    #[error("the swarm's settings cannot be read: {}", problem)]
+    BrokenSettings { problem: Problem, fallback: Option<String> },
     /// The state ref went back or away since this clone saw it: acting on it could redo finished work.
     #[error("{refname} on {remote} {what}: this clone last saw it at {seen}{}", now.as_ref().map(|n| format!(", it is at {n} now")).unwrap_or_default())]
     Lineage { refname: String, remote: String, what: String, seen: String, now: Option<String> },
@@ -150,6 +154,14 @@ struct Guard<T> {
     lost: u32,
     /// Time spent outside the race (a landing's rebase and check), not counted against `Retry::max_elapsed`.
     excluded: Duration,
+}
+
+/// No op is judged by settings that are not the board's own (invariant 7).
+fn refuse_broken(snap: &Snapshot) -> Result<(), TxnError> {
+    match &snap.board.broken_settings {
+        None => Ok(()),
+        Some(b) => Err(TxnError::BrokenSettings { problem: b.problem.clone(), fallback: b.fallback.clone() }),
+    }
 }
 
 /// Could a push that failed this way have landed all the same? Only when the connection broke: a refusal, or git
@@ -305,6 +317,31 @@ impl Swarm {
         retry: &Retry,
         who: &Identity,
         clock: &dyn Fn() -> Timestamp,
+        op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
+    ) -> Result<Committed<T>, TxnError> {
+        self.transact_inner(reads, retry, who, clock, false, op)
+    }
+
+    /// [`Swarm::transact`] for an op that writes the settings (`config set`, `init --config --force`, `doctor --fix`):
+    /// it may run on a board whose `swarm.toml` cannot be read ([`crate::ops::Board::broken_settings`]), which it
+    /// then replaces. Any other op is refused there.
+    pub fn transact_settings<T>(
+        &self,
+        retry: &Retry,
+        who: &Identity,
+        clock: &dyn Fn() -> Timestamp,
+        op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
+    ) -> Result<Committed<T>, TxnError> {
+        self.transact_inner(Reads::Live, retry, who, clock, true, op)
+    }
+
+    fn transact_inner<T>(
+        &self,
+        reads: Reads<'_>,
+        retry: &Retry,
+        who: &Identity,
+        clock: &dyn Fn() -> Timestamp,
+        repairs_settings: bool,
         mut op: impl FnMut(&Snapshot, Timestamp) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
         let res = self.optimistic::<T, std::convert::Infallible>(retry, |guard| {
@@ -331,7 +368,16 @@ impl Swarm {
                 }
                 _ => snap,
             };
+            if !repairs_settings {
+                refuse_broken(&snap)?;
+            }
             let (change, value) = op(&snap, now)?;
+            if repairs_settings
+                && snap.board.broken_settings.is_some()
+                && !change.files.contains_key(crate::state::CONFIG_PATH)
+            {
+                refuse_broken(&snap)?;
+            }
             if change.is_empty() {
                 return Ok(Attempt::Published(guard.committed(value, None, snap.problems)));
             }
@@ -391,6 +437,7 @@ impl Swarm {
             )? {
                 return Ok(Attempt::Published(done));
             }
+            refuse_broken(&snap)?;
             // Rebasing, conflict runs and the check take their own time: it is not time spent racing.
             let prepare_started = Instant::now();
             let prepared = prepare(branch_tip);
@@ -583,7 +630,7 @@ impl Swarm {
         loop {
             if let Some(tip) = self.tip()? {
                 // Make sure what is there is a swarm we can read before calling it done.
-                self.store().read(tip, false)?;
+                refuse_broken(&self.store().read(tip, false)?)?;
                 return Ok((tip, false));
             }
             let change = Change {
