@@ -58,7 +58,7 @@ fn listed(names: &[&str]) -> String {
 }
 
 /// Compare the run on the change (`now`) with the run on the target it lands on (`base`).
-pub fn compare(base: &CheckRun, now: &CheckRun) -> Compared {
+pub(crate) fn compare(base: &CheckRun, now: &CheckRun) -> Compared {
     if now.passed {
         return Compared::Passes;
     }
@@ -70,29 +70,29 @@ pub fn compare(base: &CheckRun, now: &CheckRun) -> Compared {
         return Compared::NotWorse { failing: None, fixed: vec![] };
     };
     let newly: Vec<&str> = now.failing().filter(|t| before.get(*t) != Some(&TestState::Failed)).collect();
-    if !newly.is_empty() {
-        let (broke, added): (Vec<&str>, Vec<&str>) = newly.iter().partition(|t| before.contains_key(**t));
-        let mut why = Vec::new();
-        if !broke.is_empty() {
-            why.push(format!("{} test(s) that pass on the target fail now: {}", broke.len(), listed(&broke)));
-        }
-        if !added.is_empty() {
-            why.push(format!("{} new test(s) fail: {}", added.len(), listed(&added)));
-        }
-        return Compared::Worse(why.join("; "));
-    }
+    let (broke, added): (Vec<&str>, Vec<&str>) = newly.iter().partition(|t| before.contains_key(**t));
     // A change that breaks the build runs no test at all: the tests that passed must still be there.
     let gone: Vec<&str> = before
         .iter()
         .filter(|(t, s)| **s == TestState::Passed && !after.contains_key(t.as_str()))
         .map(|(t, _)| t.as_str())
         .collect();
+    let mut why = Vec::new();
+    if !broke.is_empty() {
+        why.push(format!("{} test(s) that pass on the target fail now: {}", broke.len(), listed(&broke)));
+    }
+    if !added.is_empty() {
+        why.push(format!("{} new test(s) fail: {}", added.len(), listed(&added)));
+    }
     if !gone.is_empty() {
-        return Compared::Worse(format!(
+        why.push(format!(
             "{} test(s) that pass on the target did not run: {} (a build that broke, or tests removed)",
             gone.len(),
             listed(&gone)
         ));
+    }
+    if !why.is_empty() {
+        return Compared::Worse(why.join("; "));
     }
     let fixed =
         base.failing().filter(|t| after.get(*t) == Some(&TestState::Passed)).map(str::to_string).collect::<Vec<_>>();
@@ -104,7 +104,7 @@ pub fn compare(base: &CheckRun, now: &CheckRun) -> Compared {
 /// classname), failed when it holds a `<failure>` or `<error>`, skipped when it holds `<skipped>`, else passed. A
 /// test reported twice is failed if either says so. Reruns that passed (`<flakyFailure>`, `<rerunFailure>`) count as
 /// passed. `Err` when the text is not a JUnit document.
-pub fn parse_junit(text: &str, into: &mut BTreeMap<String, TestState>) -> Result<(), String> {
+pub(crate) fn parse_junit(text: &str, into: &mut BTreeMap<String, TestState>) -> Result<(), String> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(text);
     let mut suites: Vec<String> = Vec::new();

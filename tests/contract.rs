@@ -442,7 +442,7 @@ parent = "{plan}"
     // One commit, one op.
     let after = env.git(&bare, &["rev-list", "--count", "refs/swarm/default"]);
     assert_eq!(after.trim().parse::<u64>().expect("n"), before.trim().parse::<u64>().expect("n") + 1);
-    // From stdin, with a default parent; the ids on stdout, one a line.
+    // From stdin, with a default parent; the new tasks on stdout, one a line.
     let mut cmd = env.cmd(c);
     cmd.args(["add", "--file", "-", "--parent", &plan])
         .stdin(std::process::Stdio::piped())
@@ -453,7 +453,10 @@ parent = "{plan}"
     drop(child.stdin.take());
     let o = child.wait_with_output().expect("wait");
     assert!(o.status.success());
-    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    // A line a task: its id first, then its key (`-`: none) and its title.
+    let line = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(line.ends_with("  -  From stdin"), "{line}");
+    let id = line.split_whitespace().next().unwrap_or_default().to_string();
     assert_eq!(env.sw(c, &["show", &id, "--json"]).ok().json()["parent"], plan.as_str());
 
     // All or none: a bad table anywhere adds nothing, and the error names it.

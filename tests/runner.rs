@@ -584,7 +584,10 @@ fn the_judges_stop_ends_a_worker_that_chains_claims_and_failed_dependencies_do_n
         &[("SCRIPTED_PLAN", plan.to_str().expect("utf-8"))],
         &["up", "--workers", "1", "--judge", "--goal", "g"],
     );
-    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    // The fleet ended at the judge's stop, and says a task failed (exit 1: its work was not done).
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("cycle 1: stop"), "the verdict: {}", o.stdout);
+    assert!(o.stderr.contains("1 task(s) failed while the fleet ran"), "{}", o.stderr);
     let list = by_title(&tasks(&env, c));
     assert_eq!(list["breaks"]["status"], "failed");
     assert_eq!(list["needs a"]["status"], "cancelled", "{}", list["needs a"]);

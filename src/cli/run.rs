@@ -206,8 +206,11 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         .hint("see the board with `git swarm list`")
         .documented());
     }
-    // `--once` on a stopped swarm found nothing to do either: exit 3, as the contract says.
-    if let (true, RunEnd::SwarmStopped { cycle }) = (once, &end) {
+    // `--once` on a stopped swarm that did nothing (a judge that gave the stop did something) found nothing to do:
+    // exit 3, as the contract says.
+    let did_nothing =
+        ["landed", "failed", "lost", "rounds", "verdicts"].iter().all(|k| doc[*k].as_u64().unwrap_or(0) == 0);
+    if let (true, true, RunEnd::SwarmStopped { cycle }) = (once, did_nothing, &end) {
         return Err(stopped_once(*cycle));
     }
     Ok(())

@@ -227,6 +227,21 @@ impl Env {
     }
 }
 
+/// Run one cycle to the judge's `stop` in the clone `c` of a swarm whose roles are the scripted agent: a planner
+/// files the goal's one task (from `plan`, a task file it writes), a worker does it, the plan is done, the judge
+/// says stop. `plan` stays set in `SCRIPTED_PLAN` for later rounds; the environment is returned for them.
+pub fn cycle_to_stop(env: &Env, c: &Path, plan: &Path) -> [(&'static str, String); 1] {
+    std::fs::write(plan, "[[task]]\ntitle = \"the first goal's task\"\nbody = \"@write a.txt a\"\n").expect("plan");
+    let plan_env = [("SCRIPTED_PLAN", plan.to_str().expect("utf-8").to_string())];
+    let e: Vec<(&str, &str)> = plan_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.sw_env(c, &e, &["--agent", "p", "run", "planner", "--once", "--goal", "first goal"]).ok();
+    // (`--until-idle` would wait: the plan task is ready for a planner all along.)
+    env.sw(c, &["--agent", "w", "run", "worker", "--once"]).ok();
+    env.sw(c, &["--agent", "p", "run", "planner", "--once"]).ok();
+    env.sw(c, &["--agent", "j", "run", "judge", "--once"]).ok();
+    plan_env
+}
+
 /// `git daemon` serving a directory on a free loopback port, with pushes enabled; stopped on drop. The chaos tests
 /// stop it and start it again on the same port (a remote that is unreachable for a while).
 pub struct Daemon {
