@@ -471,36 +471,127 @@ fn substitute(text: &str, vars: &[(&str, &str)]) -> String {
     out
 }
 
-/// Run the `run:` steps of `job` in `dir` with bash, as a runner would (its env: the workflow's, the job's, the
-/// step's), skipping the steps that install git-swarm: the binary under test is on the PATH instead. Each job has a
-/// HOME and global git config of its own, as each job has a machine of its own on GitHub. A step that runs longer
-/// than two minutes is killed and fails the test.
-fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], output: &Path) -> Vec<(String, Out)> {
-    let bin_dir = Path::new(common::BIN).parent().expect("bin dir");
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    let home = dir.with_extension("home");
-    std::fs::create_dir_all(&home).expect("job home");
-    let gitconfig = home.join(".gitconfig");
-    std::fs::copy(&env.gitconfig, &gitconfig).expect("job git config");
+/// One runner machine of a simulated run: a workspace (`$GITHUB_WORKSPACE`, empty until the checkout step clones
+/// `url` into it), a HOME of its own with no git config (no identity: the workflow sets its own), the files behind
+/// `$GITHUB_OUTPUT` and `$GITHUB_PATH`, and a PATH of the machine's tools. `cached`: the binary `actions/cache`
+/// restores to `~/.cargo/bin/git-swarm` (a hit), or None (a miss: the install step runs).
+struct Machine {
+    url: String,
+    workspace: PathBuf,
+    home: PathBuf,
+    output: PathBuf,
+    github_path: PathBuf,
+    path: String,
+    env: Vec<(String, String)>,
+    cached: Option<PathBuf>,
+    step_secs: u64,
+}
+
+impl Machine {
+    fn new(env: &Env, name: &str, url: &str, cached: Option<PathBuf>) -> Machine {
+        let (workspace, home) = (env.path(&format!("{name}-ws")), env.path(&format!("{name}-home")));
+        let (output, github_path) = (env.path(&format!("{name}-output")), env.path(&format!("{name}-path")));
+        for d in [&workspace, &home] {
+            std::fs::create_dir_all(d).expect("machine dir");
+        }
+        for f in [&output, &github_path] {
+            std::fs::write(f, "").expect("machine file");
+        }
+        Machine {
+            url: url.to_string(),
+            workspace,
+            home,
+            output,
+            github_path,
+            path: std::env::var("PATH").unwrap_or_default(),
+            env: Vec::new(),
+            cached,
+            step_secs: 120,
+        }
+    }
+
+    /// A machine whose cache holds the binary under test.
+    fn under_test(env: &Env, name: &str, url: &str) -> Machine {
+        Machine::new(env, name, url, Some(PathBuf::from(common::BIN)))
+    }
+
+    /// `$PATH` for the next step: what earlier steps added to `$GITHUB_PATH` (the newest first), then the machine's.
+    fn step_path(&self) -> String {
+        let added = std::fs::read_to_string(&self.github_path).unwrap_or_default();
+        let mut dirs: Vec<&str> = added.lines().filter(|l| !l.trim().is_empty()).collect();
+        dirs.reverse();
+        dirs.push(&self.path);
+        dirs.join(":")
+    }
+}
+
+/// Run the steps of `job` on `m` as a GitHub runner would: `actions/checkout` as `git clone` into the workspace,
+/// `actions/cache` as a hit or a miss (`m.cached`), an `if:` the simulation knows, and every `run:` step with bash
+/// (`--noprofile --norc -eo pipefail`, `defaults: run: shell: bash`) in the workspace, with the workflow's, the
+/// job's and the step's `env` and GitHub's variables, and nothing else of this process's environment. A step that
+/// runs longer than `m.step_secs` is killed and fails the test; so does a failing step, an unknown action or an
+/// unknown condition.
+fn run_job(y: &Value, job: &str, m: &Machine, vars: &[(&str, &str)]) -> Vec<(String, Out)> {
     let mut results = Vec::new();
+    let mut cache_hit = false;
     let steps = y["jobs"][job]["steps"].as_array().expect("steps");
     for step in steps {
-        let Some(script) = step["run"].as_str() else { continue };
         let name = step["name"].as_str().unwrap_or_default().to_string();
-        if name.contains("Install git-swarm") || name.contains("on the PATH") {
+        if let Some(uses) = step["uses"].as_str() {
+            let action = uses.split('@').next().unwrap_or_default();
+            match action {
+                "actions/checkout" => {
+                    assert_eq!(step["with"]["fetch-depth"], 0, "{job}: a full clone");
+                    let o = Command::new("git")
+                        .args(["clone", "-q", &m.url, "."])
+                        .current_dir(&m.workspace)
+                        .env("HOME", &m.home)
+                        .env("GIT_CONFIG_NOSYSTEM", "1")
+                        .env_remove("GIT_CONFIG_GLOBAL")
+                        .output()
+                        .expect("git clone");
+                    assert!(o.status.success(), "{job}: checkout: {}", String::from_utf8_lossy(&o.stderr));
+                }
+                "actions/cache" | "actions/cache/restore" => {
+                    assert_eq!(step["with"]["path"], "~/.cargo/bin/git-swarm");
+                    if let Some(bin) = &m.cached {
+                        let dir = m.home.join(".cargo/bin");
+                        std::fs::create_dir_all(&dir).expect("cache dir");
+                        std::fs::copy(bin, dir.join("git-swarm")).expect("restore the cache");
+                        cache_hit = true;
+                    }
+                }
+                other => panic!("{job}: the simulation does not know the action {other}"),
+            }
             continue;
         }
+        if let Some(cond) = step["if"].as_str() {
+            match cond {
+                "steps.cache.outputs.cache-hit != 'true'" if cache_hit => continue,
+                "steps.cache.outputs.cache-hit != 'true'" => {}
+                other => panic!("{job}: the simulation does not know the condition {other}"),
+            }
+        }
+        let Some(script) = step["run"].as_str() else { panic!("{job}: step '{name}' neither uses nor runs") };
         let mut cmd = Command::new("bash");
-        // With `defaults: run: shell: bash` (the workflow sets it) GitHub runs `run:` steps as
-        // `bash --noprofile --norc -eo pipefail {0}`.
-        cmd.current_dir(dir).args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
-        cmd.env("HOME", &home)
-            .env("GIT_CONFIG_GLOBAL", &gitconfig)
+        cmd.current_dir(&m.workspace).args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
+        cmd.env_clear()
+            .env("HOME", &m.home)
+            .env("PATH", m.step_path())
+            .env("LANG", "C.UTF-8")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("PATH", &path)
-            .env("GITHUB_OUTPUT", output)
-            .env_remove("GIT_SWARM_AGENT")
-            .env_remove("GIT_DIR");
+            .env("CI", "true")
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_RUN_ID", "7")
+            .env("GITHUB_RUN_ATTEMPT", "1")
+            .env("GITHUB_WORKSPACE", &m.workspace)
+            .env("GITHUB_OUTPUT", &m.output)
+            .env("GITHUB_PATH", &m.github_path)
+            .env("RUNNER_OS", "Linux")
+            .env("RUNNER_TEMP", m.home.join("runner-temp"));
+        for (k, v) in &m.env {
+            cmd.env(k, v);
+        }
         for scope in [&y["env"], &y["jobs"][job]["env"], &step["env"]] {
             for (k, v) in scope.as_object().into_iter().flatten() {
                 let v = match v {
@@ -516,25 +607,40 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("bash");
-        let out = common::finish(child, 120, &format!("{job} {vars:?}: step '{name}'"));
+        let out = common::finish(child, m.step_secs, &format!("{job} {vars:?}: step '{name}'"));
         assert_eq!(out.code, 0, "{job} {vars:?}: step '{name}' failed:\n{}\n{}", out.stdout, out.stderr);
         results.push((name, out));
     }
     results
 }
 
-/// A bare remote `origin.git` (its `file://` URL returned) with a swarm whose `[roles.<role>]` runs the scripted
-/// agent, a clone `seed` of it, and the workflow of `ci github --workers 2 --planner --judge`, parsed. None (the test is
-/// skipped) without jq, which the worker jobs' wait step uses (GitHub's runners have it).
-fn scripted_fleet(test: &str, env: &Env, role: &str) -> Option<(String, PathBuf, Value)> {
-    tool_or_skip(test, "jq", "apt-get install jq")?;
+/// A bare remote `origin.git` (its `file://` URL returned) whose main holds the scripted agent as
+/// `agents/scripted.sh`, with a swarm whose `[roles.<role>]` runs it by that relative path (agents run in a work
+/// tree of the clone: the path every runner has), and a clone `seed` of it.
+fn scripted_board(env: &Env, role: &str) -> (String, PathBuf) {
     let bare = env.bare_remote("origin");
     let url = format!("file://{}", bare.display());
     let seed = env.clone(&url, "seed");
+    std::fs::create_dir_all(seed.join("agents")).expect("mkdir");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/scripted.sh"),
+        seed.join("agents/scripted.sh"),
+    )
+    .expect("copy the agent");
+    env.git(&seed, &["add", "agents/scripted.sh"]);
+    env.git(&seed, &["commit", "-q", "-m", "the scripted agent"]);
+    env.git(&seed, &["push", "-q", "origin", "HEAD:main"]);
     let cfg = env.path("swarm.toml");
-    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
-    std::fs::write(&cfg, format!("[roles.{role}]\nexec = \"{exec}\"\n")).expect("config");
+    std::fs::write(&cfg, format!("[roles.{role}]\nexec = \"sh agents/scripted.sh\"\n")).expect("config");
     env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    (url, seed)
+}
+
+/// [`scripted_board`] and the workflow of `ci github --workers 2 --planner --judge`, parsed. None (the test is
+/// skipped) without jq, which the worker jobs' wait step uses (GitHub's runners have it).
+fn scripted_fleet(test: &str, env: &Env, role: &str) -> Option<(String, PathBuf, Value)> {
+    tool_or_skip(test, "jq", "apt-get install jq")?;
+    let (url, seed) = scripted_board(env, role);
     let text = workflow_text(env, &seed, &["--workers", "2", "--planner", "--judge"]);
     let y = serde_yaml_ng::from_str(&text).expect("YAML");
     Some((url, seed, y))
@@ -557,39 +663,28 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
         .collect();
 
     // prepare: the matrix output, then `git swarm init` (nothing changes: the swarm exists).
-    let prep = env.clone(&url, "prepare");
-    let output = env.path("prepare-output");
-    std::fs::write(&output, "").expect("output file");
+    let prep = Machine::under_test(&env, "prepare", &url);
     let before = env.rev(&bare, "refs/swarm/default");
-    let steps = run_job(&env, &y, "prepare", &prep, &[], &output);
-    assert_eq!(std::fs::read_to_string(&output).expect("output").trim(), "workers=[1,2]");
+    let steps = run_job(&y, "prepare", &prep, &[]);
+    assert_eq!(std::fs::read_to_string(&prep.output).expect("output").trim(), "workers=[1,2]");
     assert!(steps.iter().any(|(n, o)| n.starts_with("Create the swarm") && o.stdout.contains("already exists")));
     assert_eq!(env.rev(&bare, "refs/swarm/default"), before, "init changed nothing");
 
-    // Two worker jobs at once, each in its own checkout.
-    let jobs: Vec<_> = ["1", "2"]
-        .iter()
-        .map(|w| {
-            let dir = env.clone(&url, &format!("job{w}"));
-            let out = env.path(&format!("job{w}-output"));
-            std::fs::write(&out, "").expect("output file");
-            (w.to_string(), dir, out)
-        })
-        .collect();
+    // Two worker jobs at once, each on a machine of its own.
+    let jobs: Vec<_> =
+        ["1", "2"].iter().map(|w| (w.to_string(), Machine::under_test(&env, &format!("job{w}"), &url))).collect();
     let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .map(|(w, dir, out)| s.spawn(|| run_job(&env, &y, "worker", dir, &[("matrix.worker", w)], out)))
-            .collect();
+        let handles: Vec<_> =
+            jobs.iter().map(|(w, m)| s.spawn(|| run_job(&y, "worker", m, &[("matrix.worker", w)]))).collect();
         handles.into_iter().map(|h| h.join().expect("job thread")).collect()
     });
     assert!(
         results.iter().all(|steps| steps.iter().any(|(n, _)| n.starts_with("Wait until the board has a task"))),
         "the wait step ran"
     );
-    for ((w, dir, _), steps) in jobs.iter().zip(&results) {
+    for ((w, m), steps) in jobs.iter().zip(&results) {
         // The fetch step brought the state ref into the checkout.
-        assert!(env.rev(dir, "refs/swarm/default").is_some(), "job {w}: refs/swarm/* not fetched");
+        assert!(env.rev(&m.workspace, "refs/swarm/default").is_some(), "job {w}: refs/swarm/* not fetched");
         let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
         assert!(work.stderr.contains(&format!("gha-7-1-w{w}")), "job {w} ran as its agent id:\n{}", work.stderr);
     }
@@ -641,19 +736,10 @@ fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
         // Started with the others on an empty board: it must wait for the planner, then judge the cycle.
         ("judge", vec![]),
     ];
-    let dirs: Vec<(PathBuf, PathBuf)> = (0..jobs.len())
-        .map(|i| {
-            let out = env.path(&format!("job{i}-output"));
-            std::fs::write(&out, "").expect("output file");
-            (env.clone(&url, &format!("job{i}")), out)
-        })
-        .collect();
+    let machines: Vec<Machine> = (0..jobs.len()).map(|i| Machine::under_test(&env, &format!("job{i}"), &url)).collect();
     let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .zip(&dirs)
-            .map(|((job, vars), (dir, out))| s.spawn(|| run_job(&env, &y, job, dir, vars, out)))
-            .collect();
+        let handles: Vec<_> =
+            jobs.iter().zip(&machines).map(|((job, vars), m)| s.spawn(|| run_job(&y, job, m, vars))).collect();
         handles.into_iter().map(|h| h.join().expect("job thread")).collect()
     });
     let plan = results[0].iter().find(|(n, _)| n == "Plan").map(|(_, o)| o).expect("plan step");
