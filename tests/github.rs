@@ -633,7 +633,7 @@ fn expr(e: &str, vars: &[(&str, &str)]) -> String {
         "matrix.worker" => var("matrix.worker"),
         "inputs.goal" => var("inputs.goal"),
         "inputs.swarm || 'default'" => "default".into(),
-        "inputs.workers || 2" => "2".into(),
+        s if s.starts_with("inputs.workers || ") => s["inputs.workers || ".len()..].to_string(),
         s if s.starts_with("secrets.") => String::new(),
         other => panic!("the simulation does not know the expression ${{{{ {other} }}}}"),
     }
@@ -672,7 +672,7 @@ impl Machine {
     fn new(env: &Env, name: &str, url: &str, cached: Option<PathBuf>) -> Machine {
         let (workspace, home) = (env.path(&format!("{name}-ws")), env.path(&format!("{name}-home")));
         let (output, github_path) = (env.path(&format!("{name}-output")), env.path(&format!("{name}-path")));
-        for d in [&workspace, &home] {
+        for d in [&workspace, &home, &home.join("runner-temp")] {
             std::fs::create_dir_all(d).expect("machine dir");
         }
         for f in [&output, &github_path] {
@@ -788,7 +788,9 @@ fn run_job(y: &Value, job: &str, m: &Machine, vars: &[(&str, &str)]) -> Vec<(Str
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("bash");
+        let started = std::time::Instant::now();
         let out = common::finish(child, m.step_secs, &format!("{job} {vars:?}: step '{name}'"));
+        println!("{job} {vars:?}: step '{name}': {:.1} s", started.elapsed().as_secs_f64());
         assert_eq!(out.code, 0, "{job} {vars:?}: step '{name}' failed:\n{}\n{}", out.stdout, out.stderr);
         results.push((name, out));
     }
@@ -937,4 +939,164 @@ fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
     assert!(!workers.is_empty() && workers.iter().all(|a| a.starts_with("gha-7-1-w")), "{workers:?}");
     let view = env.sw(&check, &["board", "--json"]).ok().json();
     assert!(view["cycle"]["verdict"].is_string(), "the judge job judged the cycle: {}", view["cycle"]);
+}
+
+/// The files of the source tree under test as they are now (tracked, and untracked but not ignored: the tree may
+/// hold uncommitted changes), committed in a repository of their own: its `file://` URL and the commit.
+fn snapshot_of_this_source(env: &Env) -> (String, String) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let snap = env.path("git-swarm-src");
+    env.git(env.root.path(), &["init", "-q", snap.to_str().expect("utf-8")]);
+    let list = env.git(src, &["ls-files", "-z", "--cached", "--others", "--exclude-standard"]);
+    let mut n = 0;
+    for rel in list.split('\0').filter(|p| !p.is_empty()) {
+        let from = src.join(rel);
+        if !std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
+            continue; // deleted in the work tree, or a link
+        }
+        let to = snap.join(rel);
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        n += 1;
+    }
+    assert!(n > 50 && snap.join("Cargo.lock").is_file() && snap.join("build.rs").is_file(), "{n} files");
+    env.git(&snap, &["add", "-A"]);
+    env.git(&snap, &["commit", "-q", "-m", "the source under test"]);
+    (format!("file://{}", snap.display()), env.git(&snap, &["rev-parse", "HEAD"]))
+}
+
+/// A copy of `from` (a folder of a target directory) under `to`, with the files' times (cargo compares them): a
+/// target directory with what cargo already built. A copy, not hard links: cargo rewrites fingerprint files in
+/// place, which would change the original's.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir").flatten() {
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst).expect("copy");
+            let modified = std::fs::metadata(&src).and_then(|m| m.modified()).expect("mtime");
+            std::fs::File::options().write(true).open(&dst).and_then(|f| f.set_modified(modified)).expect("set mtime");
+        }
+    }
+}
+
+/// The proof that the generated workflow works on a fresh machine, outside GitHub: its `prepare` job, on a
+/// machine with a Rust toolchain, no git identity, an empty HOME and a cold cache, runs its install step, which
+/// builds git-swarm from a git URL at an exact commit (a snapshot of the source under test); that binary knows
+/// its commit; then a `worker` job, on another fresh machine with no toolchain, restores it from the cache and
+/// drains a real board with the scripted agent against a real bare remote.
+///
+/// To keep the build affordable on CI's 2 cores, the install starts from what cargo already built: `CARGO_TARGET_DIR`
+/// is a copy of this build's `target/release` (CI builds it first), so only git-swarm itself
+/// compiles, with the release profile the workflow gets; `CARGO_HOME` is this machine's (the crates are not
+/// downloaded again; cargo still reads the crates.io index) and `CARGO_INSTALL_ROOT` the fresh `~/.cargo`.
+#[test]
+fn the_workflow_installs_git_swarm_and_works_a_board_on_a_fresh_machine() {
+    let test = "the_workflow_installs_git_swarm_and_works_a_board_on_a_fresh_machine";
+    let Some(cargo) = tool_or_skip(test, "cargo", "https://rustup.rs") else { return };
+    let env = Env::new();
+    let (src_url, commit) = snapshot_of_this_source(&env);
+    let (url, seed) = scripted_board(&env, "worker");
+    for i in 1..=3 {
+        env.sw(&seed, &["add", &format!("task {i}"), "--body", &format!("@write log/{i}.txt done {i}")]).ok();
+    }
+    let text = workflow_text(&env, &seed, &["--workers", "1", "--install-from", &src_url, "--install-rev", &commit]);
+    let y: Value = serde_yaml_ng::from_str(&text).expect("YAML");
+
+    // prepare, on a machine with cargo and rustc (rustup's, in a folder of their own) and nothing else of ours.
+    let real_home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    let cargo_home = std::env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| real_home.join(".cargo"));
+    let rustup_home = std::env::var_os("RUSTUP_HOME").map(PathBuf::from).unwrap_or_else(|| real_home.join(".rustup"));
+    let tools = env.path("tools");
+    std::fs::create_dir_all(&tools).expect("mkdir");
+    for tool in ["cargo", "rustc", "rustup"] {
+        let real = cargo.with_file_name(tool);
+        if real.exists() {
+            std::os::unix::fs::symlink(&real, tools.join(tool)).expect("link the toolchain");
+        }
+    }
+    let mut prep = Machine::new(&env, "prepare", &url, None);
+    prep.path = format!("{}:/usr/local/bin:/usr/bin:/bin", tools.display());
+    let release = Path::new(common::BIN).parent().and_then(Path::parent).expect("target dir").join("release");
+    let target = env.path("target");
+    for part in ["deps", "build", ".fingerprint"] {
+        if release.join(part).is_dir() {
+            copy_tree(&release.join(part), &target.join("release").join(part));
+        } else {
+            println!("{test}: no {} (cargo builds every crate: minutes more)", release.join(part).display());
+        }
+    }
+    // This machine's CARGO_HOME: the crates' sources must be where the built dependencies say they are, or cargo
+    // builds them again. The binary goes to ~/.cargo/bin of the fresh HOME, where the workflow caches it from.
+    prep.env = vec![
+        ("RUSTUP_HOME".into(), rustup_home.display().to_string()),
+        ("CARGO_HOME".into(), cargo_home.display().to_string()),
+        ("CARGO_INSTALL_ROOT".into(), prep.home.join(".cargo").display().to_string()),
+        ("CARGO_TARGET_DIR".into(), target.display().to_string()),
+        ("CARGO_TERM_COLOR".into(), "never".into()),
+    ];
+    prep.step_secs = 1200;
+    let started = std::time::Instant::now();
+    let steps = {
+        // cargo keeps its clone and checkout of the snapshot under $CARGO_HOME/git, named after the URL's last
+        // segment: removed when the job ends, passed or failed.
+        struct Sweep(PathBuf);
+        impl Drop for Sweep {
+            fn drop(&mut self) {
+                for dir in ["db", "checkouts"] {
+                    for e in std::fs::read_dir(self.0.join(dir)).into_iter().flatten().flatten() {
+                        if e.file_name().to_string_lossy().starts_with("git-swarm-src-") {
+                            let _ = std::fs::remove_dir_all(e.path());
+                        }
+                    }
+                }
+            }
+        }
+        let _sweep = Sweep(cargo_home.join("git"));
+        run_job(&y, "prepare", &prep, &[])
+    };
+    let took = started.elapsed().as_secs_f64();
+    println!("{test}: the prepare job (the install of git-swarm at {}) took {took:.0} s", &commit[..12]);
+    let install = steps.iter().find(|(n, _)| n.starts_with("Install git-swarm")).map(|(_, o)| o).expect("installed");
+    assert!(install.stderr.contains(&format!("rev={commit}")), "built that commit:\n{}", install.stderr);
+    assert!(steps.iter().any(|(n, o)| n.starts_with("Create the swarm") && o.stdout.contains("already exists")));
+    let installed = prep.home.join(".cargo/bin/git-swarm");
+    assert!(installed.is_file(), "cargo install put it where the cache takes it from");
+
+    // The binary built on the runner knows its commit: it would write the same install step again.
+    let o = Command::new(&installed)
+        .current_dir(&seed)
+        .env("HOME", &env.home)
+        .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .args(["ci", "github", "--stdout"])
+        .output()
+        .expect("run the installed git-swarm");
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(
+        install_line(&stdout),
+        format!("cargo install --locked --git {} --rev {commit} git-swarm", env!("CARGO_PKG_REPOSITORY"))
+    );
+    assert!(!stderr.contains("uncommitted"), "a clean checkout of the commit: {stderr}");
+
+    // worker 1, on another fresh machine with no toolchain: the cache restores what prepare installed.
+    let mut worker = Machine::new(&env, "worker1", &url, Some(installed));
+    worker.path = "/usr/local/bin:/usr/bin:/bin".into();
+    let steps = run_job(&y, "worker", &worker, &[("matrix.worker", "1")]);
+    assert!(!steps.iter().any(|(n, _)| n.starts_with("Install git-swarm")), "a cache hit installs nothing");
+    let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
+    assert!(work.stderr.contains("gha-7-1-w1"), "{}", work.stderr);
+    let check = env.clone(&url, "check");
+    let list = env.sw(&check, &["list", "--json"]).ok().json();
+    let tasks = list.as_array().expect("tasks");
+    assert_eq!(tasks.len(), 3);
+    assert!(tasks.iter().all(|t| t["status"] == "done" && t["result"]["agent"] == "gha-7-1-w1"), "{list}");
+    for i in 1..=3 {
+        let text = std::fs::read_to_string(check.join(format!("log/{i}.txt"))).expect("landed file");
+        assert_eq!(text, format!("done {i}\n"));
+    }
 }
