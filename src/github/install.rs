@@ -55,7 +55,7 @@ pub enum Source {
 impl Source {
     /// The default of a binary: its own commit from its repository; a packaged build (crates.io) installs its
     /// version from crates.io; `None` when neither is known (a build from a tarball).
-    pub fn default_for(build: &Build) -> Option<Source> {
+    pub(crate) fn default_for(build: &Build) -> Option<Source> {
         match &build.commit {
             Some(rev) if !build.packaged => Some(Source::Git { url: build.repository.clone(), rev: rev.clone() }),
             _ if build.packaged => Some(Source::CratesIo { version: build.version.clone() }),
@@ -76,7 +76,7 @@ impl Source {
 
     /// What tells one install from another in a cache key: the commit (its first 12 digits), the version, or a
     /// hash of the command; and a hash of the whole command, so that another URL is another entry too.
-    pub fn cache_id(&self) -> String {
+    pub(crate) fn cache_id(&self) -> String {
         let what = match self {
             Source::Git { rev, .. } => rev.get(..12).unwrap_or(rev).to_string(),
             Source::CratesIo { version } => version.clone(),

@@ -3,7 +3,7 @@
 //!
 //! What is not GitHub's alone, for any CI generator: how a fresh runner installs git-swarm and the agents' CLIs
 //! ([`install`]), the pinned settings that only work on the author's machine ([`portable`]), the push budget
-//! ([`budget`]) and the runner commands ([`workflow::runner_command`]).
+//! ([`budget`]) and the runner commands (`workflow::runner_command`).
 //!
 //! No terminal I/O here; the CLI (`src/cli/ci.rs`, `dispatch.rs`, `runs.rs`) prints.
 

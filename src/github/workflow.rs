@@ -7,7 +7,7 @@
 //! * `permissions: {}` for the workflow, and `contents: write` for each job, all of which push (code and the state
 //!   ref, with the job's `GITHUB_TOKEN`); `concurrency: git-swarm-<swarm>` without cancelling: a second start waits
 //!   for the running fleet.
-//! * Actions pinned by commit ([`CHECKOUT`], [`CACHE`]), the tag in a comment.
+//! * Actions pinned by commit (`CHECKOUT`, `CACHE`), the tag in a comment.
 //! * Job `prepare`: sizes the worker matrix from the `workers` input (a JSON array `[1..n]` as its output),
 //!   installs `git-swarm` into the cache ([`install::Source`]: by default `cargo install --git` of the commit that
 //!   wrote the file) before anything holds a credential, then checks out, fetches `refs/swarm/*` and runs
@@ -43,13 +43,13 @@ impl Action {
 }
 
 /// `actions/checkout` v7.0.1.
-pub const CHECKOUT: Action =
+pub(crate) const CHECKOUT: Action =
     Action { name: "actions/checkout", commit: "3d3c42e5aac5ba805825da76410c181273ba90b1", tag: "v7.0.1" };
 /// `actions/cache` v5.0.5 (the job that fills the cache).
-pub const CACHE: Action =
+pub(crate) const CACHE: Action =
     Action { name: "actions/cache", commit: "27d5ce7f107fe9357f9df03efb73ab90386fccae", tag: "v5.0.5" };
 /// `actions/cache/restore` of the same release (the jobs that only read it).
-pub const CACHE_RESTORE: Action =
+pub(crate) const CACHE_RESTORE: Action =
     Action { name: "actions/cache/restore", commit: "27d5ce7f107fe9357f9df03efb73ab90386fccae", tag: "v5.0.5" };
 
 /// The most jobs a matrix may have (GitHub's limit).
@@ -99,7 +99,7 @@ pub struct Options {
 }
 
 impl Options {
-    /// The defaults of `git swarm ci github`: git-swarm installed as [`Source::default_for`] this binary (from
+    /// The defaults of `git swarm ci github`: git-swarm installed as `Source::default_for` this binary (from
     /// crates.io when it does not know its commit: the CLI refuses that default unless asked for).
     pub fn new(workers: u32) -> Options {
         let build = install::Build::this();
@@ -585,7 +585,7 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
 
 /// The command of a runner job: `exec git swarm run <role> --until-idle`, with `--agents <n>` for a worker job of
 /// several agents. (Every CI generator runs the same.)
-pub fn runner_command(role: &str, agents: u32) -> String {
+pub(crate) fn runner_command(role: &str, agents: u32) -> String {
     match agents {
         0 | 1 => format!("exec git swarm run {role} --until-idle"),
         n => format!("exec git swarm run {role} --until-idle --agents {n}"),
