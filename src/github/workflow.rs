@@ -4,21 +4,53 @@
 //!
 //! * `on:` `workflow_dispatch` with the inputs `workers`, `swarm` (and `goal` with a planner), and an optional
 //!   `schedule`.
-//! * `permissions: contents: write` (the runners push code and the state ref with the job's `GITHUB_TOKEN`);
-//!   `concurrency: git-swarm-<swarm>` without cancelling: a second start waits for the running fleet.
-//! * Job `prepare`: sizes the worker matrix from the `workers` input (a JSON array `[1..n]` as its output), checks
-//!   out, fetches `refs/swarm/*`, installs `git-swarm` into the cache, and runs `git swarm init` (which changes
-//!   nothing when the swarm exists).
-//! * Job `worker`: a matrix over that array; each checks out, fetches `refs/swarm/*`, restores `git-swarm` from the
-//!   cache (installs it on a miss), runs the setup commands (e.g. installing the agent's CLI) and
-//!   `git swarm run worker --until-idle` as agent `gha-<run id>-<attempt>-w<n>`. Optional `planner` and `judge`
-//!   jobs the same way.
+//! * `permissions: {}` for the workflow, and `contents: write` for each job, all of which push (code and the state
+//!   ref, with the job's `GITHUB_TOKEN`); `concurrency: git-swarm-<swarm>` without cancelling: a second start waits
+//!   for the running fleet.
+//! * Actions pinned by commit (`CHECKOUT`, `CACHE`), the tag in a comment.
+//! * Job `prepare`: sizes the worker matrix from the `workers` input (a JSON array `[1..n]` as its output),
+//!   installs `git-swarm` into the cache ([`install::Source`]: by default `cargo install --git` of the commit that
+//!   wrote the file) before anything holds a credential, then checks out, fetches `refs/swarm/*` and runs
+//!   `git swarm init` (which changes nothing when the swarm exists).
+//! * Job `worker`: a matrix over that array; each restores `git-swarm` from the cache (installs it on a miss),
+//!   installs the agents' CLIs at their tested releases, checks out, fetches `refs/swarm/*`, runs the setup
+//!   commands and `git swarm run worker --until-idle` as agent `gha-<run id>-<attempt>-w<n>`, the secrets in that
+//!   step's environment only. Optional `planner` and `judge` jobs the same way.
 //!
 //! Everything that comes from the user is validated or placed where YAML and the shell take it as data: numbers
 //! and names are checked against narrow character sets; commands (`--install`, `--setup`) go into literal block
 //! scalars; the dispatch inputs reach scripts only through environment variables, never spliced into a script.
 
 use std::fmt::Write as _;
+
+use super::install::{self, Source};
+
+/// An action the workflow uses, pinned by the commit of one release's tag (zizmor's `unpinned-uses`: a tag can be
+/// moved, a commit cannot). Where each commit comes from and how to update them: docs/github-actions.md, *Pinned
+/// actions*.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    pub name: &'static str,
+    pub commit: &'static str,
+    pub tag: &'static str,
+}
+
+impl Action {
+    /// `name@commit # tag`, as `uses:` takes it.
+    pub fn uses(&self) -> String {
+        format!("{}@{} # {}", self.name, self.commit, self.tag)
+    }
+}
+
+/// `actions/checkout` v7.0.1.
+pub(crate) const CHECKOUT: Action =
+    Action { name: "actions/checkout", commit: "3d3c42e5aac5ba805825da76410c181273ba90b1", tag: "v7.0.1" };
+/// `actions/cache` v5.0.5 (the job that fills the cache).
+pub(crate) const CACHE: Action =
+    Action { name: "actions/cache", commit: "27d5ce7f107fe9357f9df03efb73ab90386fccae", tag: "v5.0.5" };
+/// `actions/cache/restore` of the same release (the jobs that only read it).
+pub(crate) const CACHE_RESTORE: Action =
+    Action { name: "actions/cache/restore", commit: "27d5ce7f107fe9357f9df03efb73ab90386fccae", tag: "v5.0.5" };
 
 /// The most jobs a matrix may have (GitHub's limit).
 pub const MAX_WORKERS: u32 = 256;
@@ -42,29 +74,36 @@ pub struct Options {
     pub judge: bool,
     /// The default of the `swarm` input.
     pub swarm: String,
-    /// The shell command that installs `git-swarm` on a runner (on a cache miss).
-    pub install: String,
-    /// The version of git-swarm the cache key names (this build's).
+    /// Where a runner installs `git-swarm` from (on a cache miss).
+    pub install: Source,
+    /// The version of git-swarm that writes the file (its header and the cache key name it).
     pub version: String,
+    /// Commands that install the agents' CLIs ([`install::agent_cli`]), run before the checkout.
+    pub agent_clis: Vec<String>,
     /// `timeout-minutes` of the runner jobs.
     pub timeout_minutes: u32,
     /// `runs-on` of every job.
     pub runs_on: String,
     /// Repository secrets passed to the agents as environment variables of the same name.
     pub secrets: Vec<String>,
-    /// Shell commands run before the runner in each runner job (install the agent's CLI, a toolchain, …).
+    /// Shell commands run after the checkout, before the runner, in each runner job (a toolchain, the project's
+    /// dependencies, …).
     pub setup: Vec<String>,
     /// The command line that regenerates this file (for the header comment).
     pub regenerate: String,
+    /// The GitHub environment of the jobs that run agents (their secrets and protection rules), if any.
+    pub environment: Option<String>,
     /// The digest of the shared settings the fleet may run (`git swarm trust --digest`), pinned as
     /// `GIT_SWARM_TRUST` of every runner job: the workflow file is under branch protection, the state ref is not.
     pub trust: Option<String>,
 }
 
 impl Options {
-    /// The defaults of `git swarm ci github`.
+    /// The defaults of `git swarm ci github`: git-swarm installed as `Source::default_for` this binary (from
+    /// crates.io when it does not know its commit: the CLI refuses that default unless asked for).
     pub fn new(workers: u32) -> Options {
-        let version = env!("CARGO_PKG_VERSION").to_string();
+        let build = install::Build::this();
+        let version = build.version.clone();
         Options {
             workers,
             agents_per_job: 1,
@@ -72,21 +111,18 @@ impl Options {
             planner: false,
             judge: false,
             swarm: "default".into(),
-            install: default_install(&version),
+            install: Source::default_for(&build).unwrap_or(Source::CratesIo { version: version.clone() }),
             version,
+            agent_clis: Vec::new(),
             timeout_minutes: 120,
             runs_on: "ubuntu-latest".into(),
             secrets: DEFAULT_SECRETS.iter().map(|s| s.to_string()).collect(),
             setup: Vec::new(),
             regenerate: format!("git swarm ci github --workers {workers} --force"),
+            environment: None,
             trust: None,
         }
     }
-}
-
-/// How a runner installs git-swarm by default: this version from crates.io.
-pub(crate) fn default_install(version: &str) -> String {
-    format!("cargo install --locked git-swarm --version {version}")
 }
 
 /// An option that cannot go into a workflow, named.
@@ -101,10 +137,10 @@ fn bad(option: &'static str, message: impl Into<String>) -> OptionError {
     OptionError { option, message: message.into() }
 }
 
-/// Check every option; the error names the flag.
 /// The most agents one worker job hosts (as `run worker --agents`).
 pub(crate) const MAX_AGENTS_PER_JOB: u32 = 512;
 
+/// Check every option; the error names the flag.
 pub fn validate(o: &Options) -> Result<(), OptionError> {
     if o.agents_per_job == 0 || o.agents_per_job > MAX_AGENTS_PER_JOB {
         return Err(bad("--agents-per-job", format!("{} is not between 1 and {MAX_AGENTS_PER_JOB}", o.agents_per_job)));
@@ -131,6 +167,16 @@ pub fn validate(o: &Options) -> Result<(), OptionError> {
     {
         return Err(bad("--runs-on", format!("'{}' is not a runner label", crate::escape::line(&o.runs_on))));
     }
+    if let Some(e) = &o.environment
+        && (e.is_empty()
+            || e.len() > 255
+            || !e.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(bad(
+            "--environment",
+            format!("'{}' is not an environment name (letters, digits, '-', '_', '.')", crate::escape::line(e)),
+        ));
+    }
     for s in &o.secrets {
         let ok = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -146,25 +192,20 @@ pub fn validate(o: &Options) -> Result<(), OptionError> {
             ));
         }
     }
-    validate_command("--install", &o.install)?;
+    o.install.validate().map_err(|m| bad("--install", m))?;
+    for s in &o.agent_clis {
+        validate_command("--agent-cli", s)?;
+    }
     for s in &o.setup {
         validate_command("--setup", s)?;
     }
-    if o.version.is_empty() || !o.version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+')) {
-        return Err(bad("version", format!("'{}' is not a version", crate::escape::line(&o.version))));
-    }
+    install::check_version(&o.version).map_err(|m| bad("version", m))?;
     Ok(())
 }
 
 /// A shell command for a `run:` block: not empty, no control characters but newlines and tabs.
 fn validate_command(option: &'static str, cmd: &str) -> Result<(), OptionError> {
-    if cmd.trim().is_empty() {
-        return Err(bad(option, "the command is empty"));
-    }
-    if cmd.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return Err(bad(option, "the command contains control characters"));
-    }
-    Ok(())
+    install::check_command(cmd).map_err(|m| bad(option, m))
 }
 
 /// Five fields of digits, names, `*`, `/`, `,` and `-` (what GitHub's cron takes; it checks ranges itself).
@@ -183,16 +224,6 @@ fn validate_cron(cron: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// A stable 64-bit FNV-1a hash, as 16 hex digits (names the install command in the cache key).
-fn fnv1a(text: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
 }
 
 /// A literal block scalar (`|`) holding `text`, each line indented by `indent` spaces.
@@ -230,9 +261,26 @@ fn wait_for_a_task(out: &mut String) {
 
 /// A `run:` step, with an `id` when later expressions read its outputs.
 fn step(out: &mut String, id: Option<&str>, name: &str, env: &[(&str, &str)], script: &str) {
+    step_with(out, id, name, None, env, None, script);
+}
+
+/// A `run:` step with everything a step of ours may have: an `if:` condition, and a comment after `run: |` (where
+/// zizmor reads its ignore comments: a line inside the script would be part of the script).
+fn step_with(
+    out: &mut String,
+    id: Option<&str>,
+    name: &str,
+    cond: Option<&str>,
+    env: &[(&str, &str)],
+    run_comment: Option<&str>,
+    script: &str,
+) {
     let _ = writeln!(out, "      - name: {name}");
     if let Some(id) = id {
         let _ = writeln!(out, "        id: {id}");
+    }
+    if let Some(c) = cond {
+        let _ = writeln!(out, "        if: {c}");
     }
     if !env.is_empty() {
         out.push_str("        env:\n");
@@ -240,19 +288,81 @@ fn step(out: &mut String, id: Option<&str>, name: &str, env: &[(&str, &str)], sc
             let _ = writeln!(out, "          {k}: {v}");
         }
     }
-    out.push_str("        run: |\n");
+    match run_comment {
+        Some(c) => {
+            let _ = writeln!(out, "        run: | # {c}");
+        }
+        None => out.push_str("        run: |\n"),
+    }
     block(out, 10, script);
 }
 
-/// The steps every job that runs git-swarm begins with: checkout, the swarm's refs, git identity, git-swarm.
+/// git-swarm from the cache, else installed (`o.install`), and on the PATH. It comes before the checkout: the
+/// install runs code of crates.io (build scripts) while no credential of the repository is on the machine.
 /// `save`: the job that fills the cache (`actions/cache`, saved when the job ends); the others only restore it.
-fn common_steps(out: &mut String, o: &Options, save: bool) {
-    let key = format!("git-swarm-${{{{ runner.os }}}}-{}-{}", o.version, fnv1a(&o.install));
-    out.push_str(
-        "      - name: Check out with full history (workers rebase on the target branch)\n\
-         \x20       uses: actions/checkout@v4\n\
+fn git_swarm_steps(out: &mut String, o: &Options, save: bool) {
+    let key = format!("git-swarm-${{{{ runner.os }}}}-{}-{}", o.version, o.install.cache_id());
+    let action = if save { CACHE } else { CACHE_RESTORE };
+    let _ = write!(
+        out,
+        "      - name: Restore git-swarm from the cache\n\
+         \x20       id: cache\n\
+         \x20       uses: {uses}\n\
          \x20       with:\n\
-         \x20         fetch-depth: 0\n",
+         \x20         path: ~/.cargo/bin/git-swarm\n\
+         \x20         key: {key}\n",
+        uses = action.uses()
+    );
+    step_with(
+        out,
+        None,
+        "Install git-swarm (on a cache miss)",
+        Some("steps.cache.outputs.cache-hit != 'true'"),
+        &[],
+        None,
+        &o.install.command(),
+    );
+    run_step(out, "Put git-swarm on the PATH", &[], "echo \"$HOME/.cargo/bin\" >> \"$GITHUB_PATH\"");
+}
+
+/// The agents' CLIs at the releases git-swarm is tested with, before the checkout too (npm runs the packages'
+/// install scripts).
+fn agent_cli_steps(out: &mut String, o: &Options) {
+    if o.agent_clis.is_empty() {
+        return;
+    }
+    let npm = o.agent_clis.iter().any(|c| c.starts_with("npm "));
+    if npm {
+        out.push_str(
+            "      # zizmor's adhoc-packages flags every `npm install <package>`, pinned or not. These are pinned to the\n\
+             \x20     # releases git-swarm's presets are tested with; Claude Code, Codex and opencode depend only on their own\n\
+             \x20     # platform binaries, at the same exact version (docs/github-actions.md, *Agent CLIs*).\n",
+        );
+    }
+    step_with(
+        out,
+        None,
+        "Install the agents' CLIs (the releases git-swarm is tested with)",
+        None,
+        &[],
+        npm.then_some("zizmor: ignore[adhoc-packages] pinned releases, see above"),
+        &o.agent_clis.join("\n"),
+    );
+}
+
+/// The checkout (full history: workers rebase on the target branch), the swarm's refs and the git identity. `why`:
+/// what this job pushes, which is why its checkout keeps the job's token (`persist-credentials: true`).
+fn checkout_steps(out: &mut String, why: &str) {
+    let _ = write!(
+        out,
+        "      - name: Check out with full history (workers rebase on the target branch)\n\
+         \x20       uses: {uses}\n\
+         \x20       with:\n\
+         \x20         fetch-depth: 0\n\
+         \x20         # Kept: {why}, and `git push` reads\n\
+         \x20         # the job's token from the credentials actions/checkout keeps for the clone.\n\
+         \x20         persist-credentials: true\n",
+        uses = CHECKOUT.uses()
     );
     run_step(
         out,
@@ -267,30 +377,12 @@ fn common_steps(out: &mut String, o: &Options, save: bool) {
         "git config --global user.name 'github-actions[bot]'\n\
          git config --global user.email '41898282+github-actions[bot]@users.noreply.github.com'",
     );
-    let action = if save { "actions/cache@v4" } else { "actions/cache/restore@v4" };
-    let _ = write!(
-        out,
-        "      - name: Restore git-swarm from the cache\n\
-         \x20       id: cache\n\
-         \x20       uses: {action}\n\
-         \x20       with:\n\
-         \x20         path: ~/.cargo/bin/git-swarm\n\
-         \x20         key: {key}\n\
-         \x20     - name: Install git-swarm (on a cache miss)\n\
-         \x20       if: steps.cache.outputs.cache-hit != 'true'\n\
-         \x20       run: |\n"
-    );
-    block(out, 10, &o.install);
-    run_step(out, "Put git-swarm on the PATH", &[], "echo \"$HOME/.cargo/bin\" >> \"$GITHUB_PATH\"");
 }
 
-/// Job-level `env:` of a runner job: its agent id and the agents' secrets.
+/// Job-level `env:` of a runner job: its agent id, what it adds, and the pinned trust digest.
 fn runner_env(out: &mut String, o: &Options, agent: &str, extra: &[(&str, &str)]) {
     out.push_str("    env:\n");
     let _ = writeln!(out, "      GIT_SWARM_AGENT: gha-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}-{agent}");
-    for s in &o.secrets {
-        let _ = writeln!(out, "      {s}: ${{{{ secrets.{s} }}}}");
-    }
     for (k, v) in extra {
         let _ = writeln!(out, "      {k}: {v}");
     }
@@ -302,13 +394,28 @@ fn runner_env(out: &mut String, o: &Options, agent: &str, extra: &[(&str, &str)]
     }
 }
 
+/// The agents' secrets, for the `env:` of the one step that runs the agents: the setup commands and installs never
+/// see them.
+fn secret_env(o: &Options) -> Vec<(&str, String)> {
+    o.secrets.iter().map(|s| (s.as_str(), format!("${{{{ secrets.{s} }}}}"))).collect()
+}
+
+/// The step that runs a runner, with the secrets in its environment.
+fn runner_step(out: &mut String, o: &Options, name: &str, script: &str) {
+    let env = secret_env(o);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    run_step(out, name, &env, script);
+}
+
 fn setup_steps(out: &mut String, o: &Options) {
     for (i, cmd) in o.setup.iter().enumerate() {
         run_step(out, &format!("Setup {}", i + 1), &[], cmd);
     }
 }
 
-fn job_head(out: &mut String, o: &Options, id: &str, name: &str, needs: Option<&str>) {
+/// A job's head. Every job of the fleet pushes (`why`), so each asks for `contents: write` itself and the
+/// workflow for nothing.
+fn job_head(out: &mut String, o: &Options, id: &str, name: &str, needs: Option<&str>, why: &str) {
     let _ = writeln!(out, "  {id}:");
     let _ = writeln!(out, "    name: {name}");
     if let Some(n) = needs {
@@ -318,7 +425,18 @@ fn job_head(out: &mut String, o: &Options, id: &str, name: &str, needs: Option<&
     // Preparing takes minutes (a `cargo install` on a cache miss); the runners get the full limit.
     let minutes = if id == "prepare" { o.timeout_minutes.min(60) } else { o.timeout_minutes };
     let _ = writeln!(out, "    timeout-minutes: {minutes}");
+    let _ = writeln!(out, "    permissions:\n      contents: write # {why}");
+    // The jobs that hand secrets to agents run in the environment that holds them (zizmor's secrets-outside-env).
+    if let Some(e) = o.environment.as_ref().filter(|_| id != "prepare") {
+        let _ = writeln!(out, "    environment: {e}");
+    }
 }
+
+/// What each job pushes: why it keeps `contents: write` and its checkout's credentials.
+const PREPARE_PUSHES: &str = "`git swarm init` pushes refs/swarm/<name> when the swarm does not exist yet";
+const WORKER_PUSHES: &str = "the runner pushes its landings (the target branch) and the state ref";
+const PLANNER_PUSHES: &str = "the planner pushes its tasks to the state ref";
+const JUDGE_PUSHES: &str = "the judge pushes its verdicts to the state ref";
 
 /// The workflow file for `o`, after [`validate`].
 pub fn render(o: &Options) -> Result<String, OptionError> {
@@ -366,8 +484,8 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     let _ = write!(
         out,
         "\n\
-         permissions:\n\
-         \x20 contents: write\n\
+         # Nothing for the workflow; each job asks for what it needs.\n\
+         permissions: {{}}\n\
          \n\
          # One fleet per swarm at a time: a second start waits for the running one (GitHub keeps one waiting run).\n\
          concurrency:\n\
@@ -386,7 +504,7 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
          jobs:\n"
     );
 
-    job_head(&mut out, o, "prepare", "prepare (matrix, git-swarm, init)", None);
+    job_head(&mut out, o, "prepare", "prepare (matrix, git-swarm, init)", None, PREPARE_PUSHES);
     out.push_str("    outputs:\n      workers: ${{ steps.matrix.outputs.workers }}\n    steps:\n");
     // The matrix step goes first: a bad input fails before anything is installed.
     let workers_expr = format!("${{{{ inputs.workers || {} }}}}", o.workers);
@@ -405,11 +523,21 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
              echo \"workers=[$(seq -s, 1 \"$WORKERS\")]\" >> \"$GITHUB_OUTPUT\""
         ),
     );
-    common_steps(&mut out, o, true);
+    git_swarm_steps(&mut out, o, true);
+    checkout_steps(&mut out, PREPARE_PUSHES);
     run_step(&mut out, "Create the swarm (changes nothing when it exists)", &[], "git swarm init");
 
+    // The runner jobs: what comes before their checkout, the checkout, the setup, then the runner itself.
+    let begin = |out: &mut String, why: &str| {
+        out.push_str("    steps:\n");
+        git_swarm_steps(out, o, false);
+        agent_cli_steps(out, o);
+        checkout_steps(out, why);
+        setup_steps(out, o);
+    };
+
     out.push('\n');
-    job_head(&mut out, o, "worker", "worker ${{ matrix.worker }}", Some("prepare"));
+    job_head(&mut out, o, "worker", "worker ${{ matrix.worker }}", Some("prepare"), WORKER_PUSHES);
     out.push_str(
         "    strategy:\n\
          \x20     fail-fast: false\n\
@@ -417,31 +545,23 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
          \x20       worker: ${{ fromJSON(needs.prepare.outputs.workers) }}\n",
     );
     runner_env(&mut out, o, "w${{ matrix.worker }}", &[]);
-    out.push_str("    steps:\n");
-    common_steps(&mut out, o, false);
-    setup_steps(&mut out, o);
+    begin(&mut out, WORKER_PUSHES);
     if o.planner {
         wait_for_a_task(&mut out);
     }
     // `exec`: GitHub signals a cancelled or timed-out step's entry process only, then kills the tree; the runner
     // must be that process to release its claims on the way out.
-    let work = match o.agents_per_job {
-        1 => "exec git swarm run worker --until-idle".to_string(),
-        n => format!("exec git swarm run worker --until-idle --agents {n}"),
-    };
-    run_step(&mut out, "Work the board", &[], &work);
+    runner_step(&mut out, o, "Work the board", &runner_command("worker", o.agents_per_job));
 
     if o.planner {
         out.push('\n');
-        job_head(&mut out, o, "planner", "planner", Some("prepare"));
+        job_head(&mut out, o, "planner", "planner", Some("prepare"), PLANNER_PUSHES);
         runner_env(&mut out, o, "planner", &[("GOAL", "${{ inputs.goal }}")]);
-        out.push_str("    steps:\n");
-        common_steps(&mut out, o, false);
-        setup_steps(&mut out, o);
-        run_step(
+        begin(&mut out, PLANNER_PUSHES);
+        runner_step(
             &mut out,
+            o,
             "Plan",
-            &[],
             "if [ -n \"$GOAL\" ]; then\n\
              \x20 exec git swarm run planner --until-idle --goal \"$GOAL\" --replace-goal\n\
              else\n\
@@ -451,24 +571,33 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     }
     if o.judge {
         out.push('\n');
-        job_head(&mut out, o, "judge", "judge", Some("prepare"));
+        job_head(&mut out, o, "judge", "judge", Some("prepare"), JUDGE_PUSHES);
         runner_env(&mut out, o, "judge", &[]);
-        out.push_str("    steps:\n");
-        common_steps(&mut out, o, false);
-        setup_steps(&mut out, o);
+        begin(&mut out, JUDGE_PUSHES);
         if o.planner {
             // The judge, too, would find an empty board idle and end before the planner filed anything.
             wait_for_a_task(&mut out);
         }
-        run_step(&mut out, "Judge the cycles", &[], "exec git swarm run judge --until-idle");
+        runner_step(&mut out, o, "Judge the cycles", &runner_command("judge", 1));
     }
     Ok(out)
+}
+
+/// The command of a runner job: `exec git swarm run <role> --until-idle`, with `--agents <n>` for a worker job of
+/// several agents. (Every CI generator runs the same.)
+pub(crate) fn runner_command(role: &str, agents: u32) -> String {
+    match agents {
+        0 | 1 => format!("exec git swarm run {role} --until-idle"),
+        n => format!("exec git swarm run {role} --until-idle --agents {n}"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    const REV: &str = "3d3c42e5aac5ba805825da76410c181273ba90b1";
 
     fn parse(text: &str) -> Value {
         serde_yaml_ng::from_str(text).unwrap_or_else(|e| panic!("not YAML ({e}):\n{text}"))
@@ -490,8 +619,9 @@ mod tests {
     fn the_workflow_has_the_promised_structure() {
         let mut o = Options::new(8);
         o.schedule = Some("0  */6 * * *".into());
+        o.install = Source::Git { url: "https://github.com/o/git-swarm".into(), rev: REV.into() };
         let y = parse(&render(&o).expect("render"));
-        assert_eq!(y["permissions"]["contents"], "write");
+        assert_eq!(y["permissions"], serde_json::json!({}), "nothing at the workflow's level");
         assert_eq!(y["concurrency"]["group"], "git-swarm-${{ inputs.swarm || 'default' }}");
         assert_eq!(y["concurrency"]["cancel-in-progress"], false);
         let inputs = &y["on"]["workflow_dispatch"]["inputs"];
@@ -506,13 +636,31 @@ mod tests {
         assert_eq!(y["jobs"]["worker"]["timeout-minutes"], 120);
         for job in jobs.values() {
             assert_eq!(job["runs-on"], "ubuntu-latest");
+            assert_eq!(job["permissions"], serde_json::json!({"contents": "write"}), "every job pushes");
+            let checkout =
+                steps(job).into_iter().position(|s| s["uses"] == CHECKOUT.uses().split(' ').next().unwrap_or_default());
+            let checkout = checkout.expect("a pinned checkout");
+            assert_eq!(steps(job)[checkout]["with"]["persist-credentials"], true, "the job pushes with its token");
+            assert_eq!(steps(job)[checkout]["with"]["fetch-depth"], 0);
+            let install = steps(job)
+                .into_iter()
+                .position(|s| s["name"].as_str().is_some_and(|n| n.starts_with("Install git-swarm")));
+            assert!(install.expect("install step") < checkout, "git-swarm is built before any credential is on disk");
+            assert!(
+                steps(job).iter().all(|s| s["uses"].as_str().is_none_or(|u| u.contains("@") && !u.contains("@v"))),
+                "{job}"
+            );
         }
         let w = &y["jobs"]["worker"];
         assert_eq!(w["needs"], "prepare");
         assert_eq!(w["strategy"]["matrix"]["worker"], "${{ fromJSON(needs.prepare.outputs.workers) }}");
         assert_eq!(w["strategy"]["fail-fast"], false);
-        assert_eq!(w["env"]["ANTHROPIC_API_KEY"], "${{ secrets.ANTHROPIC_API_KEY }}");
-        assert_eq!(w["env"]["OPENAI_API_KEY"], "${{ secrets.OPENAI_API_KEY }}");
+        let work = steps(w).into_iter().find(|s| s["name"] == "Work the board").expect("work step");
+        assert_eq!(work["env"]["ANTHROPIC_API_KEY"], "${{ secrets.ANTHROPIC_API_KEY }}");
+        assert_eq!(work["env"]["OPENAI_API_KEY"], "${{ secrets.OPENAI_API_KEY }}");
+        assert!(w["env"].get("ANTHROPIC_API_KEY").is_none(), "the secrets reach the runner's step only");
+        let with_secrets = steps(w).into_iter().filter(|s| s["env"].get("OPENAI_API_KEY").is_some()).count();
+        assert_eq!(with_secrets, 1);
         assert_eq!(
             w["env"]["GIT_SWARM_AGENT"],
             "gha-${{ github.run_id }}-${{ github.run_attempt }}-w${{ matrix.worker }}"
@@ -520,10 +668,8 @@ mod tests {
         assert_eq!(run_of(w, "Work the board").trim(), "exec git swarm run worker --until-idle");
         assert_eq!(y["defaults"]["run"]["shell"], "bash", "pipefail in every step");
         assert!(run_of(w, "Fetch the swarm's refs").contains("'+refs/swarm/*:refs/swarm/*'"));
-        let checkout = steps(w).into_iter().find(|s| s["uses"] == "actions/checkout@v4").expect("checkout");
-        assert_eq!(checkout["with"]["fetch-depth"], 0);
         let cache = steps(w).into_iter().find(|s| s["id"] == "cache").expect("cache step");
-        assert_eq!(cache["uses"], "actions/cache/restore@v4");
+        assert_eq!(cache["uses"], "actions/cache/restore@27d5ce7f107fe9357f9df03efb73ab90386fccae");
         assert_eq!(cache["with"]["path"], "~/.cargo/bin/git-swarm");
         let p = &y["jobs"]["prepare"];
         assert_eq!(steps(p)[0]["name"], "Size the worker matrix");
@@ -531,9 +677,14 @@ mod tests {
         assert_eq!(steps(p)[0]["env"]["WORKERS"], "${{ inputs.workers || 8 }}");
         assert_eq!(p["outputs"]["workers"], "${{ steps.matrix.outputs.workers }}");
         let pcache = steps(p).into_iter().find(|s| s["id"] == "cache").expect("cache step");
-        assert_eq!(pcache["uses"], "actions/cache@v4");
+        assert_eq!(pcache["uses"], "actions/cache@27d5ce7f107fe9357f9df03efb73ab90386fccae");
         assert_eq!(pcache["with"]["key"], cache["with"]["key"], "the workers restore what prepare saved");
-        assert!(run_of(p, "Install git-swarm").contains("cargo install --locked git-swarm --version"));
+        let key = pcache["with"]["key"].as_str().unwrap_or_default();
+        assert!(key.starts_with(&format!("git-swarm-${{{{ runner.os }}}}-{}-{}-", o.version, &REV[..12])), "{key}");
+        assert_eq!(
+            run_of(p, "Install git-swarm").trim(),
+            format!("cargo install --locked --git https://github.com/o/git-swarm --rev {REV} git-swarm")
+        );
         assert_eq!(run_of(p, "Create the swarm").trim(), "git swarm init");
     }
 
@@ -571,16 +722,28 @@ mod tests {
         o.swarm = "night".into();
         o.secrets = vec!["MY_KEY".into()];
         o.setup = vec!["npm install -g @anthropic-ai/claude-code".into(), "  echo one\n  echo two  ".into()];
-        o.install = "cargo install --locked --git https://github.com/o/git-swarm --tag v0.1.0 git-swarm".into();
+        o.install = Source::Command(
+            "cargo install --locked --git https://github.com/o/git-swarm --tag v0.1.0 git-swarm".into(),
+        );
+        o.agent_clis = vec![install::agent_cli("claude").expect("claude"), install::agent_cli("aider").expect("aider")];
         o.timeout_minutes = 45;
+        o.environment = Some("agents".into());
         let y = parse(&render(&o).expect("render"));
         assert_eq!(y["jobs"].as_object().map(|j| j.len()), Some(4));
+        assert!(y["jobs"]["prepare"].get("environment").is_none(), "prepare has no secrets");
         assert_eq!(y["concurrency"]["group"], "git-swarm-${{ inputs.swarm || 'night' }}");
         assert_eq!(y["on"]["workflow_dispatch"]["inputs"]["goal"]["type"], "string");
         for job in ["worker", "planner", "judge"] {
             let j = &y["jobs"][job];
-            assert_eq!(j["env"]["MY_KEY"], "${{ secrets.MY_KEY }}", "{job}");
-            assert!(j["env"].get("ANTHROPIC_API_KEY").is_none());
+            let last = steps(j).last().copied().cloned().unwrap_or_default();
+            assert_eq!(last["env"]["MY_KEY"], "${{ secrets.MY_KEY }}", "{job}: the runner's step has the secrets");
+            assert!(j["env"].get("MY_KEY").is_none() && last["env"].get("ANTHROPIC_API_KEY").is_none());
+            assert_eq!(j["environment"], "agents", "{job}");
+            let clis = run_of(j, "Install the agents' CLIs");
+            assert!(
+                clis.contains("@anthropic-ai/claude-code@2.") && clis.contains("pipx install aider-chat=="),
+                "{clis}"
+            );
             assert_eq!(j["timeout-minutes"], 45);
             assert_eq!(run_of(j, "Setup 1").trim(), "npm install -g @anthropic-ai/claude-code");
             assert_eq!(run_of(j, "Setup 2"), "echo one\n  echo two\n", "relative indentation kept");
@@ -601,6 +764,29 @@ mod tests {
     }
 
     #[test]
+    fn the_runner_commands() {
+        assert_eq!(runner_command("worker", 1), "exec git swarm run worker --until-idle");
+        assert_eq!(runner_command("worker", 32), "exec git swarm run worker --until-idle --agents 32");
+        assert_eq!(runner_command("judge", 1), "exec git swarm run judge --until-idle");
+    }
+
+    #[test]
+    fn zizmors_ignore_comment_stands_outside_the_script() {
+        let mut o = Options::new(1);
+        o.agent_clis = vec![install::agent_cli("codex").expect("codex")];
+        let text = render(&o).expect("render");
+        assert!(text.contains("run: | # zizmor: ignore[adhoc-packages]"), "{text}");
+        let y = parse(&text);
+        let script = run_of(&y["jobs"]["worker"], "Install the agents' CLIs");
+        assert!(
+            script.starts_with("npm install -g --no-audit --no-fund @openai/codex@") && !script.contains('#'),
+            "{script}"
+        );
+        o.agent_clis = vec![install::agent_cli("aider").expect("aider")];
+        assert!(!render(&o).expect("render").contains("zizmor: ignore"), "pipx is not an adhoc-packages finding");
+    }
+
+    #[test]
     fn bad_options_name_the_flag() {
         type Change = fn(&mut Options);
         let cases: Vec<(Change, &str)> = vec![
@@ -615,7 +801,10 @@ mod tests {
             (|o| o.secrets = vec!["GITHUB_TOKEN".into()], "--secret"),
             (|o| o.secrets = vec!["A-B".into()], "--secret"),
             (|o| o.secrets = vec!["1A".into()], "--secret"),
-            (|o| o.install = " ".into(), "--install"),
+            (|o| o.install = Source::Command(" ".into()), "--install"),
+            (|o| o.install = Source::Git { url: "https://h/r".into(), rev: "main".into() }, "--install"),
+            (|o| o.agent_clis = vec!["".into()], "--agent-cli"),
+            (|o| o.environment = Some("a: b".into()), "--environment"),
             (|o| o.setup = vec!["echo \u{1b}[2J".into()], "--setup"),
         ];
         for (change, flag) in cases {
