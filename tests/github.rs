@@ -620,6 +620,22 @@ fn the_composite_action_is_well_formed() {
             assert!(!run.contains("${{"), "expression spliced into a script: {run}");
         }
     }
+    // It installs what works today (its own source, not a crates.io release that does not exist), pins what it
+    // uses by commit, and zizmor finds nothing in it.
+    assert!(!text.contains("--version 0.1.0") && text.contains("cargo install --locked --path"), "{text}");
+    for s in steps {
+        if let Some(uses) = s["uses"].as_str() {
+            let rev = uses.split('@').nth(1).unwrap_or_default();
+            assert!(rev.len() == 40 && rev.chars().all(|c| c.is_ascii_hexdigit()), "not pinned by commit: {uses}");
+        }
+    }
+    let test = "the_composite_action_is_well_formed";
+    if let Some(zizmor) = tool_or_skip(test, "zizmor", "pip install zizmor==1.32.0") {
+        let env = Env::new();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let (ok, text) = lint(&env, dir, &zizmor, &["--offline", "--no-progress", "--color", "never", "action.yml"]);
+        assert!(ok && text.contains("No findings to report"), "zizmor on action.yml:\n{text}");
+    }
 }
 
 /// The value of a `${{ … }}` expression of the generated workflow in a simulated run: run 7, attempt 1, `vars` for
