@@ -26,13 +26,13 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "swarm.run.<key>",
-        "a [run] setting of swarm.toml for this clone's runners: check, checkBaseline, checkReport, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, batchWindow, agentHooks.",
+        "a [run] setting of swarm.toml for this clone's runners: check, checkBaseline, checkReport, sandbox, network, sandboxRead, sandboxWrite, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, batchWindow, agentHooks.",
     ),
     ("swarm.run.cycle.<key>", "a [run.cycle] setting: maxTasks, maxTime."),
     ("swarm.run.budget.<key>", "a [run.budget] setting: taskTokens, taskUsd, cycleTokens, cycleUsd."),
     (
         "swarm.roles.<role>.<key>",
-        "the agent of a role (default, worker, planner, judge) for this clone's runners: preset, exec, backend, api, baseUrl, model, apiKeyEnv, maxTokens, temperature. Setting exec or preset replaces both of them from swarm.toml.",
+        "the agent of a role (default, worker, planner, judge) for this clone's runners: preset, exec, backend, api, baseUrl, model, apiKeyEnv, maxTokens, temperature, env, homeFiles. Setting exec or preset replaces both of them from swarm.toml; a list (env, homeFiles) is one value, its items separated by commas.",
     ),
 ];
 
@@ -43,6 +43,8 @@ pub(crate) enum Kind {
     Int,
     Float,
     Bool,
+    /// A list of text: in git config one value, its items separated by commas.
+    List,
 }
 
 mod schema;
@@ -79,6 +81,14 @@ fn canonical(name: &str, schema: &[(&'static str, Kind)]) -> Option<(&'static st
 fn typed(key: &str, value: &str, kind: Kind) -> Result<toml::Value, ConfigError> {
     match kind {
         Kind::Text => Ok(toml::Value::String(value.to_string())),
+        Kind::List => Ok(toml::Value::Array(
+            value
+                .split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| toml::Value::String(v.to_string()))
+                .collect(),
+        )),
         Kind::Int => value
             .trim()
             .parse::<i64>()

@@ -139,6 +139,32 @@ pub fn broken_settings(b: &crate::ops::BrokenSettings, fixed: Option<String>) ->
     }
 }
 
+/// Whether this clone's runners contain their agents (`[run] sandbox`, under this clone's `git config swarm.*`):
+/// in a sandbox here, uncontained on purpose, or uncontained for want of one — an error where `required`.
+pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local) -> Finding {
+    use crate::agent::sandbox::{Mode, Support, support};
+    const C: &str = "sandbox";
+    let mode = crate::runner::RunSettings::from_config(&local.apply(config)).map(|s| s.sandbox).unwrap_or_default();
+    match (mode, support()) {
+        (Mode::Off, _) => Finding::new(C, Severity::Info, "agents run uncontained here: [run] sandbox = \"off\"")
+            .hint("they can read this machine's files and keys and write the clone; \"auto\" contains them where bubblewrap works"),
+        (_, Support::Ready { version, .. }) => Finding::new(
+            C,
+            Severity::Ok,
+            format!("agents run in a sandbox ({}): their work tree, a fresh home, no credentials", if version.is_empty() { "bubblewrap" } else { version }),
+        ),
+        (Mode::Auto, Support::Missing { why, hint }) => {
+            Finding::new(C, Severity::Warn, format!("agents would run uncontained: {why}")).hint(hint.clone())
+        }
+        (Mode::Required, Support::Missing { why, hint }) => Finding::new(
+            C,
+            Severity::Error,
+            format!("[run] sandbox = \"required\", but {why}: runners refuse to start"),
+        )
+        .hint(hint.clone()),
+    }
+}
+
 /// The state ref against what this clone saw; returns the tip to read the board at, when there is a good one.
 fn state_ref(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) -> Result<Option<ObjectId>, TxnError> {
     const C: &str = "state-ref";

@@ -341,7 +341,16 @@ printf '{"session_id":"s1","transcript_path":"%s","hook_event_name":"Stop","stop
     )
     .expect("script");
     let cfg = env.path("swarm.toml");
-    std::fs::write(&cfg, format!("[roles.worker]\nexec = \"sh '{}'\"\n", script.display())).expect("cfg");
+    // The agent writes what it saw into `out`, a folder of the test's: named writable for it (its sandbox).
+    std::fs::write(
+        &cfg,
+        format!(
+            "[run]\nsandbox_write = [{:?}]\n[roles.worker]\nexec = \"sh '{}'\"\n",
+            out.display().to_string(),
+            script.display()
+        ),
+    )
+    .expect("cfg");
     env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
     let id = env.sw(&c, &["add", "do the work"]).ok().line();
     let stop_cmd = template_command("hooks/claude/settings.local.json", "/hooks/Stop/0/hooks/0/command");
@@ -395,9 +404,10 @@ fn a_tracked_settings_file_is_not_clobbered_and_agent_hooks_can_be_turned_off() 
     let exec = "cp .claude/settings.local.json \"$OUT/seen-$GIT_SWARM_SWARM.json\"; \
                 if test -e .cursor/hooks.json; then touch \"$OUT/cursor-$GIT_SWARM_SWARM\"; fi; \
                 echo x >> work.txt";
-    for (name, extra) in [("on", ""), ("off", "[run]\nagent_hooks = false\n")] {
+    for (name, extra) in [("on", ""), ("off", "agent_hooks = false\n")] {
         let cfg = env.path(&format!("{name}.toml"));
-        std::fs::write(&cfg, format!("{extra}[roles.worker]\nexec = {exec:?}\n")).expect("cfg");
+        let write = format!("sandbox_write = [{:?}]\n", out.display().to_string());
+        std::fs::write(&cfg, format!("[run]\n{write}{extra}[roles.worker]\nexec = {exec:?}\n")).expect("cfg");
         env.sw(&c, &["--swarm", name, "init", "--config", cfg.to_str().expect("utf-8")]).ok();
         env.sw(&c, &["--swarm", name, "add", "work"]).ok();
         let o = env.sw_env(

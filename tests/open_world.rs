@@ -205,7 +205,18 @@ fn once(env: &Env, clone: &Path, agent: &str) -> std::process::Child {
 
 /// A clone of a fresh swarm (a plain-path remote) whose workers run `exec`, and one task for them.
 fn one_task_swarm(env: &Env, exec: &str, max_attempts: u32) -> (PathBuf, PathBuf, String) {
-    let config = format!("lease = \"1m\"\nmax_attempts = {max_attempts}\n[roles.worker]\nexec = {exec:?}\n");
+    task_swarm(env, exec, max_attempts, "")
+}
+
+/// [`one_task_swarm`] whose agents run uncontained (`[run] sandbox = "off"`): the nets for a machine without a
+/// sandbox (the git directory's guard, a work tree deleted under the runner), or an agent that keeps state in its
+/// home between runs.
+fn uncontained_task_swarm(env: &Env, exec: &str, max_attempts: u32) -> (PathBuf, PathBuf, String) {
+    task_swarm(env, exec, max_attempts, "[run]\nsandbox = \"off\"\n")
+}
+
+fn task_swarm(env: &Env, exec: &str, max_attempts: u32, more: &str) -> (PathBuf, PathBuf, String) {
+    let config = format!("lease = \"1m\"\nmax_attempts = {max_attempts}\n{more}[roles.worker]\nexec = {exec:?}\n");
     let (bare, clones) = env.swarm_with_config(path_url, 1, &config);
     let c = clones.into_iter().next().expect("a clone");
     let id = env.sw(&c, &["add", "the task"]).ok().line();
@@ -333,6 +344,9 @@ fn secrets_an_agent_echoes_are_scrubbed_from_logs_the_ref_and_the_board() {
                 echo \"hook $ALERTS\"; printf 'Status: done\\n%s %s %s\\n' \"$MYSQL_PWD\" \"$MODEL_API_KEY\" \"$ALERTS\" \
                 > \"$GIT_SWARM_HANDOFF_FILE\"; echo \"bye $DB_PASS $ALERTS\"; exit 3";
     let (bare, c, id) = one_task_swarm(&env, exec, 1);
+    // An agent gets only the variables a role names: these are named, on purpose (and still scrubbed).
+    env.sw(&c, &["config", "set", "roles.worker.env", "[\"MYSQL_PWD\", \"DB_PASS\", \"MODEL_API_KEY\", \"ALERTS\"]"])
+        .ok();
     let o = env.sw_env(&c, &secrets, &["--agent", "w1", "run", "worker", "--once"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert_eq!(show(&env, &c, &id)["status"], "failed");
@@ -405,7 +419,9 @@ fn an_agent_that_deletes_its_work_tree_fails_its_task_and_the_runner_goes_on() {
         ("the tree", "case \"$GIT_SWARM_TASK_TITLE\" in wreck*) rm -rf \"$PWD\" ;; *) echo ok > ok.txt ;; esac"),
     ] {
         let env = Env::new();
-        let config = format!("lease = \"1m\"\nmax_attempts = 1\n[roles.worker]\nexec = {exec:?}\n");
+        // Uncontained: in a sandbox the work tree is a mount point the agent cannot remove.
+        let config =
+            format!("lease = \"1m\"\nmax_attempts = 1\n[run]\nsandbox = \"off\"\n[roles.worker]\nexec = {exec:?}\n");
         let (bare, clones) = env.swarm_with_config(path_url, 1, &config);
         let c = clones.into_iter().next().expect("a clone");
         let wreck = env.sw(&c, &["add", "wreck it"]).ok().line();
@@ -483,7 +499,7 @@ fn kept_work_is_kept_per_attempt_and_pruned_once_the_task_lands() {
     let exec = "f=\"$HOME/tries-$GIT_SWARM_TASK_ID\"; n=$(cat \"$f\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$f\"; \
                 echo \"try $n\" > \"$GIT_SWARM_TASK_ID.txt\"; \
                 if [ $n -lt 3 ]; then printf 'Status: failed: try %s\\n' $n > \"$GIT_SWARM_HANDOFF_FILE\"; fi";
-    let (bare, c, a) = one_task_swarm(&env, exec, 3);
+    let (bare, c, a) = uncontained_task_swarm(&env, exec, 3);
     let kept = |env: &Env| env.git(&bare, &["for-each-ref", "--format=%(refname)", "refs/swarm-work/"]);
     let run = |env: &Env| env.sw(&c, &["--agent", "w1", "run", "worker", "--until-idle"]).ok();
     run(&env);
@@ -518,12 +534,13 @@ fn an_agent_cannot_finish_or_give_back_its_runners_claim() {
     let exec = "for op in done release fail claim; do \
                   case $op in claim) \"$GIT_SWARM_BIN\" claim ;; fail) \"$GIT_SWARM_BIN\" fail \"$GIT_SWARM_TASK_ID\" --reason x ;; \
                   *) \"$GIT_SWARM_BIN\" $op \"$GIT_SWARM_TASK_ID\" ;; esac; \
-                  echo \"rc=$?\"; done > \"$HOME/ops.out\" 2>&1; echo work > w.txt";
+                  echo \"rc=$?\"; done > ops.out 2>&1; echo work > w.txt";
     let (bare, c, id) = one_task_swarm(&env, exec, 3);
     env.sw(&c, &["add", "another task"]).ok();
     let o = env.sw(&c, &["--agent", "w1", "run", "worker", "--once"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let ops = std::fs::read_to_string(env.home.join("ops.out")).expect("the agent's record");
+    // (What the agent tried lands with its work: its home is its own, in a sandbox.)
+    let ops = env.git(&bare, &["show", "main:ops.out"]);
     assert_eq!(ops.matches("rc=4").count(), 4, "{ops}");
     assert!(ops.contains("is the agent id of a runner"), "{ops}");
     let t = show(&env, &c, &id);
@@ -606,7 +623,8 @@ fn config_an_agent_plants_in_the_git_directory_never_runs_in_the_runners_git() {
          echo '* filter=evil' > \"$(git rev-parse --git-common-dir)/info/attributes\" && echo work > w.txt",
         pwned.display()
     );
-    let (bare, c, id) = one_task_swarm(&env, &exec, 3);
+    // (In a sandbox the agent cannot write the git directory at all: tests/contained.rs.)
+    let (bare, c, id) = uncontained_task_swarm(&env, &exec, 3);
     let config_before = std::fs::read_to_string(c.join(".git/config")).expect("config");
     let o = env.sw(&c, &["--agent", "w1", "run", "worker", "--once"]);
     assert_eq!(o.code, 0, "{}", o.stderr);

@@ -240,12 +240,11 @@ fn lands_real_work(preset: &str, program: &str, who: As) {
     let want: Vec<String> = (1..=2).map(|n| format!("notes/{preset}-{n}.txt")).collect();
     assert_eq!(files.lines().collect::<Vec<_>>(), want, "{test}: the commits hold more than the work");
     // The hooks that renew leases ran (Claude Code's PostToolUse, Gemini CLI's AfterTool, Codex's notify).
+    // The hooks that renew leases ran (Claude Code's PostToolUse, Gemini CLI's AfterTool, Codex's notify): inside a
+    // runner's run the runner keeps the lease, and says in the agent's log that they fired.
     if matches!(preset, "claude" | "gemini" | "codex") {
-        let stamps: Vec<String> = std::fs::read_dir(c.join(".git/swarm/hooks"))
-            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-            .unwrap_or_default();
         for id in &ids {
-            assert!(stamps.iter().any(|s| s.ends_with(id)), "{test}: no renewal hook ran for {id}: {stamps:?}\n{log}");
+            assert!(log.contains(&format!("hook-renew-{id}")), "{test}: no renewal hook ran for {id}\n{log}");
         }
     }
     // The agent planted nothing in the clone's git config (an identity, a filter).

@@ -176,7 +176,11 @@ fn a_cycle_budget_stops_a_fleet_of_runners_in_several_clones() {
     let human = env.sw(&clones[2], &["status"]).ok().stdout;
     assert!(human.contains("cycle budget: 3300 tokens · SPENT"), "{human}");
     // The judge sees the cycle ended by its budget, and its verdict starts the next cycle with the count at zero.
-    let seen = env.path("judge-prompt.md");
+    // (The judge writes its prompt where the test reads it: a folder this clone lets its agents write.)
+    let out = env.path("out");
+    std::fs::create_dir_all(&out).expect("out");
+    env.git(&clones[0], &["config", "swarm.run.sandboxWrite", out.to_str().expect("utf-8")]);
+    let seen = out.join("judge-prompt.md");
     let judge_exec = format!(
         "cp \"$GIT_SWARM_PROMPT_FILE\" '{}'; printf '{{\"input_tokens\": 50, \"output_tokens\": 5}}' > \"$GIT_SWARM_USAGE_FILE\"; \
          echo 'verdict: continue'",

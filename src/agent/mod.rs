@@ -12,6 +12,7 @@ pub mod files;
 pub mod http;
 pub mod preset;
 pub mod report;
+pub mod sandbox;
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -45,6 +46,8 @@ pub struct Prepared {
     pub report: report::Report,
     /// What it is, for people: `claude 2.1.332 (preset claude)`, `my-agent --x`, `http openai gpt-5.2`.
     pub label: String,
+    /// The preset it was made from: what of the runner's environment and home its CLI needs.
+    pub preset: Option<&'static preset::Preset>,
 }
 
 impl Prepared {
@@ -90,6 +93,17 @@ pub struct Probes(Mutex<std::collections::HashMap<&'static str, preset::Facts>>)
 /// (Claude Code skipping its permission checks as root), an `http` agent's key must be set. `run_dir` holds the
 /// files a preset's CLI writes for us.
 pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Prepared, CannotStart> {
+    prepare_in(backend, run_dir, probes, false)
+}
+
+/// [`prepare`] for runs in a sandbox (`contained`): a preset's CLI is told so where it asks (Claude Code as root
+/// takes `--dangerously-skip-permissions` only in a declared sandbox).
+pub(crate) fn prepare_in(
+    backend: &Backend,
+    run_dir: &Path,
+    probes: &Probes,
+    contained: bool,
+) -> Result<Prepared, CannotStart> {
     match backend {
         Backend::Preset(p) => {
             let what = format!("preset `{}`", p.name);
@@ -117,6 +131,7 @@ pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Pre
                 }
             };
             facts.run_dir = run_dir.to_path_buf();
+            facts.sandbox_declared |= contained;
             let launch = p.launch(&facts);
             let version = facts.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "version unknown".into());
             Ok(Prepared {
@@ -125,6 +140,7 @@ pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Pre
                 last_message: launch.last_message,
                 report: launch.report,
                 label: format!("{} {version} (preset {})", p.program, p.name),
+                preset: Some(p),
             })
         }
         Backend::Command { exec } => {
@@ -135,6 +151,7 @@ pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Pre
                 last_message: preset::LastMessage::Hooks,
                 report: report::Report::UsageFile(run_dir.join("usage.json")),
                 label: crate::escape::line(exec),
+                preset: None,
             })
         }
         Backend::Http(h) => {
@@ -154,6 +171,7 @@ pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Pre
                 last_message: preset::LastMessage::Hooks,
                 report: report::Report::Nothing,
                 label: format!("http {api} {}", h.model),
+                preset: None,
             })
         }
     }
@@ -272,6 +290,14 @@ mod prepare_tests {
 /// and then met a missing program did a run of the task (it fails the task, not the runner). A prompt too long
 /// for an argument (`Argument list too long`) is this task's, not the machine's: a failure too.
 pub(crate) fn could_not_start(out: &Outcome) -> bool {
+    // A sandbox that could not be set up (bubblewrap says why and exits 1): nothing of the agent ran.
+    if out.exit == Exit::Code(1)
+        && out.elapsed < Duration::from_secs(20)
+        && out.tail.iter().any(|l| l.starts_with("bwrap: "))
+        && out.tail.len() <= 3
+    {
+        return true;
+    }
     if !matches!(out.exit, Exit::Code(126) | Exit::Code(127)) || out.elapsed > Duration::from_secs(20) {
         return false;
     }
@@ -305,6 +331,20 @@ pub struct Invocation<'a> {
     pub live: Option<LiveUsage>,
     /// Stop the run when what it spent, added to `budget.1`, reaches the limit `budget.0`.
     pub budget: Option<(crate::usage::Limit, crate::usage::Usage)>,
+    /// What the run may reach: its environment an allow-list, and with a sandbox its files too. `None`: the
+    /// runner's whole environment (a runner's own commands that are not the agent's).
+    pub contain: Option<Contain>,
+}
+
+/// How an agent run is contained ([`sandbox`]).
+#[derive(Debug, Clone, Default)]
+pub struct Contain {
+    /// The names (or `PREFIX_*`) of the runner's environment the agent gets, besides [`sandbox::BASE_ENV`].
+    pub pass_env: Vec<String>,
+    /// The bubblewrap program and what the run may see; `None`: no sandbox (the environment is still cut down).
+    pub sandbox: Option<(PathBuf, sandbox::Spec)>,
+    /// The home the agent gets (a fresh one, in a sandbox).
+    pub home: Option<PathBuf>,
 }
 
 /// A run's usage so far, shared with whoever watches the run.
@@ -445,7 +485,24 @@ fn append(path: &Path, bytes: &[u8]) {
 fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool) -> Result<Outcome, AgentError> {
     use std::os::unix::process::CommandExt;
     let started = Instant::now();
-    let mut cmd = Command::new("sh");
+    let sandboxed = inv.contain.as_ref().and_then(|c| c.sandbox.as_ref());
+    let mut cmd = match sandboxed {
+        Some((bwrap, spec)) => {
+            let mut c = Command::new(bwrap);
+            c.args(spec.args()).arg("--").arg("sh");
+            c
+        }
+        None => Command::new("sh"),
+    };
+    if let Some(c) = &inv.contain {
+        // Not the runner's environment minus a deny-list: an allow-list (credentials stay with the runner).
+        cmd.env_clear();
+        cmd.envs(sandbox::environment(std::env::vars_os(), &c.pass_env, c.home.as_deref()));
+        if sandboxed.is_some() {
+            // Declared for the CLIs that ask (Claude Code as root): this run is contained.
+            cmd.env("IS_SANDBOX", "1");
+        }
+    }
     cmd.arg("-c")
         .arg(exec)
         .current_dir(inv.cwd)
@@ -475,7 +532,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     let pid = child.id();
     let born = contain::start_of(pid);
     // Where a later runner finds the group, should this runner be killed before it could stop the agent.
-    let pgid_file = inv.prompt_file.with_file_name("agent.pgid");
+    let pgid_file = pgid_file_of(&inv.prompt_file);
     let _ = std::fs::write(&pgid_file, pid.to_string());
     // Feed the prompt from a thread: an agent that does not read stdin must not block us.
     if let Some(mut stdin) = child.stdin.take() {
@@ -579,6 +636,15 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         *l = Some(u);
     }
     Ok(Outcome { exit, stdout, tail, stdout_tail, elapsed: started.elapsed(), usage })
+}
+
+/// Where a run's process group is written (`<run dir>.pgid`, beside the run's folder, which the agent may write):
+/// a later runner of the clone ends it, should this one be killed first.
+pub(crate) fn pgid_file_of(prompt_file: &Path) -> PathBuf {
+    let dir = prompt_file.parent().unwrap_or(Path::new("."));
+    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "run".into());
+    name.push(".pgid");
+    dir.with_file_name(name)
 }
 
 /// What the pipe readers fill: the log, the tail, stdout (capped), and how many have finished.
@@ -718,6 +784,7 @@ mod tests {
             report: report::Report::UsageFile(dir.join("usage.json")),
             live: None,
             budget: None,
+            contain: None,
         }
     }
 

@@ -29,6 +29,12 @@ pub struct Preset {
     pub untested: bool,
     /// A help page that tells which flags this release has (`opencode run --help`), read once by [`Facts::probe`].
     pub help: &'static [&'static str],
+    /// The runner's environment variables the CLI reads (a name, or `PREFIX_*`): its API keys, base URLs and
+    /// switches. An agent gets only these of the runner's environment, besides the base set (`agent::sandbox`).
+    pub env: &'static [&'static str],
+    /// Its config and login under the home (files or folders, relative to it), copied into the fresh home of a
+    /// sandboxed run; nothing else of the user's home is there.
+    pub home: &'static [&'static str],
 }
 
 pub(crate) const PRESETS: &[Preset] = &[
@@ -39,6 +45,18 @@ pub(crate) const PRESETS: &[Preset] = &[
         tested: "2.1.332",
         untested: false,
         help: &[],
+        env: &[
+            "ANTHROPIC_*",
+            "CLAUDE_*",
+            "DISABLE_AUTOUPDATER",
+            "DISABLE_TELEMETRY",
+            "DISABLE_ERROR_REPORTING",
+            "DISABLE_COST_WARNINGS",
+            "MAX_THINKING_TOKENS",
+            "BASH_DEFAULT_TIMEOUT_MS",
+            "BASH_MAX_TIMEOUT_MS",
+        ],
+        home: &[".claude.json", ".claude/settings.json", ".claude/.credentials.json"],
     },
     Preset {
         name: "codex",
@@ -47,6 +65,8 @@ pub(crate) const PRESETS: &[Preset] = &[
         tested: "0.171.0",
         untested: false,
         help: &[],
+        env: &["OPENAI_*", "CODEX_*", "AZURE_OPENAI_*"],
+        home: &[".codex/config.toml", ".codex/auth.json"],
     },
     Preset {
         name: "gemini",
@@ -55,6 +75,8 @@ pub(crate) const PRESETS: &[Preset] = &[
         tested: "0.61.0",
         untested: false,
         help: &[],
+        env: &["GEMINI_*", "GOOGLE_*"],
+        home: &[".gemini/settings.json", ".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/.env"],
     },
     Preset {
         name: "opencode",
@@ -63,6 +85,19 @@ pub(crate) const PRESETS: &[Preset] = &[
         tested: "1.18.33",
         untested: false,
         help: &["run", "--help"],
+        env: &[
+            "OPENCODE_*",
+            "ANTHROPIC_*",
+            "OPENAI_*",
+            "GEMINI_*",
+            "GOOGLE_*",
+            "OPENROUTER_*",
+            "GROQ_*",
+            "XAI_*",
+            "DEEPSEEK_*",
+            "MISTRAL_*",
+        ],
+        home: &[".config/opencode", ".local/share/opencode/auth.json"],
     },
     Preset {
         name: "aider",
@@ -71,6 +106,8 @@ pub(crate) const PRESETS: &[Preset] = &[
         tested: "0.86.2",
         untested: false,
         help: &[],
+        env: &["AIDER_*", "OPENAI_*", "ANTHROPIC_*", "GEMINI_*", "OPENROUTER_*", "DEEPSEEK_*", "LITELLM_*", "OLLAMA_*"],
+        home: &[".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json"],
     },
     Preset {
         name: "cursor",
@@ -79,6 +116,8 @@ pub(crate) const PRESETS: &[Preset] = &[
         tested: "",
         untested: true,
         help: &[],
+        env: &["CURSOR_*"],
+        home: &[".cursor/cli-config.json"],
     },
 ];
 
@@ -383,7 +422,7 @@ pub(crate) fn version_of(program: &str, limit: Duration) -> Result<String, Probe
 }
 
 /// Run `<program> <args>` with no input, for at most `limit`: what it printed (stdout, then stderr), or why not.
-fn run_bounded(program: &str, args: &[&str], limit: Duration) -> Result<String, ProbeError> {
+pub(crate) fn run_bounded(program: &str, args: &[&str], limit: Duration) -> Result<String, ProbeError> {
     let Some(path) = which(program) else { return Err(ProbeError::NotFound { program: program.to_string() }) };
     let what = format!("{program} {}", args.join(" "));
     let failed = |how: String| ProbeError::Failed { command: what.clone(), how };

@@ -47,6 +47,12 @@ pub struct AddArgs {
     scope: Vec<String>,
 }
 
+/// Inside an agent's run, where the tasks it files go: the runner files them when the run is over
+/// (`runner::outbox`).
+fn outbox() -> Option<PathBuf> {
+    std::env::var_os("GIT_SWARM_OUTBOX").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
 pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
     if let Some(file) = &args.file {
         return add_file(ctx, file, args.parent.as_deref());
@@ -98,6 +104,22 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
         acceptance: args.acceptance.unwrap_or_default(),
         scope: args.scope,
     };
+    if let Some(path) = outbox() {
+        let id = ops::mint_id();
+        let p = git_swarm::ops::plan::Proposal {
+            key: Some(id.clone()),
+            title: new.title.clone(),
+            body: new.body.clone(),
+            acceptance: new.acceptance.clone(),
+            scope: new.scope.clone(),
+            kind: new.kind,
+            priority: new.priority,
+            deps: new.deps.clone(),
+            labels: new.labels.clone(),
+            parent: new.parent.clone(),
+        };
+        return to_outbox(ctx, &path, vec![p]);
+    }
     // A task with no deps needs no other task parsed but its parent; whether an id is taken is known by the names
     // of the files.
     let parent: Vec<&str> = new.parent.iter().map(String::as_str).collect();
@@ -147,6 +169,21 @@ fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliR
         return Err(bad(format!("[[task]] {} ('{}'): the body is more than {max_body} bytes", i + 1, p.title.trim())));
     }
     let mut keys = Vec::new();
+    if let Some(path) = outbox() {
+        // The file's keys become the ids the agent is told, and its deps by key follow them.
+        let ids: std::collections::BTreeMap<String, String> =
+            proposals.iter().filter_map(|p| p.key.clone()).map(|k| (k, ops::mint_id())).collect();
+        let proposals = proposals
+            .into_iter()
+            .map(|mut p| {
+                p.key = Some(p.key.as_ref().and_then(|k| ids.get(k).cloned()).unwrap_or_else(ops::mint_id));
+                p.deps = p.deps.iter().map(|d| ids.get(d).cloned().unwrap_or_else(|| d.clone())).collect();
+                p.parent = p.parent.or_else(|| parent.map(str::to_string));
+                p
+            })
+            .collect();
+        return to_outbox(ctx, &path, proposals);
+    }
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
         let actor = Actor { agent: agent.to_string(), now };
         git_swarm::ops::plan::check_task_file(&snap.board, &proposals)
@@ -173,5 +210,26 @@ fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliR
         }
     }
     ctx.out.doc(&doc);
+    Ok(())
+}
+
+/// `add` inside an agent's run: the tasks go to its outbox, which the runner files when the run is over (the
+/// agent holds no credential to push with). Their ids are printed as they will be filed.
+fn to_outbox(ctx: &mut Ctx, path: &std::path::Path, tasks: Vec<git_swarm::ops::plan::Proposal>) -> CliResult<()> {
+    git_swarm::runner::outbox::append(path, &tasks).map_err(CliError::io)?;
+    let mut docs = Vec::new();
+    for t in &tasks {
+        let id = t.key.clone().unwrap_or_default();
+        ctx.out.line(&id);
+        docs.push(serde_json::json!({
+            "id": id, "title": t.title, "body": t.body, "kind": t.kind.as_str(), "status": "open",
+            "priority": t.priority, "deps": t.deps, "labels": t.labels, "parent": t.parent, "filed": false,
+        }));
+    }
+    ctx.out.note("(the runner files these when this agent's run is over)");
+    match docs.as_slice() {
+        [one] => ctx.out.doc(one),
+        _ => ctx.out.doc(&serde_json::Value::Array(docs)),
+    }
     Ok(())
 }

@@ -87,9 +87,12 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     let agent = root.join("agent.sh");
     write(&agent, AGENT)?;
     let exec = format!("sh {}", shell_quote(&agent.to_string_lossy()));
+    // The scripted agent lives in the demo's folder (a temporary one, which a sandboxed agent does not see): it is
+    // named readable; its pace comes through the environment (the agent's is an allow-list).
     let config_text = format!(
-        "target = \"main\"\nlease = \"2m\"\nmax_attempts = 3\n\n[run]\ncheck = \"sh check.sh\"\ntask_timeout = \"2m\"\n\n\
-         [roles.default]\nexec = {}\n",
+        "target = \"main\"\nlease = \"2m\"\nmax_attempts = 3\n\n[run]\ncheck = \"sh check.sh\"\ntask_timeout = \"2m\"\n\
+         sandbox_read = [{}]\n\n[roles.default]\nexec = {}\nenv = [\"SCRIPTED_*\"]\n",
+        toml_string(&agent.to_string_lossy()),
         toml_string(&exec)
     );
     let config: Config = toml::from_str(&config_text).map_err(|e| CliError::io(format!("demo: {e}")))?;

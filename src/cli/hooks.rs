@@ -355,6 +355,15 @@ fn handoff(text: Option<&str>) -> CliResult<()> {
 /// Renew my claim on `id` when less than a third of the lease is left, looking at the board at most once every
 /// `$GIT_SWARM_HOOK_RENEW_SECS` (60) seconds in this clone.
 fn renew(ctx: &mut Ctx, id: &str) -> CliResult<()> {
+    // Inside a runner's agent run the runner keeps the lease itself (the agent holds no credential to push with,
+    // and in a sandbox cannot write the clone): nothing to do.
+    if let Some(outbox) = std::env::var_os("GIT_SWARM_OUTBOX").filter(|v| !v.is_empty()) {
+        // Said in the run's folder (that the agent's hooks fire is worth knowing: `docs/hooks.md`).
+        if let Some(dir) = Path::new(&outbox).parent() {
+            let _ = std::fs::write(dir.join(format!("hook-renew-{id}")), b"");
+        }
+        return Ok(());
+    }
     let every = std::env::var("GIT_SWARM_HOOK_RENEW_SECS").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(60);
     let agent = ctx.agent().to_string();
     let stamp = ctx.common_dir.join("swarm").join("hooks").join(format!("renew-{agent}-{id}"));

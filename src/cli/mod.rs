@@ -461,8 +461,13 @@ impl Ctx {
     /// clone: its agent inherits the id, and an agent that finishes its own task would have it done without its
     /// code (the landing then refused). `renew` stays open to the agent's hooks.
     pub fn refuse_a_runners_id(&self, agent: &str, what: &str) -> CliResult<()> {
-        let Some(pid) = git_swarm::runner::live_runner(&git_swarm::runner::Places::of(&self.common_dir), agent) else {
-            return Ok(());
+        // Inside a runner's agent run (its outbox is set; in a sandbox the runner's pid file is not even visible).
+        let in_run = std::env::var_os("GIT_SWARM_OUTBOX").is_some_and(|v| !v.is_empty())
+            && std::env::var("GIT_SWARM_AGENT").is_ok_and(|a| a == agent);
+        let pid = match git_swarm::runner::live_runner(&git_swarm::runner::Places::of(&self.common_dir), agent) {
+            Some(pid) => pid.to_string(),
+            None if in_run => "its own".to_string(),
+            None => return Ok(()),
         };
         Err(CliError::new(
             error::Exit::Refused,

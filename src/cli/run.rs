@@ -144,6 +144,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
         spent: Default::default(),
         desk: None,
+        contain: Default::default(),
     };
     // `run worker --once`: did its one task land? (A failed or lost task is a failed run for a script.)
     let mut not_landed: Option<String> = None;
@@ -304,6 +305,7 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                             trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
                             spent: Default::default(),
                             desk: Some(desk),
+                            contain: Default::default(),
                         };
                         let (end, stats) = git_swarm::runner::worker::run(&mut r, &opts).map_err(run_error)?;
                         let pushes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);

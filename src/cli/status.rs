@@ -125,7 +125,19 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     if settings.task_budget.is_set() {
         ctx.out.line(format!("task budget: {}", limit_text(&settings.task_budget)));
     }
+    // Whether this clone's agents run contained: said when they do not.
+    let support = git_swarm::agent::sandbox::support();
+    let contained = settings.sandbox != git_swarm::agent::sandbox::Mode::Off && support.is_ready();
+    let uncontained_why = match (settings.sandbox, support) {
+        (git_swarm::agent::sandbox::Mode::Off, _) => Some("[run] sandbox = \"off\"".to_string()),
+        (_, git_swarm::agent::sandbox::Support::Missing { why, .. }) => Some(why.clone()),
+        _ => None,
+    };
+    if let Some(why) = &uncontained_why {
+        ctx.out.line(format!("sandbox: agents of this clone run UNCONTAINED ({why}); see `git swarm doctor`"));
+    }
     ctx.out.doc(&json!({
+        "sandbox": {"mode": settings.sandbox.as_str(), "contained": contained, "why": uncontained_why},
         "spend": spend,
         "commit": snap.commit.to_string(),
         "target": board.config.target,

@@ -20,7 +20,7 @@ macro_rules! kinds {
     };
 }
 
-kinds! { String => Text, DurationText => Text, Api => Text, u32 => Int, u64 => Int, f64 => Float, bool => Bool }
+kinds! { String => Text, DurationText => Text, Vec<String> => List, Api => Text, u32 => Int, u64 => Int, f64 => Float, bool => Bool }
 
 /// A table: its settings (every one optional), then the tables under it, which are subsections in `git config`.
 macro_rules! table {
@@ -46,6 +46,10 @@ table! {
         check: String,
         check_baseline: bool,
         check_report: String,
+        sandbox: String,
+        network: String,
+        sandbox_read: Vec<String>,
+        sandbox_write: Vec<String>,
         task_timeout: DurationText,
         plan_timeout: DurationText,
         conflict_tries: u32,
@@ -81,5 +85,7 @@ table! {
         api_key_env: String,
         max_tokens: u32,
         temperature: f64,
+        env: Vec<String>,
+        home_files: Vec<String>,
     }
 }

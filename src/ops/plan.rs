@@ -12,7 +12,7 @@ use crate::usage::Usage;
 
 /// A task as a planner proposes it (one `[[task]]` table of its output). Keys this version does not know are
 /// ignored (models add fields).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 pub struct Proposal {
     #[serde(default)]
     pub key: Option<String>,
@@ -141,8 +141,19 @@ pub fn task_file_tasks(
     default_parent: Option<&str>,
     proposals: &[Proposal],
 ) -> Result<FileTasks, DomainError> {
+    task_file_tasks_with(board, default_parent, proposals, &mut super::mint_id)
+}
+
+/// [`task_file_tasks`] with the ids minted by `mint`, asked once per proposal in the file's order (an id already
+/// on the board is thrown away and another asked for).
+pub(crate) fn task_file_tasks_with(
+    board: &Board,
+    default_parent: Option<&str>,
+    proposals: &[Proposal],
+    mint: &mut dyn FnMut() -> String,
+) -> Result<FileTasks, DomainError> {
     let parent_of = |p: &Proposal| p.parent.clone().or(default_parent.map(String::from));
-    let n = new_tasks(board, &parent_of, proposals, true, &mut super::mint_id)?;
+    let n = new_tasks(board, &parent_of, proposals, true, mint)?;
     let keys = n.order.iter().map(|i| proposals[*i].key.clone()).collect();
     Ok(FileTasks { news: n.news, minted: n.minted, keys })
 }

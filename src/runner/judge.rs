@@ -101,6 +101,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
     let config = snap.board.config;
     r.settings(&config)?;
     r.backend(&config, Role::Judge)?;
+    r.say_containment();
     let mut verdicts = 0u64;
     let mut backoff = super::MIN_POLL;
     let mut no_verdict = 0u32;
@@ -235,9 +236,8 @@ fn judge_once(
     };
     let check = match (&settings.check, tip) {
         (Some(cmd), Some(t)) => {
-            let guard = super::planted::Guard::take(&r.common_dir(), &cwd);
-            let (ok, tail) =
-                super::worker::run_check(&cwd, cmd, settings.task_timeout, &r.commit_ident, &r.run_dir(), &|| true);
+            let guard = r.guard(&cwd);
+            let (ok, tail) = super::worker::run_check(r, &cwd, cmd, settings.task_timeout, config, &|| true);
             for p in guard.restore() {
                 r.emit(Event::Warning(p));
             }
@@ -270,7 +270,8 @@ fn judge_once(
     let mut env = r.base_env(Role::Judge);
     env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
-    let out = r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, None, &mut || true);
+    let out =
+        r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, None, (Role::Judge, config), &mut || true);
     git::remove_worktree(&common, &wt);
     let (out, planted) = out?;
     for p in planted {

@@ -318,9 +318,9 @@ impl<'a, 'r> Landing<'a, 'r> {
             super::baseline::clear_report(self.wt, rep);
         }
         // The check runs the agent's code (its tests, its Makefile): what it plants in `.git` is put back too.
-        let guard = super::planted::Guard::take(&r.common_dir(), self.wt);
+        let guard = r.guard(self.wt);
         let timeout = self.job.settings.task_timeout;
-        let out = run_check(self.wt, cmd, timeout, &r.commit_ident, &r.run_dir(), &|| keeper.keep(r));
+        let out = run_check(r, self.wt, cmd, timeout, self.job.config, &|| keeper.keep(r));
         self.events.extend(guard.restore().into_iter().map(Event::Warning));
         self.events.extend(keeper.drain());
         // Whatever the check changed in the tree is not part of the work.

@@ -6,11 +6,13 @@
 //! directory), never in the user's. It does no terminal I/O: what happens is reported as [`Event`]s to the caller.
 
 mod baseline;
+pub mod contained;
 pub mod desk;
 pub mod git;
 pub mod goal;
 pub mod judge;
 mod landing;
+pub mod outbox;
 pub mod planner;
 pub mod planted;
 pub mod prompts;
@@ -151,6 +153,8 @@ pub struct Runner<'a> {
     /// The landing desk this runner shares with the other agents of its process (`run worker --agents <n>`):
     /// its landings and idle claims are published in batches with theirs ([`desk`]).
     pub desk: Option<Arc<desk::Desk>>,
+    /// How it contains the agents it starts (`[run] sandbox`…), as of the settings it read last ([`contained`]).
+    pub contain: contained::Policy,
 }
 
 /// What a runner's claims have spent so far, attempt by attempt (agent runs and conflict runs), and the budgets of
@@ -282,7 +286,23 @@ impl Runner<'_> {
                 .map_err(RunError::Settings)?
                 .ok_or(RunError::NoAgent { role })?,
         };
-        agent::prepare(&backend, &self.run_dir(), &self.probes).map_err(|e| RunError::CannotStart { role, error: e })
+        // `[run] sandbox = "required"` on a machine with none refuses here, before the first claim.
+        let contained = self.sandbox_program()?.is_some();
+        agent::prepare_in(&backend, &self.run_dir(), &self.probes, contained)
+            .map_err(|e| RunError::CannotStart { role, error: e })
+    }
+
+    /// At a runner's start: say that its agents will run uncontained, when `[run] sandbox = "auto"` finds no
+    /// sandbox here (`required` refuses in [`Runner::backend`]; `off` was asked for).
+    pub(crate) fn say_containment(&mut self) {
+        if self.contain_mode() == agent::sandbox::Mode::Auto
+            && let agent::sandbox::Support::Missing { why, hint } = agent::sandbox::support()
+        {
+            self.emit(Event::Warning(format!(
+                "agents run uncontained: {why} — they can read this machine's files and keys and write the clone ({hint}; \
+                 [run] sandbox = \"required\" refuses to run without it)"
+            )));
+        }
     }
 
     pub fn settings(&self, config: &Config) -> Result<RunSettings, RunError> {
@@ -292,6 +312,14 @@ impl Runner<'_> {
             s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
         }
         self.swarm.pacer.configure(s.pushes_per_minute, config.lease, Some(Arc::clone(&self.stop)));
+        let home = contained::runner_home();
+        let paths = |v: &[String]| v.iter().filter_map(|p| contained::expand(p, home.as_deref())).collect();
+        self.contain.set(contained::Settings {
+            mode: s.sandbox,
+            network: s.network,
+            read: paths(&s.sandbox_read),
+            write: paths(&s.sandbox_write),
+        });
         if let Ok(mut b) = self.spent.budgets.lock() {
             *b = (s.task_budget, s.cycle_budget);
         }
@@ -307,7 +335,8 @@ impl Runner<'_> {
         // The table the role's agent comes from (its own, else `[roles.default]`): shared unless this clone chose
         // the agent of that table itself — any shared key that survives (a `base_url`, an `api_key_env`) counts.
         let own = applied.extra.get("roles").and_then(|r| r.get(role.as_str())).and_then(|t| t.as_table());
-        let picked = if own.is_some() { role.as_str() } else { "default" };
+        let chooses = |t: &toml::Table| ["exec", "preset", "backend", "api"].iter().any(|k| t.contains_key(*k));
+        let picked = if own.is_some_and(chooses) { role.as_str() } else { "default" };
         let agent_shared = self.exec.is_none()
             && !self.git_config.chooses_agent(picked)
             && settings::backend_for(&applied, role).ok().flatten().is_some();
@@ -470,12 +499,16 @@ impl Runner<'_> {
         mut env: Vec<(String, String)>,
         timeout: Duration,
         attempt: Option<(&Task, u64)>,
+        (role, config): (Role, &Config),
         poll: &mut dyn FnMut() -> bool,
     ) -> Result<(agent::Outcome, Vec<String>), RunError> {
         let stop = Arc::clone(&self.stop);
         env.extend(agent.env.iter().cloned());
         agent.clear_last_message();
-        let guard = planted::Guard::take(&self.common_dir(), cwd);
+        let contained = self.contain_run(cwd, role, Some(agent), config)?;
+        env.extend(contained.env.iter().cloned());
+        // What the agent may not leave changed in the git directory (in a sandbox: only its work tree's links).
+        let guard = self.guard(cwd);
         let (live, budget) = match attempt {
             Some((t, epoch)) => {
                 let (l, b) = self.spent.watch(&t.id, epoch, t.usage);
@@ -494,12 +527,15 @@ impl Runner<'_> {
             report: agent.report.clone(),
             live,
             budget,
+            contain: Some(contained.contain.clone()),
         };
         let out = agent::run(&agent.backend, &inv, &mut || !stop.load(Ordering::Relaxed) && poll());
         if let Some((t, epoch)) = attempt {
             self.spent.ended(&t.id, epoch, out.as_ref().ok().and_then(|o| o.usage));
         }
-        let planted = guard.restore();
+        let mut planted = guard.restore();
+        self.bring_objects(&contained)?;
+        planted.extend(self.file_outbox());
         Ok((out?, planted))
     }
 
@@ -757,7 +793,7 @@ pub(crate) fn sweep_legacy_worktrees(home: &Path, common_dir: &Path) -> usize {
             .and_then(|s| s.trim().parse::<u32>().ok())
             .is_some_and(|p| p != std::process::id() && process_alive(p));
         if !alive {
-            agent::kill_leftover(&legacy.run_dir(&name).join("agent.pgid"), &e.path());
+            agent::kill_leftover(&agent::pgid_file_of(&legacy.run_dir(&name).join("prompt.md")), &e.path());
             git::remove_worktree(common_dir, &e.path());
             let _ = std::fs::remove_file(pid);
             n += 1;
@@ -786,7 +822,7 @@ pub(crate) fn remove_runner_worktree(places: &Places, common_dir: &Path, name: &
 
 /// [`remove_runner_worktree`] for the runner that calls it: its pid file stays (it holds the lock on it).
 fn clear_own_worktree(places: &Places, common_dir: &Path, name: &str, path: &Path) {
-    agent::kill_leftover(&places.run_dir(name).join("agent.pgid"), path);
+    agent::kill_leftover(&agent::pgid_file_of(&places.run_dir(name).join("prompt.md")), path);
     git::remove_worktree(common_dir, path);
 }
 

@@ -163,6 +163,7 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
     let config = snap.board.config;
     r.settings(&config)?;
     r.backend(&config, Role::Planner)?;
+    r.say_containment();
     let mut stats = PlannerStats::default();
     if let Some(goal) = &opts.goal {
         let filer =
@@ -398,6 +399,8 @@ fn plan_round(
     let mut lost = None;
     env.extend(backend.env.iter().cloned());
     backend.clear_last_message();
+    let contained = r.contain_run(&cwd, Role::Planner, Some(&backend), &config)?;
+    env.extend(contained.env.iter().cloned());
     let out = {
         let stop = std::sync::Arc::clone(&r.stop);
         let (live, budget) = r.spent.watch(&id, epoch, h.task.usage);
@@ -412,8 +415,9 @@ fn plan_round(
             report: backend.report.clone(),
             live: Some(live),
             budget,
+            contain: Some(contained.contain.clone()),
         };
-        let guard = super::planted::Guard::take(&r.common_dir(), &cwd);
+        let guard = r.guard(&cwd);
         let res = crate::agent::run(&backend.backend, &inv, &mut || {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
@@ -439,6 +443,11 @@ fn plan_round(
         }
         res?
     };
+    // What the agent filed itself (`git swarm add`) is filed now, before the round's own write counts the plan's
+    // tasks.
+    for m in r.file_outbox() {
+        r.emit(Event::Warning(m));
+    }
     h.until = until;
     r.emit(Event::AgentExited { task: id.clone(), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });
     if let Some(why) = lost {

@@ -15,28 +15,53 @@ pub(crate) struct Guard {
     /// `(path, what it held; None: it did not exist)`.
     files: Vec<(PathBuf, Option<Vec<u8>>)>,
     keep_dir: PathBuf,
+    /// The derived files of `.git/swarm/cache` (kept reads, the pick index) as they were: `(path, inode, ctime,
+    /// size)`. One that changed or appeared during the run is the agent's: the whole cache is dropped (it is made
+    /// again from the ref). `None`: not watched.
+    cache: Option<(PathBuf, Vec<Fingerprint>)>,
 }
 
 impl Guard {
-    /// Take the files as they are now: the common dir's `config` and `info/attributes`, and the
-    /// `config.worktree` of the work tree at `wt` (if it is a linked work tree).
+    /// Take the files as they are now: the common dir's `config` and `info/attributes`, the derived files of
+    /// `.git/swarm/cache`, and the links of the work tree at `wt` to its git directory ([`Guard::take_links`]).
+    /// For an agent that runs uncontained (`[run] sandbox = "off"`).
     pub fn take(common_dir: &Path, wt: &Path) -> Guard {
-        let mut paths = vec![common_dir.join("config"), common_dir.join("info").join("attributes")];
-        // The work tree's link to its git directory, and back: a `.git` file that pointed elsewhere would have the
-        // runner's own git work in a repository of the agent's choosing (with its config), or in the user's.
-        paths.push(wt.join(".git"));
+        let mut g = Guard::take_links(common_dir, wt);
+        let mut more = vec![common_dir.join("config"), common_dir.join("info").join("attributes")];
+        more.retain(|p| !g.files.iter().any(|(q, _)| q == p));
+        g.files.extend(more.into_iter().map(|p| (p.clone(), read(&p))));
+        let cache = common_dir.join("swarm").join("cache");
+        g.cache = Some((cache.clone(), fingerprints(&cache)));
+        g
+    }
+
+    /// Only the work tree's links to its git directory, and back (its `.git` file, and `commondir`, `gitdir` and
+    /// `config.worktree` of `.git/worktrees/<id>`, which the agent can write even in a sandbox): a link that
+    /// pointed elsewhere would have the runner's own git work in a repository of the agent's choosing (with its
+    /// config), or in the user's.
+    pub(crate) fn take_links(common_dir: &Path, wt: &Path) -> Guard {
+        let mut paths = vec![wt.join(".git")];
         if let Some(admin) = super::git::worktree_git_dir(wt) {
             paths.push(admin.join("config.worktree"));
             paths.push(admin.join("commondir"));
             paths.push(admin.join("gitdir"));
         }
         let files = paths.into_iter().map(|p| (p.clone(), read(&p))).collect();
-        Guard { files, keep_dir: common_dir.join("swarm").join("planted") }
+        Guard { files, keep_dir: common_dir.join("swarm").join("planted"), cache: None }
     }
 
     /// Put back every file that changed since [`Guard::take`]; one message per file put back.
     pub fn restore(&self) -> Vec<String> {
         let mut said = Vec::new();
+        if let Some((dir, before)) = &self.cache
+            && fingerprints(dir) != *before
+        {
+            // What a new process would take for the board (invariant 32) may be the agent's now: none of it is
+            // kept. Another runner's write meanwhile is lost too, which costs it one full read.
+            for (p, ..) in fingerprints(dir) {
+                let _ = std::fs::remove_file(p);
+            }
+        }
         for (path, before) in &self.files {
             let now = read(path);
             if now == *before {
@@ -70,6 +95,25 @@ impl Guard {
         f.write_all(bytes).ok()?;
         Some(dest)
     }
+}
+
+/// A file and what only a write changes of it: inode, change time, size.
+type Fingerprint = (PathBuf, u64, i64, u64);
+
+/// The files of `dir` (one level), fingerprinted.
+fn fingerprints(dir: &Path) -> Vec<Fingerprint> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out: Vec<Fingerprint> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let m = std::fs::symlink_metadata(e.path()).ok()?;
+            Some((e.path(), m.ino(), m.ctime() * 1_000_000_000 + m.ctime_nsec(), m.len()))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// What is at `path`, read as an agent's file is (`agent::files`: never through a symlink, never blocking on a

@@ -44,6 +44,13 @@ pub struct RunSettings {
     /// Where the check writes its JUnit XML report, relative to the work tree (a file, or a folder of `*.xml`):
     /// per-test results for the baseline.
     pub check_report: Option<String>,
+    /// `[run] sandbox`: whether agent runs are contained (`agent::sandbox`).
+    pub sandbox: crate::agent::sandbox::Mode,
+    /// `[run] network = "off"`: agents get no network (in a sandbox).
+    pub network: bool,
+    /// `[run] sandbox_read`, `sandbox_write`: more paths agents may read, and write (`~/` is the runner's home).
+    pub sandbox_read: Vec<String>,
+    pub sandbox_write: Vec<String>,
     pub task_timeout: Duration,
     /// A time limit for planner and judge runs.
     pub plan_timeout: Duration,
@@ -73,6 +80,10 @@ impl Default for RunSettings {
             check: None,
             check_baseline: false,
             check_report: None,
+            sandbox: crate::agent::sandbox::Mode::Auto,
+            network: true,
+            sandbox_read: vec![],
+            sandbox_write: vec![],
             task_timeout: Duration::from_secs(30 * 60),
             plan_timeout: Duration::from_secs(20 * 60),
             conflict_tries: 2,
@@ -114,6 +125,47 @@ fn dur(field: &str, v: Option<DurationText>, default: Duration) -> Result<Durati
         None => Ok(default),
         Some(s) => crate::time::parse_duration(&s.0).map_err(|e| format!("{field}: {e}")),
     }
+}
+
+/// `[run] sandbox_read`/`sandbox_write`: absolute paths or `~/…` (the runner's home).
+fn sandbox_paths(field: &str, v: Option<Vec<String>>) -> Result<Vec<String>, String> {
+    let v = v.unwrap_or_default();
+    if let Some(bad) =
+        v.iter().find(|p| !(p.starts_with('/') || p.starts_with("~/")) || p.split('/').any(|c| c == ".."))
+    {
+        return Err(format!(
+            "[run] {field}: '{}' is not an absolute path or one under ~/ (without ..)",
+            crate::escape::line(bad)
+        ));
+    }
+    Ok(v)
+}
+
+/// A list of a role's table that adds up over `[roles.<role>]` and `[roles.default]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RoleList {
+    /// `env`: the runner's variables the agent gets.
+    Env,
+    /// `home_files`: the files of the runner's home copied into a sandboxed agent's fresh home.
+    HomeFiles,
+}
+
+/// The list of `[roles.<role>]` and of `[roles.default]`, both (a table that does not read gives nothing: the
+/// settings' check refuses it before any runner starts).
+pub(crate) fn role_list(config: &Config, role: Role, list: RoleList) -> Vec<String> {
+    let Some(toml::Value::Table(roles)) = config.extra.get("roles") else { return vec![] };
+    let mut out = Vec::new();
+    for name in [role.as_str(), "default"] {
+        let Some(t) = roles.get(name).and_then(|v| v.clone().try_into::<RoleTable>().ok()) else { continue };
+        out.extend(
+            match list {
+                RoleList::Env => t.env,
+                RoleList::HomeFiles => t.home_files,
+            }
+            .unwrap_or_default(),
+        );
+    }
+    out
 }
 
 /// `[run] check_report`: a path inside the work tree (relative, no `..`), where the check writes its report.
@@ -169,6 +221,22 @@ impl RunSettings {
                 None => None,
                 Some(p) => Some(report_path(&p)?),
             },
+            sandbox: match raw.sandbox.as_deref() {
+                None => d.sandbox,
+                Some(m) => crate::agent::sandbox::Mode::parse(m)?,
+            },
+            network: match raw.network.as_deref() {
+                None | Some("on") => true,
+                Some("off") => false,
+                Some(other) => {
+                    return Err(format!(
+                        "[run] network = '{}': use \"on\" (the default) or \"off\"",
+                        crate::escape::line(other)
+                    ));
+                }
+            },
+            sandbox_read: sandbox_paths("sandbox_read", raw.sandbox_read)?,
+            sandbox_write: sandbox_paths("sandbox_write", raw.sandbox_write)?,
             task_timeout: dur("[run] task_timeout", raw.task_timeout, d.task_timeout)?,
             plan_timeout: dur("[run] plan_timeout", raw.plan_timeout, d.plan_timeout)?,
             conflict_tries: raw.conflict_tries.unwrap_or(d.conflict_tries),
@@ -203,7 +271,12 @@ pub fn backend_for(config: &Config, role: Role) -> Result<Option<Backend>, Strin
         Some(toml::Value::Table(t)) => t,
         Some(_) => return Err("[roles] must be a table".into()),
     };
-    let Some((name, raw)) = [role.as_str(), "default"].iter().find_map(|n| roles.get(*n).map(|v| (*n, v))) else {
+    // The role's own table, else `[roles.default]` — one that chooses an agent: a table of only `env` or
+    // `home_files` (a clone's `git config swarm.roles.default.env`, say) chooses none.
+    let chooses = |v: &toml::Value| ["exec", "preset", "backend", "api"].iter().any(|k| v.get(k).is_some());
+    let Some((name, raw)) =
+        [role.as_str(), "default"].iter().find_map(|n| roles.get(*n).filter(|v| chooses(v)).map(|v| (*n, v)))
+    else {
         return Ok(None);
     };
     let raw: RoleTable =

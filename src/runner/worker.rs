@@ -98,6 +98,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     let config = snap.board.config;
     let window = r.settings(&config)?.batch_window;
     r.backend(&config, Role::Worker)?;
+    r.say_containment();
     if r.swarm.fetch_branch(&format!("refs/heads/{}", config.target))?.is_none() {
         return Err(missing_target(r, &config.target));
     }
@@ -555,6 +556,8 @@ fn run_worker_agent(
     }
     env.extend(backend.env.iter().cloned());
     backend.clear_last_message();
+    let contained = r.contain_run(wt, Role::Worker, Some(backend), config)?;
+    env.extend(contained.env.iter().cloned());
     r.emit(Event::AgentStarted { task: t.id.clone(), what: "work" });
     let id = t.id.clone();
     let lease = config.lease;
@@ -578,8 +581,10 @@ fn run_worker_agent(
             report: backend.report.clone(),
             live: Some(live),
             budget,
+            contain: Some(contained.contain.clone()),
         };
-        let guard = super::planted::Guard::take(&r.common_dir(), wt);
+        // What the agent may not leave changed in the git directory (in a sandbox: only its work tree's links).
+        let guard = r.guard(wt);
         let out = crate::agent::run(&backend.backend, &inv, &mut || {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
@@ -596,6 +601,11 @@ fn run_worker_agent(
     let (out, planted) = out;
     for p in planted {
         r.emit(Event::Warning(p));
+    }
+    // What it committed is in its own object directory: into the clone, before the runner's git reads it.
+    r.bring_objects(&contained)?;
+    for m in r.file_outbox() {
+        r.emit(Event::Warning(m));
     }
     // Before anything is committed: the settings files are not part of the work.
     crate::hooks::agent::remove(&hooks);
@@ -1071,7 +1081,9 @@ pub(super) fn resolve_conflict(
         let before = git::contents(wt, &files);
         let epoch = task.claim.as_ref().map_or(task.epoch, |c| c.epoch);
         let (out, planted) = r
-            .run_agent(backend, wt, &prompt, env, timeout, Some((task, epoch)), &mut || keep_lease())
+            .run_agent(backend, wt, &prompt, env, timeout, Some((task, epoch)), (Role::Worker, job.config), &mut || {
+                keep_lease()
+            })
             .map_err(|e| Abort::Fail(e.to_string()))?;
         events.extend(planted.into_iter().map(Event::Warning));
         if let Err(e) = super::cannot_start(Role::Worker, backend, &out) {
@@ -1122,25 +1134,34 @@ pub(super) fn resolve_conflict(
 }
 
 /// Run the check command in the work tree: (passed, last lines of its output).
+/// Run the check `cmd` in `wt` (contained as the worker's agent is: it runs the change's code), for at most
+/// `timeout`: whether it passed, and the last lines it printed.
 pub(crate) fn run_check(
+    r: &Runner<'_>,
     wt: &Path,
     cmd: &str,
     timeout: Duration,
-    ident: &[(String, String)],
-    run_dir: &Path,
+    config: &crate::model::Config,
     keep_going: &dyn Fn() -> bool,
 ) -> (bool, Vec<String>) {
+    let contained = match r.contain_run(wt, Role::Worker, None, config) {
+        Ok(c) => c,
+        Err(e) => return (false, vec![e.to_string()]),
+    };
+    let mut env = r.commit_ident.clone();
+    env.extend(contained.env.iter().cloned());
     let inv = crate::agent::Invocation {
         cwd: wt,
         prompt: "",
-        prompt_file: run_dir.join("check-input.txt"),
-        env: ident.to_vec(),
+        prompt_file: r.run_dir().join("check-input.txt"),
+        env,
         log: None,
         timeout: Some(timeout),
         grace: Duration::from_secs(5),
         report: crate::agent::report::Report::Nothing,
         live: None,
         budget: None,
+        contain: Some(contained.contain),
     };
     match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || keep_going()) {
         Ok(out) => {

@@ -69,13 +69,20 @@ impl Out {
 
 impl Env {
     pub fn new() -> Env {
-        let root = tempfile::Builder::new().prefix("git-swarm-test").tempdir().expect("temp dir");
+        // Under the build's own temporary folder, not /tmp: an agent's sandbox hides /tmp (its own is private), and
+        // the agents, scripts and remotes a test writes must stay where a sandboxed agent can read them.
+        let root = tempfile::Builder::new()
+            .prefix("git-swarm-test")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("temp dir");
         let home = root.path().join("home");
         std::fs::create_dir_all(&home).expect("home");
         let gitconfig = home.join(".gitconfig");
+        // The scripted agents' own variables reach them as a clone's agent's do: named in `env` of a role (the
+        // agent's environment is an allow-list, docs/agents.md).
         std::fs::write(
             &gitconfig,
-            "[user]\n\tname = Tester\n\temail = tester@example.com\n[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n[safe]\n\tdirectory = *\n",
+            "[user]\n\tname = Tester\n\temail = tester@example.com\n[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n[safe]\n\tdirectory = *\n[swarm \"roles.default\"]\n\tenv = SCRIPTED_*, STOP_CMD, OUT, CHAOS_*\n",
         )
         .expect("gitconfig");
         Env { root, home, gitconfig }
@@ -95,6 +102,8 @@ impl Env {
             }
         }
         cmd.env("HOME", &self.home)
+            // The test's folders are under the build's, inside this very repository: git must not find it from them.
+            .env("GIT_CEILING_DIRECTORIES", env!("CARGO_TARGET_TMPDIR"))
             .env("GIT_CONFIG_GLOBAL", &self.gitconfig)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
