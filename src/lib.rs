@@ -142,7 +142,10 @@ pub fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
         full: open_options(gix::sec::Trust::Full).cli_overrides(params.clone()),
         reduced: open_options(gix::sec::Trust::Reduced).cli_overrides(params),
     };
-    let found = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(dir, Default::default(), trust);
+    // As git does, a `GIT_CEILING_DIRECTORIES` that names none of the folders above is no error (gix's default
+    // refuses to discover anything then: a user with `GIT_CEILING_DIRECTORIES=/home` could not use a clone in /srv).
+    let options = gix::discover::upwards::Options { match_ceiling_dir_or_error: false, ..Default::default() };
+    let found = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(dir, options, trust);
     match found {
         Ok(repo) => Ok(repo.into()),
         // Said as git says it: gix's text repeats the path and adds nothing.

@@ -282,3 +282,30 @@ fn a_persons_git_config_survives_a_fleet_in_the_sandbox() {
     let done = w.env.sw(&w.c, &["list", "--status", "done", "--json"]).ok().json();
     assert_eq!(done.as_array().map(Vec::len), Some(16), "{done}");
 }
+
+/// Derived state an agent (or anything) planted in `.git/swarm/cache` never changes what a claim finds: a pick
+/// index that says every task is gone, with a good checksum, for the very tree of the board, is checked on the tree
+/// when it finds nothing ready — the open task is claimed.
+#[test]
+fn a_planted_pick_index_never_sends_a_claim_idle() {
+    let env = Env::new();
+    let (bare, clones) = env.swarm_with_clones(path_url, 1);
+    let c = &clones[0];
+    let id = env.sw(c, &["add", "the only task"]).ok().line();
+    // A claim of the next ready task writes the index; give the task back, so that it is open again.
+    assert_eq!(env.sw(c, &["claim"]).ok().line(), id);
+    env.sw(c, &["release", &id]).ok();
+    let index = c.join(".git/swarm/cache/pick-index-live.txt");
+    let text = std::fs::read_to_string(&index).expect("the index");
+    // Planted for the board's very tree (nothing to patch), with no live task at all, and a good checksum.
+    let tree = env.git(&bare, &["rev-parse", "refs/swarm/default:tasks"]);
+    let body = text.split_once('\n').map(|(_, b)| b).unwrap_or_default();
+    let mut lines = body.lines();
+    let head = lines.next().unwrap_or_default();
+    let format = head.split('\t').next().unwrap_or_default();
+    let mut planted = format!("{format}\t{tree}\n");
+    planted.extend(lines.filter(|l| !l.starts_with("L\t")).map(|l| format!("{l}\n")));
+    std::fs::write(&index, format!("{:08x}\n{planted}", crc32fast::hash(planted.as_bytes()))).expect("plant");
+    let claimed = env.sw(c, &["--agent", "w2", "claim"]).ok().line();
+    assert_eq!(claimed, id, "the planted index sent the claim idle");
+}

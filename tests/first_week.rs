@@ -422,6 +422,8 @@ fn rough_edges_say_what_to_do() {
     let o = env.sw(c, &["help"]).ok();
     assert!(o.stdout.contains("Usage: git swarm"), "{}", o.stdout);
     assert!(env.sw(c, &["help", "claim"]).ok().stdout.contains("--kind"));
+    // A GIT_CEILING_DIRECTORIES that names none of the folders above is no error, as for git (gix refused).
+    env.sw_env(c, &[("GIT_CEILING_DIRECTORIES", "/nonexistent:/home")], &["list"]).ok();
     // The manual's synopsis keeps the names of the values.
     let man = env.sw(c, &["man"]).ok().stdout;
     let synopsis = man.split(".SH SYNOPSIS").nth(1).and_then(|s| s.split(".SH").next()).unwrap_or_default();

@@ -371,7 +371,17 @@ impl Swarm {
             if !repairs_settings {
                 refuse_broken(&snap)?;
             }
-            let (change, value) = op(&snap, now)?;
+            // Nothing ready on a board picked by the index of `.git/swarm/cache` is checked on the tree itself: a
+            // damaged or planted index must never send a runner idle while a task is open.
+            let (snap, res) = match op(&snap, now) {
+                Err(DomainError::NothingReady { .. }) if snap.board.picked.is_some() => {
+                    let whole = self.store().read(snap.commit, false)?;
+                    let res = op(&whole, now);
+                    (whole, res)
+                }
+                res => (snap, res),
+            };
+            let (change, value) = res?;
             if repairs_settings
                 && snap.board.broken_settings.is_some()
                 && !change.files.contains_key(crate::state::CONFIG_PATH)
