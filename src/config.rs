@@ -312,7 +312,7 @@ mod tests {
 
 /// The top-level keys of `swarm.toml` that `git swarm config set` may change (`version` is the layout's, not a
 /// setting), and the tables under them.
-const TOP: &[&str] = &["target", "lease", "max_attempts", "run", "roles"];
+const TOP: &[&str] = &["target", "lease", "max_attempts", "run", "roles", "forge"];
 
 /// Everything a reader needs of a `swarm.toml`: the layout, the `[run]` settings and every role's agent. `init`
 /// and `config set` refuse settings that fail here, so that no runner meets them on the ref. Keys this version
@@ -320,6 +320,7 @@ const TOP: &[&str] = &["target", "lease", "max_attempts", "run", "roles"];
 pub fn check(config: &Config) -> Result<(), String> {
     config.check()?;
     crate::runner::RunSettings::from_config(config)?;
+    crate::forge::settings(config)?;
     for role in [crate::runner::Role::Worker, crate::runner::Role::Planner, crate::runner::Role::Judge] {
         crate::runner::settings::backend_for(config, role)?;
     }
@@ -414,6 +415,8 @@ pub fn known(key: &str) -> Result<(), String> {
             unknown(format!("'{role}' is not a role: one of {}", ROLES.join(", ")))
         }
         ["roles", _] => Ok(()),
+        ["forge", k] if crate::forge::KEYS.contains(k) => Ok(()),
+        ["forge", _] => unknown(format!("[forge] has {}", crate::forge::KEYS.join(", "))),
         ["roles", role, k] => in_table(&format!("roles.{role}"), RoleTable::KEYS, k),
         _ => unknown(format!("one of {}, and the tables under run and roles", TOP.join(", "))),
     }

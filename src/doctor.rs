@@ -165,6 +165,29 @@ pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local) -> F
     }
 }
 
+/// Whether runners started here would keep the swarm's pull/merge request (`[forge]`): the token they read is in
+/// this environment (a warning without: tasks land on the swarm's branch, but no request carries them to the
+/// protected one). `None` when the swarm proposes nothing.
+pub fn forge(config: &crate::model::Config) -> Option<Finding> {
+    const C: &str = "forge";
+    let s = match crate::forge::settings(config) {
+        Ok(Some(s)) => s,
+        Ok(None) => return None,
+        Err(e) => {
+            return Some(
+                Finding::new(C, Severity::Error, e).hint("`git swarm config set forge.<key> <value>` mends it"),
+            );
+        }
+    };
+    let what =
+        format!("tasks land on {} and one {} request takes them into {}", config.target, s.kind.as_str(), s.base);
+    Some(match s.token() {
+        Some(_) => Finding::new(C, Severity::Ok, what),
+        None => Finding::new(C, Severity::Warn, format!("{what}, but no {} here", s.token_vars().join(" or ")))
+            .hint("runners started here land the work without a request; give them the token (docs/forge.md)"),
+    })
+}
+
 /// The state ref against what this clone saw; returns the tip to read the board at, when there is a good one.
 fn state_ref(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) -> Result<Option<ObjectId>, TxnError> {
     const C: &str = "state-ref";

@@ -20,6 +20,7 @@ pub mod check;
 pub mod config;
 pub mod doctor;
 pub mod escape;
+pub mod forge;
 pub mod gitcmd;
 pub mod github;
 pub mod hooks;

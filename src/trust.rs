@@ -48,6 +48,10 @@ impl Document {
         if let Some(toml::Value::Table(roles)) = config.extra.get("roles") {
             flatten("roles", roles, &mut lines);
         }
+        // Where the runners' forge token goes, and from which variable (as an `http` backend's key).
+        if let Some(toml::Value::Table(forge)) = config.extra.get("forge") {
+            flatten("forge", forge, &mut lines);
+        }
         for (name, blob) in prompts {
             lines.push(format!("{}/{name} = blob {blob}", crate::state::PROMPTS_DIR));
         }

@@ -518,6 +518,7 @@ pub fn print_event(agent: &str, e: &Event) {
         Event::Verdict { cycle, verdict, reasons } => format!("cycle {cycle}: {verdict} — {}", line(reasons)),
         Event::Waiting { why } => format!("waiting: {}", line(why)),
         Event::Warning(w) => format!("warning: {}", line(w)),
+        Event::Forge(w) => format!("forge: {}", line(w)),
     };
     // What a runner says may quote an agent (a failure's last lines): scrubbed as its log is.
     let msg = git_swarm::secrets::scrub(&msg);

@@ -177,9 +177,12 @@ impl Client {
 
     /// One request; the body of a 2xx answer (empty for 204).
     fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<String, ApiError> {
-        let url = format!("{}{path}", self.base);
-        let shown = self.shown(path);
-        let mut req = self.http.request(method, &url).headers(self.headers()?);
+        self.call_url(method, &format!("{}{path}", self.base), body)
+    }
+
+    fn call_url(&self, method: reqwest::Method, url: &str, body: Option<&Value>) -> Result<String, ApiError> {
+        let shown = crate::escape::line(&crate::remote::redact(url));
+        let mut req = self.http.request(method, url).headers(self.headers()?);
         if let Some(b) = body {
             req = req.json(b);
         }
@@ -305,9 +308,137 @@ impl Client {
         serde_json::from_str(&text).map_err(|e| self.bad_response(&path, e))
     }
 
+    /// The open pull request from `head` (a branch of `repo` itself) into `base`, if there is one (`GET
+    /// /repos/{owner}/{repo}/pulls?state=open&head=owner:head&base=base`).
+    pub fn open_pull(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Option<Pull>, ApiError> {
+        Ok(self.pulls(repo, head, base, "state=open&per_page=5")?.into_iter().next())
+    }
+
+    /// The pull requests from `head` into `base` that GitHub merged, the last updated first (`…&state=closed&
+    /// sort=updated&direction=desc`).
+    pub fn merged_pulls(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Vec<Pull>, ApiError> {
+        let closed = self.pulls(repo, head, base, "state=closed&sort=updated&direction=desc&per_page=10")?;
+        Ok(closed.into_iter().filter(|p| p.merged).collect())
+    }
+
+    /// `GET /repos/{owner}/{repo}/pulls?head=owner:head&base=base&<filter>`.
+    fn pulls(&self, repo: &RepoSlug, head: &str, base: &str, filter: &str) -> Result<Vec<Pull>, ApiError> {
+        let path = format!(
+            "/repos/{}/{}/pulls?head={}&base={}&{filter}",
+            repo.owner,
+            repo.name,
+            query(&format!("{}:{head}", repo.owner)),
+            query(base)
+        );
+        let text = self.call(reqwest::Method::GET, &path, None)?;
+        let list: Vec<Value> = serde_json::from_str(&text).map_err(|e| self.bad_response(&path, e))?;
+        list.iter().map(|v| self.pull(&path, v)).collect()
+    }
+
+    /// Open a pull request from `head` into `base` (`POST /repos/{owner}/{repo}/pulls`).
+    pub fn create_pull(
+        &self,
+        repo: &RepoSlug,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+        draft: bool,
+    ) -> Result<Pull, ApiError> {
+        let path = format!("/repos/{}/{}/pulls", repo.owner, repo.name);
+        let req = serde_json::json!({"title": title, "head": head, "base": base, "body": body, "draft": draft,
+            "maintainer_can_modify": false});
+        let text = self.call(reqwest::Method::POST, &path, Some(&req))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| self.bad_response(&path, e))?;
+        self.pull(&path, &v)
+    }
+
+    /// Change a pull request's title and description (`PATCH /repos/{owner}/{repo}/pulls/{number}`); its state as
+    /// GitHub answers (merged, closed) with it.
+    pub fn update_pull(&self, repo: &RepoSlug, number: u64, title: &str, body: &str) -> Result<Pull, ApiError> {
+        let path = format!("/repos/{}/{}/pulls/{number}", repo.owner, repo.name);
+        let req = serde_json::json!({"title": title, "body": body});
+        let text = self.call(reqwest::Method::PATCH, &path, Some(&req))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| self.bad_response(&path, e))?;
+        self.pull(&path, &v)
+    }
+
+    /// Mark a draft pull request ready for review (GraphQL `markPullRequestReadyForReview`: the REST API cannot).
+    pub fn mark_ready(&self, node_id: &str) -> Result<(), ApiError> {
+        let q = "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } } }";
+        self.graphql(q, serde_json::json!({"id": node_id})).map(|_| ())
+    }
+
+    /// Let GitHub merge the pull request once its checks pass (GraphQL `enablePullRequestAutoMerge`, with a merge
+    /// commit: the swarm's branch takes the base back in by a merge, `docs/forge.md`).
+    pub fn enable_auto_merge(&self, node_id: &str) -> Result<(), ApiError> {
+        let q = "mutation($id: ID!) { enablePullRequestAutoMerge(input: {pullRequestId: $id, mergeMethod: MERGE}) { clientMutationId } }";
+        self.graphql(q, serde_json::json!({"id": node_id})).map(|_| ())
+    }
+
+    /// One GraphQL request (`POST /graphql` of api.github.com; `…/api/graphql` of a GitHub Enterprise server whose
+    /// REST base is `…/api/v3`); GraphQL's own errors (a 200 with `errors`) are refusals.
+    fn graphql(&self, query: &str, variables: Value) -> Result<Value, ApiError> {
+        let url = match self.base.strip_suffix("/api/v3") {
+            Some(host) => format!("{host}/api/graphql"),
+            None => format!("{}/graphql", self.base),
+        };
+        let path = "/graphql";
+        let req = serde_json::json!({"query": query, "variables": variables});
+        let text = self.call_url(reqwest::Method::POST, &url, Some(&req))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| self.bad_response(path, e))?;
+        if let Some(errors) = v.get("errors").and_then(Value::as_array).filter(|e| !e.is_empty()) {
+            let msg: Vec<String> =
+                errors.iter().filter_map(|e| e.get("message").and_then(Value::as_str)).map(|m| self.quote(m)).collect();
+            return Err(ApiError::Unprocessable { url: self.shown("/graphql"), message: msg.join("; ") });
+        }
+        Ok(v)
+    }
+
+    fn pull(&self, path: &str, v: &Value) -> Result<Pull, ApiError> {
+        let bad = || ApiError::BadResponse { url: self.shown(path), message: "not a pull request".into() };
+        Ok(Pull {
+            number: v.get("number").and_then(Value::as_u64).ok_or_else(bad)?,
+            url: v.get("html_url").and_then(Value::as_str).unwrap_or_default().to_string(),
+            node_id: v.get("node_id").and_then(Value::as_str).unwrap_or_default().to_string(),
+            open: v.get("state").and_then(Value::as_str) == Some("open"),
+            draft: v.get("draft").and_then(Value::as_bool).unwrap_or(false),
+            merged: v.get("merged").and_then(Value::as_bool).unwrap_or(false)
+                || v.get("merged_at").is_some_and(|m| !m.is_null()),
+            head_sha: v.pointer("/head/sha").and_then(Value::as_str).map(str::to_string),
+        })
+    }
+
     fn bad_response(&self, path: &str, e: serde_json::Error) -> ApiError {
         ApiError::BadResponse { url: self.shown(path), message: self.quote(&e.to_string()) }
     }
+}
+
+/// A pull request, as the swarm needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pull {
+    pub number: u64,
+    pub url: String,
+    /// Its GraphQL id (to mark it ready, to let GitHub merge it).
+    pub node_id: String,
+    pub open: bool,
+    pub draft: bool,
+    pub merged: bool,
+    /// The commit its branch was at (when merged: the commit the forge merged).
+    pub head_sha: Option<String>,
+}
+
+/// A value for a URL's query: what is not a letter, digit, `-`, `_`, `.`, `~`, `/` or `:` percent-encoded.
+fn query(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~/:".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// A workflow as the API addresses it: a file name (`git-swarm.yml`) or a numeric id.

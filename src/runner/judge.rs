@@ -175,6 +175,8 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
             continue;
         }
         if verdict == Verdict::Stop {
+            // Where main is protected: the request is ready for review now.
+            r.propose_ready();
             return Ok((RunEnd::SwarmStopped { cycle: n }, verdicts));
         }
         if opts.mode == Mode::Once {

@@ -16,6 +16,7 @@ pub mod outbox;
 pub mod planner;
 pub mod planted;
 pub mod prompts;
+mod propose;
 pub mod rebase;
 pub mod settings;
 pub mod worker;
@@ -40,21 +41,72 @@ pub use settings::{Role, RunSettings};
 /// What a runner reports while it works.
 #[derive(Debug, Clone)]
 pub enum Event {
-    Claimed { task: String, title: String, epoch: u64, kind: Kind },
-    AgentStarted { task: String, what: &'static str },
-    AgentExited { task: String, exit: String, secs: f64 },
-    Renewed { task: String, until: Timestamp },
-    Landed { task: String, commit: String, lost_races: u32, exit_to_landed: Duration, next: Option<String> },
-    Failed { task: String, reason: String, attempts_left: bool },
-    Released { task: String },
-    LostClaim { task: String, why: String },
-    KeptAside { task: String, refname: String },
-    Conflict { task: String, files: Vec<String>, attempt: u32 },
-    Proposed { plan: String, count: usize },
-    PlanDone { plan: String, rounds: u32 },
-    Verdict { cycle: u64, verdict: Verdict, reasons: String },
-    Waiting { why: String },
+    Claimed {
+        task: String,
+        title: String,
+        epoch: u64,
+        kind: Kind,
+    },
+    AgentStarted {
+        task: String,
+        what: &'static str,
+    },
+    AgentExited {
+        task: String,
+        exit: String,
+        secs: f64,
+    },
+    Renewed {
+        task: String,
+        until: Timestamp,
+    },
+    Landed {
+        task: String,
+        commit: String,
+        lost_races: u32,
+        exit_to_landed: Duration,
+        next: Option<String>,
+    },
+    Failed {
+        task: String,
+        reason: String,
+        attempts_left: bool,
+    },
+    Released {
+        task: String,
+    },
+    LostClaim {
+        task: String,
+        why: String,
+    },
+    KeptAside {
+        task: String,
+        refname: String,
+    },
+    Conflict {
+        task: String,
+        files: Vec<String>,
+        attempt: u32,
+    },
+    Proposed {
+        plan: String,
+        count: usize,
+    },
+    PlanDone {
+        plan: String,
+        rounds: u32,
+    },
+    Verdict {
+        cycle: u64,
+        verdict: Verdict,
+        reasons: String,
+    },
+    Waiting {
+        why: String,
+    },
     Warning(String),
+    /// What the runner did with the swarm's pull/merge request (`[forge]`): opened, merged, taken in, ready.
+    Forge(String),
 }
 
 pub use crate::model::{CycleRecord, Verdict};
@@ -312,6 +364,7 @@ impl Runner<'_> {
             s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
         }
         self.swarm.pacer.configure(s.pushes_per_minute, config.lease, Some(Arc::clone(&self.stop)));
+        propose::configure(config);
         let home = contained::runner_home();
         let paths = |v: &[String]| v.iter().filter_map(|p| contained::expand(p, home.as_deref())).collect();
         self.contain.set(contained::Settings {
@@ -352,7 +405,9 @@ impl Runner<'_> {
             Role::Judge => &["judge.md"],
         };
         let prompt_shared = prompts.iter().any(|(name, _)| mine.contains(&name.as_str()));
-        if !(agent_shared || check_shared || prompt_shared) {
+        // `[forge]` chooses where this runner's forge token goes.
+        let forge_shared = config.extra.contains_key("forge");
+        if !(agent_shared || check_shared || prompt_shared || forge_shared) {
             return Ok(());
         }
         let doc = crate::trust::Document::of(config, &prompts);

@@ -120,6 +120,10 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
         let h = match held.take() {
             Some(h) => h,
             None => {
+                // Where main is protected: take it back into the swarm's branch when it moved (`runner::propose`).
+                if let Err(e) = r.sync_target(&config) {
+                    r.emit(Event::Warning(format!("the swarm's branch was not brought up to date: {e}")));
+                }
                 // One read: the claim's own. A stop of the judge is seen there, and nothing is claimed then.
                 let cycle_budget = r.spent.budgets().1;
                 let classic = |r: &Runner<'_>| {
@@ -171,6 +175,8 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
                         },
                     },
                     Err(TxnError::Domain(DomainError::NothingReady { .. })) => {
+                        // Idle: what landed is in the request before the runner waits (or goes).
+                        r.propose(true);
                         if opts.mode == Mode::Once {
                             return Ok((RunEnd::NothingReady, stats));
                         }
@@ -213,6 +219,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
             if let Some(h) = held.take() {
                 r.release(&h.task.id, h.epoch);
             }
+            r.propose(true);
             return Ok((RunEnd::Done, stats));
         }
     }
@@ -469,6 +476,8 @@ fn say_landed(
         exit_to_landed: since.elapsed(),
         next: next.as_ref().map(|n| n.task.id.clone()),
     });
+    // Where main is protected: the request into it is kept current (`runner::propose`).
+    r.after_landing();
     next
 }
 
