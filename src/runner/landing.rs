@@ -237,18 +237,14 @@ impl<'a, 'r> Landing<'a, 'r> {
                 self.synced = true;
                 // Whatever `Swarm-*` lines the agent's commits (or a conflict run's) carry go; the runner's own
                 // are written (the tree is the same: the work tree shows it, only HEAD differs).
-                match super::rebase::stamp_chain(&r.swarm.local, tip, self.head, id, epoch).map_err(fail)? {
-                    Some(stamped) if stamped != self.head => {
-                        self.head = stamped;
-                        self.synced = false;
-                    }
-                    Some(_) => {}
-                    None => {
-                        return Err(Abort::Fail(format!(
-                            "after the rebase the work is not a chain of commits on the target's tip {} (a merge                              a conflict run made?)",
-                            &tip.to_string()[..12]
-                        )));
-                    }
+                // No such chain (an agent that threw the rebase away, a merge of a conflict run): `prepare` says
+                // why it does not land.
+                if let Some(stamped) =
+                    super::rebase::stamp_chain(&r.swarm.local, tip, self.head, id, epoch).map_err(fail)?
+                    && stamped != self.head
+                {
+                    self.head = stamped;
+                    self.synced = false;
                 }
             }
         }

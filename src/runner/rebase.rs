@@ -227,7 +227,8 @@ pub(crate) fn unstamped(
 ) -> Result<Option<String>, StoreError> {
     let Some(chain) = chain(store, base, head, LANDING_LIMIT)? else {
         return Ok(Some(format!(
-            "the work is not a chain of commits on the target's tip {} (a merge, a second root, or more than              {LANDING_LIMIT} commits)",
+            "the work is not a chain of commits on the target's tip {} (a merge, a second root, or more than \
+             {LANDING_LIMIT} commits)",
             short(base)
         )));
     };
@@ -236,7 +237,8 @@ pub(crate) fn unstamped(
         let mark = crate::hooks::trailer::read(&c.message_raw_sloppy().to_str_lossy());
         if mark != (Mark::Landing { task: task.to_string(), epoch }) {
             return Ok(Some(format!(
-                "commit {} of the work does not carry the trailers the runner writes for {task} (Swarm-Task: {task},                  Swarm-Epoch: {epoch}) and no other Swarm-* line",
+                "commit {} of the work does not carry the trailers the runner writes for {task} (Swarm-Task: {task}, \
+                 Swarm-Epoch: {epoch}) and no other Swarm-* line",
                 short(id)
             )));
         }
