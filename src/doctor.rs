@@ -531,7 +531,7 @@ pub struct Landed {
     pub landed: std::collections::BTreeMap<String, ObjectId>,
     /// Commits on the target that name an open or claimed task but are no landing of a claim of it (the
     /// `commit-msg` hook's trailer, a person's, a forger's): task, commit, why. Never taken as its code.
-    pub refused: Vec<(String, ObjectId, String)>,
+    pub refused: crate::store::Refused,
 }
 
 /// The open or claimed work tasks of `board` whose code a runner's landing put on the target (`target_tip`,

@@ -843,7 +843,7 @@ impl Store {
         tip: ObjectId,
         tasks: &BTreeMap<String, std::ops::RangeInclusive<u64>>,
         limit: usize,
-    ) -> Result<(BTreeMap<String, (ObjectId, u64)>, Vec<(String, ObjectId, String)>), StoreError> {
+    ) -> Result<(Landings, Refused), StoreError> {
         let mut found = BTreeMap::new();
         let mut refused = Vec::new();
         self.first_parents(tip, limit, |at, c| {
@@ -1294,6 +1294,12 @@ pub struct Landed {
     /// [`MAX_REFUSED`]).
     pub refused: Vec<(ObjectId, String)>,
 }
+
+/// Per task, the commit a runner's landing of one of its claims put on the target, and that claim's epoch.
+pub type Landings = BTreeMap<String, (ObjectId, u64)>;
+
+/// Commits that name a task without being a landing of a claim of it: task, commit, why.
+pub type Refused = Vec<(String, ObjectId, String)>;
 
 /// How many commits that only name a task a walk reports.
 const MAX_REFUSED: usize = 10;

@@ -277,6 +277,7 @@ pub(crate) fn foreign_history(
         return Ok(Some(format!("the work has more than {LANDING_LIMIT} commits")));
     }
     let ours: std::collections::BTreeSet<&str> = rows.iter().filter_map(|r| r.first().copied()).collect();
+    let base_hex = base.to_string();
     let mut outside = std::collections::BTreeSet::new();
     for row in &rows {
         let Some((commit, parents)) = row.split_first() else { continue };
@@ -286,7 +287,7 @@ pub(crate) fn foreign_history(
                 &commit[..12.min(commit.len())]
             )));
         }
-        outside.extend(parents.iter().copied().filter(|p| !ours.contains(p) && *p != base.to_string()));
+        outside.extend(parents.iter().copied().filter(|p| !ours.contains(p) && *p != base_hex));
     }
     for p in outside {
         let on_target = crate::gitcmd::local(dir)

@@ -47,7 +47,7 @@ pub struct TargetLoss {
 
 impl TargetLoss {
     /// One line: what went, and which tasks' code.
-    pub fn describe(&self, remote: &str) -> String {
+    pub(crate) fn describe(&self, remote: &str) -> String {
         let target = self.branch.trim_start_matches("refs/heads/");
         let (seen, now) = (self.seen.to_string(), self.now.to_string());
         let (seen, now) = (crate::store::short(&seen), crate::store::short(&now));
@@ -88,7 +88,7 @@ impl Swarm {
     }
 
     /// The tip of `branch` this clone accepted last, if any.
-    pub fn target_seen(&self, branch: &str) -> Result<Option<ObjectId>, TxnError> {
+    pub(crate) fn target_seen(&self, branch: &str) -> Result<Option<ObjectId>, TxnError> {
         Ok(self.local.read_ref(&self.target_record(branch))?)
     }
 
@@ -96,7 +96,7 @@ impl Swarm {
     /// it when it holds that one (or is the first): [`TargetCheck`]. A rewind is recorded only when no done task's
     /// code went with it (a rewrite, or commits of nobody's task); else the record stays, and every later check
     /// finds the same loss until a person acts.
-    pub fn check_target(&self, branch: &str, tip: ObjectId) -> Result<TargetCheck, TxnError> {
+    pub(crate) fn check_target(&self, branch: &str, tip: ObjectId) -> Result<TargetCheck, TxnError> {
         let record = self.target_record(branch);
         let mut tip = tip;
         for _ in 0..3 {
@@ -134,7 +134,7 @@ impl Swarm {
     }
 
     /// Take `tip` as what this clone saw of `branch`, whatever it saw before (`doctor --accept-remote`).
-    pub fn accept_target(&self, branch: &str, tip: ObjectId) -> Result<(), TxnError> {
+    pub(crate) fn accept_target(&self, branch: &str, tip: ObjectId) -> Result<(), TxnError> {
         Ok(self.local.set_ref(&self.target_record(branch), tip, "git swarm: target accepted")?)
     }
 
