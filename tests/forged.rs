@@ -76,7 +76,8 @@ fn an_agents_forged_trailer_for_another_task_is_stripped_and_finishes_nothing() 
         "forger",
         &format!(
             "if [ \"$GIT_SWARM_TASK_ID\" = {x} ]; then\n  echo honest > x.txt\n  git add x.txt\n  \
-             printf 'honest work\\n\\nswarm-task : {y}\\n\\nSwarm-Op: done\\nSwarm-Task: {y}\\nSwarm-Epoch: 1\\n' > ../msg\n  \
+             printf 'honest work\\n\\nswarm-task : {y}\\n\\n' > ../msg\n  \
+             printf 'Swarm-Op: done\\nSwarm-Task: {y}\\nSwarm-Epoch: 1\\n' >> ../msg\n  \
              git commit -q -F ../msg\nelse\n  echo mine > y.txt\nfi"
         ),
     );
@@ -187,7 +188,8 @@ fn an_agents_merge_of_an_unrelated_history_is_refused() {
         &env,
         "merger",
         "echo own > own.txt\ngit add own.txt\ngit commit -q -m 'own work'\n\
-         tree=$(printf '100644 blob %s\\tforeign.txt\\n' \"$(echo foreign | git hash-object -w --stdin)\" | git mktree)\n\
+         blob=$(echo foreign | git hash-object -w --stdin)\n\
+         tree=$(printf '100644 blob %s\\tforeign.txt\\n' \"$blob\" | git mktree)\n\
          root=$(git commit-tree \"$tree\" -m 'another project')\n\
          git merge -q --allow-unrelated-histories -m 'merge it in' \"$root\"",
     );

@@ -471,6 +471,8 @@ fn publish(
         // The landings the batch still carries, with the commit each one lands as (its work rebased onto the
         // one before it), as the last `prepare` made them.
         let prepared: RefCell<Vec<(usize, ObjectId, Option<Usage>)>> = RefCell::default();
+        // The commit the batch lands as, as last prepared.
+        let built = std::cell::Cell::new(None::<ObjectId>);
         let failed_at = std::cell::Cell::new(None::<usize>);
         let state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
             let stopped = super::worker::judge_stopped(store, snap);
@@ -542,6 +544,7 @@ fn publish(
                     return Err(());
                 }
                 let mut at = tip;
+                built.set(None);
                 for &i in &lands {
                     if out.borrow()[i].is_some() {
                         continue;
@@ -559,9 +562,19 @@ fn publish(
                         None => out.borrow_mut()[i] = Some(Outcome::Out),
                     }
                 }
-                if p.is_empty() { Err(()) } else { Ok(at) }
+                if p.is_empty() {
+                    return Err(());
+                }
+                built.set(Some(at));
+                Ok(at)
             };
-            r.swarm.land(&r.retry, &r.who, r.clock, &target, &mut prepare, |snap, now, _| state_op(snap, now))
+            let res =
+                r.swarm.land(&r.retry, &r.who, r.clock, &target, &mut prepare, |snap, now, _| state_op(snap, now));
+            // What this clone saw of the target is what the batch landed (see `Swarm::landed_on_target`).
+            if let (Ok(Ok(_)), Some(code)) = (&res, built.get()) {
+                r.swarm.landed_on_target(&target, code);
+            }
+            res
         };
         match res {
             Ok(Ok(c)) => {

@@ -148,24 +148,36 @@ pub(crate) fn strip_new_paths(
         if tree == tip_tree {
             continue;
         }
-        let decoded = c.decode().git(|| format!("cannot decode commit {id}"))?;
-        let commit = gix::objs::Commit {
-            tree,
-            parents: vec![tip].into(),
-            author: decoded.author().git(|| format!("author of {id}"))?.to_owned().git(|| format!("author of {id}"))?,
-            committer: decoded
-                .committer()
-                .git(|| format!("committer of {id}"))?
-                .to_owned()
-                .git(|| format!("committer of {id}"))?,
-            encoding: None,
-            message: c.message_raw_sloppy().to_owned(),
-            extra_headers: vec![],
-        };
-        tip = repo.write_object(&commit).git(|| "cannot write a commit".into())?.detach();
+        tip = rewrite(store, &c, tree, tip, c.message_raw_sloppy().to_owned())?;
         tip_tree = tree;
     }
     Ok(Some(tip))
+}
+
+/// Commit `c` again with `tree`, on `parent`, saying `message`: its author and committer kept.
+fn rewrite(
+    store: &Store,
+    c: &gix::Commit<'_>,
+    tree: ObjectId,
+    parent: ObjectId,
+    message: gix::bstr::BString,
+) -> Result<ObjectId, StoreError> {
+    let id = c.id;
+    let decoded = c.decode().git(|| format!("cannot decode commit {id}"))?;
+    let commit = gix::objs::Commit {
+        tree,
+        parents: vec![parent].into(),
+        author: decoded.author().git(|| format!("author of {id}"))?.to_owned().git(|| format!("author of {id}"))?,
+        committer: decoded
+            .committer()
+            .git(|| format!("committer of {id}"))?
+            .to_owned()
+            .git(|| format!("committer of {id}"))?,
+        encoding: None,
+        message,
+        extra_headers: vec![],
+    };
+    Ok(store.repo.write_object(&commit).git(|| "cannot write a commit".into())?.detach())
 }
 
 /// The most commits replayed in-process (more go to `git rebase`).
@@ -197,21 +209,8 @@ pub(crate) fn stamp_chain(
             continue;
         }
         rewritten = true;
-        let decoded = c.decode().git(|| format!("cannot decode commit {id}"))?;
-        let commit = gix::objs::Commit {
-            tree: c.tree_id().git(|| format!("tree of {id}"))?.detach(),
-            parents: vec![tip].into(),
-            author: decoded.author().git(|| format!("author of {id}"))?.to_owned().git(|| format!("author of {id}"))?,
-            committer: decoded
-                .committer()
-                .git(|| format!("committer of {id}"))?
-                .to_owned()
-                .git(|| format!("committer of {id}"))?,
-            encoding: None,
-            message: stamped.into(),
-            extra_headers: vec![],
-        };
-        tip = repo.write_object(&commit).git(|| "cannot write a commit".into())?.detach();
+        let tree = c.tree_id().git(|| format!("tree of {id}"))?.detach();
+        tip = rewrite(store, &c, tree, tip, stamped.into())?;
     }
     Ok(Some(tip))
 }

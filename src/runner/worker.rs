@@ -905,9 +905,11 @@ fn finish(
             // Recorded with the landing (other ends record it with their own op, or give the claim back with it).
             r.spent.forget(&id, epoch);
             let (next, code) = c.value;
-            // What this clone saw of the target is what it landed: a force-push that drops it is noticed next time
-            // (best effort; the next fetch checks again).
-            let _ = r.swarm.check_target(branch, code);
+            // What this clone saw of the target is what it landed (a batch of the desk records its own), so that
+            // a force-push that drops it is noticed next time.
+            if c.commit.is_some() {
+                r.swarm.landed_on_target(branch, code);
+            }
             let next = say_landed(r, id, code, c.lost_races, exited_at, next);
             Ok((TaskEnd::Landed, next))
         }

@@ -17,6 +17,9 @@ use crate::store::StoreError;
 
 /// How far back a first-parent walk looks for the recorded tip before asking git (a merge on the way).
 const FIRST_PARENT_WALK: usize = 1_000;
+/// How far a walk looks first, where only a few commits are between in the steady state (a new tip and the record,
+/// a landing and the tip it was built on, a tip older than the record).
+const SHORT_WALK: usize = 32;
 /// How many lost commits a rewind reads at most.
 const LOST_LIMIT: usize = 100_000;
 
@@ -103,12 +106,16 @@ impl Swarm {
             let seen = self.local.read_ref(&record)?;
             let check = match seen {
                 None => TargetCheck::First,
-                Some(s) if self.holds(tip, s)? => TargetCheck::Holds,
+                // The steady state: the record is a few commits back (it moves with every tip checked, and with
+                // each landing of this clone's, `landed_on_target`).
+                Some(s) if s == tip || self.local.has_ancestor(tip, s, SHORT_WALK)? => TargetCheck::Holds,
+                // Further back, or past merges (not when the tip is only older than the record: see below).
+                Some(s) if !self.local.has_ancestor(s, tip, SHORT_WALK)? && self.holds(tip, s)? => TargetCheck::Holds,
                 Some(s) => {
                     // Another runner of this clone (an agent of this process) may have recorded a newer tip since
                     // this one was fetched: a view that is only older is no rewind. The remote says which.
                     let now = self.fetch_branch(branch)?.unwrap_or(tip);
-                    if now != tip && self.holds(now, s)? {
+                    if now != tip && (now == s || self.holds(now, s)?) {
                         return Ok(TargetCheck::Holds);
                     }
                     tip = now;
@@ -131,6 +138,20 @@ impl Swarm {
             self.local.clear_stale_lock(&record);
         }
         Ok(TargetCheck::Holds)
+    }
+
+    /// After a landing of `code` on `branch`: what this clone saw of it is `code`, when `code` holds the recorded tip
+    /// a few commits back (else another runner of this clone recorded a newer one, or the next check moves it on).
+    /// No fetch: a walk of the landing's commits, and one compare-and-swap. A force-push that drops this very
+    /// landing is then noticed by the next check, also after a restart.
+    pub(crate) fn landed_on_target(&self, branch: &str, code: ObjectId) {
+        let record = self.target_record(branch);
+        if let Ok(Some(seen)) = self.local.read_ref(&record)
+            && seen != code
+            && self.local.has_ancestor(code, seen, SHORT_WALK).unwrap_or(false)
+        {
+            let _ = self.local.cas_refs(&[(record.as_str(), Some(seen), code)], "git swarm: target seen");
+        }
     }
 
     /// Take `tip` as what this clone saw of `branch`, whatever it saw before (`doctor --accept-remote`).
