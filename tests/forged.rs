@@ -259,6 +259,28 @@ fn a_force_push_that_drops_done_tasks_code_is_named_by_the_runner_and_doctor() {
     assert_eq!(show(&env, &c, &next)["status"], "done");
 }
 
+/// The same force-push, meant: `doctor --accept-remote` takes the target as it is (the finding fixed, exit 0) and
+/// the runner works on it again; nothing of the tasks whose code went is redone by itself.
+#[test]
+fn doctor_accept_remote_takes_a_rewound_target_and_the_runner_goes_on() {
+    let env = Env::new();
+    let (bare, c) = swarm(&env, "echo \"$GIT_SWARM_TASK_ID\" > \"$GIT_SWARM_TASK_ID.txt\"", 3);
+    let root = env.git(&bare, &["rev-parse", "main"]);
+    let gone = env.sw(&c, &["add", "reverted on purpose"]).ok().line();
+    env.sw(&c, &["--agent", "w1", "run", "worker", "--once"]).ok();
+    env.git(&bare, &["update-ref", "refs/heads/main", &root]);
+    env.sw(&c, &["doctor"]).code(1);
+    let d = env.sw(&c, &["doctor", "--accept-remote"]);
+    assert_eq!(d.code, 0, "{}", d.stdout);
+    assert!(d.stdout.contains("took main as it is"), "{}", d.stdout);
+    env.sw(&c, &["doctor"]).ok();
+    let next = env.sw(&c, &["add", "after the rewind"]).ok().line();
+    env.sw(&c, &["--agent", "w1", "run", "worker", "--once"]).ok();
+    assert_eq!(show(&env, &c, &next)["status"], "done");
+    assert_eq!(show(&env, &c, &gone)["status"], "done", "done is final");
+    assert!(env.git_out(&bare, &["cat-file", "-e", &format!("main:{gone}.txt")]).code != 0, "its code came back");
+}
+
 /// A force-push that only rewrites (every landing is still there under a new commit) costs nobody's code: the runner
 /// says so and goes on.
 #[test]
