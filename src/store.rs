@@ -13,6 +13,7 @@ use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{Change as RefChange, LogChange, PreviousValue, RefEdit, RefLog};
 
 use crate::escape::squash;
+use crate::hooks::trailer::Mark;
 use crate::model::{self, Config, Status, Task};
 use crate::state::{Board, Change, Closed, Stored};
 pub(crate) use crate::state::{CONFIG_PATH, CYCLES_DIR, README_PATH, SPEND_PATH, TASKS_DIR};
@@ -796,58 +797,83 @@ impl Store {
         Ok(())
     }
 
-    /// The newest commit on the first-parent line from `tip` whose message carries the trailer `Swarm-Task: <task>`:
-    /// the code of a task that landed. The walk stops at `stop` (a commit known not to hold it), at the first commit
-    /// older than `since` (its committer time; the task did not exist before), or after `limit` commits.
+    /// The newest commit on the first-parent line from `tip` that a runner's landing wrote for `task` under a claim
+    /// whose epoch is in `epochs`: the code of a task that landed. Its trailers say so (`Swarm-Task: <task>` alone
+    /// and `Swarm-Epoch: <n>`, [`crate::hooks::trailer::read`]); a commit that names the task otherwise — the
+    /// `commit-msg` hook's trailer, a person's, a forger's, an epoch no claim of the task had — is never its code,
+    /// and is reported in [`Landed::refused`]. The walk stops at `stop` (a commit known not to hold it), or after
+    /// `limit` commits.
     pub(crate) fn landed_commit(
         &self,
         tip: ObjectId,
         task: &str,
         stop: Option<ObjectId>,
-        since: Option<Timestamp>,
+        epochs: std::ops::RangeInclusive<u64>,
         limit: usize,
-    ) -> Result<Option<ObjectId>, StoreError> {
-        let trailer = format!("Swarm-Task: {task}");
-        let mut found = None;
+    ) -> Result<Landed, StoreError> {
+        let mut found = Landed::default();
         self.first_parents(tip, limit, |at, c| {
             if Some(at) == stop {
                 return Ok(true);
             }
-            let decoded = c.decode().git(|| format!("cannot decode commit {at}"))?;
-            let time = decoded.committer().map(|sig| sig.seconds()).unwrap_or(i64::MAX);
-            if since.is_some_and(|s| time < s.secs() as i64) {
-                return Ok(true);
+            let msg = c.message_raw_sloppy();
+            // Only a message that holds the id can name it: most are not parsed at all.
+            if msg.find(task.as_bytes()).is_none() {
+                return Ok(false);
             }
-            if c.message_raw_sloppy().lines().any(|l| l.trim_ascii() == trailer.as_bytes()) {
-                found = Some(at);
-                return Ok(true);
+            match crate::hooks::trailer::read(&msg.to_str_lossy()) {
+                Mark::Landing { task: t, epoch } if t == task && epochs.contains(&epoch) => {
+                    found.code = Some((at, epoch));
+                    return Ok(true);
+                }
+                Mark::Landing { task: t, epoch } if t == task => found.refuse(at, no_such_claim(task, epoch, &epochs)),
+                Mark::Claims { tasks, why } if tasks.iter().any(|t| t == task) => found.refuse(at, why),
+                _ => {}
             }
             Ok(false)
         })?;
         Ok(found)
     }
 
-    /// [`Store::landed_commit`] for many tasks in one walk: for each of `tasks` whose trailer a commit of the
-    /// first-parent line from `tip` carries (within `limit` commits), the newest such commit.
+    /// [`Store::landed_commit`] for many tasks in one walk: for each of `tasks` (with the epochs of its claims) that
+    /// a commit of the first-parent line from `tip` (within `limit` commits) is a runner's landing of, the newest
+    /// such commit and its epoch; and the commits that name one of them without being its landing.
     pub fn landed_commits(
         &self,
         tip: ObjectId,
-        tasks: &std::collections::BTreeSet<String>,
+        tasks: &BTreeMap<String, std::ops::RangeInclusive<u64>>,
         limit: usize,
-    ) -> Result<BTreeMap<String, ObjectId>, StoreError> {
+    ) -> Result<(Landings, Refused), StoreError> {
         let mut found = BTreeMap::new();
+        let mut refused = Vec::new();
         self.first_parents(tip, limit, |at, c| {
-            for line in c.message_raw_sloppy().lines() {
-                if let Some(id) =
-                    line.trim_ascii().strip_prefix(b"Swarm-Task: ").and_then(|v| std::str::from_utf8(v).ok())
-                    && tasks.contains(id.trim())
-                {
-                    found.entry(id.trim().to_string()).or_insert(at);
+            let msg = c.message_raw_sloppy();
+            if !msg.windows(6).any(|w| w.eq_ignore_ascii_case(b"swarm-")) {
+                return Ok(false);
+            }
+            match crate::hooks::trailer::read(&msg.to_str_lossy()) {
+                Mark::Landing { task, epoch } => match tasks.get(&task) {
+                    Some(epochs) if epochs.contains(&epoch) => {
+                        found.entry(task).or_insert((at, epoch));
+                    }
+                    Some(epochs) if !found.contains_key(&task) && refused.len() < MAX_REFUSED => {
+                        let why = no_such_claim(&task, epoch, epochs);
+                        refused.push((task, at, why));
+                    }
+                    _ => {}
+                },
+                Mark::Claims { tasks: named, why } => {
+                    for t in named.into_iter().filter(|t| tasks.contains_key(t) && !found.contains_key(t)) {
+                        if refused.len() < MAX_REFUSED {
+                            refused.push((t, at, why.clone()));
+                        }
+                    }
                 }
+                Mark::None => {}
             }
             Ok(found.len() == tasks.len())
         })?;
-        Ok(found)
+        Ok((found, refused))
     }
 
     /// Point the private mirror ref at `new`, best effort: it is a cache (objects anchor, negotiation hint). A lock
@@ -1257,6 +1283,42 @@ fn is_write_error(message: &str) -> bool {
     ["reflog", "No space left", "Operation not permitted", "Read-only file system", "Input/output error"]
         .iter()
         .any(|m| message.contains(m))
+}
+
+/// What a walk of the target found of one task's code ([`Store::landed_commit`]).
+#[derive(Debug, Default)]
+pub struct Landed {
+    /// The newest commit a runner's landing wrote for one of the task's claims, and that claim's epoch.
+    pub code: Option<(ObjectId, u64)>,
+    /// Commits on the way that name the task but are no landing of a claim of it, and why (at most
+    /// [`MAX_REFUSED`]).
+    pub refused: Vec<(ObjectId, String)>,
+}
+
+/// Per task, the commit a runner's landing of one of its claims put on the target, and that claim's epoch.
+pub type Landings = BTreeMap<String, (ObjectId, u64)>;
+
+/// Commits that name a task without being a landing of a claim of it: task, commit, why.
+pub type Refused = Vec<(String, ObjectId, String)>;
+
+/// How many commits that only name a task a walk reports.
+const MAX_REFUSED: usize = 10;
+
+impl Landed {
+    fn refuse(&mut self, at: ObjectId, why: String) {
+        if self.refused.len() < MAX_REFUSED {
+            self.refused.push((at, why));
+        }
+    }
+}
+
+/// Why a landing's trailers under `epoch` are not a claim of `task` that `epochs` allows.
+fn no_such_claim(task: &str, epoch: u64, epochs: &std::ops::RangeInclusive<u64>) -> String {
+    match epochs.end() {
+        0 => format!("Swarm-Epoch: {epoch}, but {task} was never claimed"),
+        end if epoch > *end => format!("Swarm-Epoch: {epoch}, but no claim of {task} had it (its epoch is {end})"),
+        _ => format!("Swarm-Epoch: {epoch} is not the epoch of a claim whose code this can be"),
+    }
 }
 
 fn is_lock_error(msg: &str) -> bool {

@@ -632,8 +632,9 @@ fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps()
     let store = Store::open(&repo.join(".git")).expect("open");
     let who = Identity { name: "R".into(), email: "r@r".into() };
     let now = git_swarm::time::Timestamp::from_secs(1_800_000_000);
-    let new =
-        rebase_in_process(&store, oid(&onto), oid(&base), oid(&head), "t-1", &who, now).expect("ok").expect("trivial");
+    let new = rebase_in_process(&store, oid(&onto), oid(&base), oid(&head), "t-1", 1, &who, now)
+        .expect("ok")
+        .expect("trivial");
     let new = new.to_string();
     // git's own rebase of the same commits.
     env.git(&repo, &["rebase", "-q", "--onto", &onto, &base]);
@@ -641,8 +642,8 @@ fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps()
     assert_eq!(env.git(&repo, &["rev-parse", &format!("{new}^{{tree}}")]), by_git, "trees differ");
     assert_eq!(env.git(&repo, &["rev-list", "--count", &format!("{onto}..{new}")]), "2");
     let msgs = env.git(&repo, &["log", "--format=%B%x00", &format!("{onto}..{new}")]);
-    assert_eq!(msgs.matches("Swarm-Task: t-1").count(), 2, "{msgs}");
-    assert!(msgs.contains("Signed-off-by: T <t@t>\nSwarm-Task: t-1"), "{msgs}");
+    assert_eq!(msgs.matches("Swarm-Task: t-1\nSwarm-Epoch: 1\n").count(), 2, "{msgs}");
+    assert!(msgs.contains("Signed-off-by: T <t@t>\nSwarm-Task: t-1\nSwarm-Epoch: 1"), "{msgs}");
     assert_eq!(env.git(&repo, &["fsck", "--no-progress", "--no-dangling"]), "");
     // A path changed on both sides is not for the fast path.
     env.git(&repo, &["checkout", "-q", "--detach", &base]);
@@ -650,7 +651,10 @@ fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps()
     env.git(&repo, &["commit", "-q", "-am", "overlap"]);
     let overlap = env.git(&repo, &["rev-parse", "HEAD"]);
     let store = Store::open(&repo.join(".git")).expect("open");
-    assert_eq!(rebase_in_process(&store, oid(&onto), oid(&base), oid(&overlap), "t-2", &who, now).expect("ok"), None);
+    assert_eq!(
+        rebase_in_process(&store, oid(&onto), oid(&base), oid(&overlap), "t-2", 1, &who, now).expect("ok"),
+        None
+    );
     // A file added to a folder that the other side renamed away: git stops there, so does the fast path.
     env.git(&repo, &["checkout", "-q", "--detach", &onto]);
     env.git(&repo, &["mv", "d", "e"]);
@@ -662,7 +666,10 @@ fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps()
     env.git(&repo, &["commit", "-q", "-m", "add to d"]);
     let added = env.git(&repo, &["rev-parse", "HEAD"]);
     let store = Store::open(&repo.join(".git")).expect("open");
-    assert_eq!(rebase_in_process(&store, oid(&renamed), oid(&onto), oid(&added), "t-3", &who, now).expect("ok"), None);
+    assert_eq!(
+        rebase_in_process(&store, oid(&renamed), oid(&onto), oid(&added), "t-3", 1, &who, now).expect("ok"),
+        None
+    );
     // A file name that is not UTF-8 is left to git (which keeps its bytes).
     env.git(&repo, &["checkout", "-q", "--detach", &onto]);
     let odd = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"caf\xe9.txt");
@@ -672,7 +679,7 @@ fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps()
     let odd_commit = env.git(&repo, &["rev-parse", "HEAD"]);
     let store = Store::open(&repo.join(".git")).expect("open");
     assert_eq!(
-        rebase_in_process(&store, oid(&renamed), oid(&onto), oid(&odd_commit), "t-4", &who, now).expect("ok"),
+        rebase_in_process(&store, oid(&renamed), oid(&onto), oid(&odd_commit), "t-4", 1, &who, now).expect("ok"),
         None
     );
 }

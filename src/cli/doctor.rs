@@ -32,8 +32,9 @@ pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
         None => true,
     };
     // After a restore too: tasks the board calls open whose code is on the target are finished, never redone.
-    if settings_ok && let Some(f) = landed_but_not_done(ctx, &swarm, args.fix)? {
-        findings.push(f);
+    if settings_ok {
+        let restored = git_swarm::doctor::restored(&findings);
+        findings.extend(landed_but_not_done(ctx, &swarm, args.fix, restored)?);
     }
     // The agents each role would run from this clone, and whether they can start here.
     if let Ok(Some(snap)) = swarm.try_read(false) {
@@ -101,21 +102,26 @@ fn broken_settings(
     Ok(Some((git_swarm::doctor::broken_settings(&broken, Some(fixed)), true)))
 }
 
-/// [`git_swarm::doctor::landed_but_not_done`] on the newest board, and with `fix` the `done` of each (one op).
+/// [`git_swarm::doctor::landed_but_not_done`] on the newest board, and with `fix` the `done` of each (one op); the
+/// commits that only name such a task are said.
 fn landed_but_not_done(
     ctx: &Ctx,
     swarm: &git_swarm::txn::Swarm,
     fix: bool,
-) -> CliResult<Option<git_swarm::doctor::Finding>> {
-    let Ok(Some(snap)) = swarm.try_read(false) else { return Ok(None) };
+    restored: bool,
+) -> CliResult<Vec<git_swarm::doctor::Finding>> {
+    let Ok(Some(snap)) = swarm.try_read(false) else { return Ok(vec![]) };
     let target = format!("refs/heads/{}", snap.board.config.target);
-    let Ok(Some(tip)) = swarm.fetch_branch(&target) else { return Ok(None) };
-    let found = git_swarm::doctor::landed_but_not_done(swarm, &snap.board, tip)?;
+    let Ok(Some(tip)) = swarm.fetch_branch(&target) else { return Ok(vec![]) };
+    let found = git_swarm::doctor::landed_but_not_done(swarm, &snap.board, tip, restored)?;
+    let mut out = git_swarm::doctor::refused_findings(&found.refused, &snap.board.config.target);
+    let found = found.landed;
     if found.is_empty() {
-        return Ok(None);
+        return Ok(out);
     }
     if !fix {
-        return Ok(Some(git_swarm::doctor::landed_finding(&found, None)));
+        out.push(git_swarm::doctor::landed_finding(&found, None));
+        return Ok(out);
     }
     let agent = ctx.agent().to_string();
     let who = Ctx::identity(swarm, &agent);
@@ -135,5 +141,6 @@ fn landed_but_not_done(
         }
         Ok((ch, n))
     })?;
-    Ok(Some(git_swarm::doctor::landed_finding(&found, Some(c.value))))
+    out.push(git_swarm::doctor::landed_finding(&found, Some(c.value)));
+    Ok(out)
 }

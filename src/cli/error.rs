@@ -161,6 +161,9 @@ impl From<TxnError> for CliError {
             TxnError::Lineage { .. } => CliError::io(msg)
                 .hint("`git swarm doctor` shows what changed; `git swarm doctor --fix` puts back what this clone saw")
                 .hint("to take the remote's state as it is: `git swarm doctor --accept-remote`"),
+            TxnError::TargetRewound { remote, loss } => {
+                CliError::io(msg).hint(loss.hint(&remote)).hint("`git swarm doctor` names the tasks whose code is gone")
+            }
             TxnError::Remote(RemoteError::Refused { reason, .. })
                 if git_swarm::remote::is_storage_refusal(reason.as_str()) =>
             {

@@ -149,13 +149,23 @@ impl Client {
 
     /// The open merge request from `source` into `target` of `project_path`, if there is one
     /// (`GET /projects/:id/merge_requests?state=opened&source_branch=…&target_branch=…`).
-    pub fn open_mr(&self, project_path: &str, source: &str, target: &str) -> Result<Option<MergeRequest>, ApiError> {
+    pub(crate) fn open_mr(
+        &self,
+        project_path: &str,
+        source: &str,
+        target: &str,
+    ) -> Result<Option<MergeRequest>, ApiError> {
         Ok(self.mrs(project_path, source, target, "state=opened")?.into_iter().next())
     }
 
     /// The merge requests from `source` into `target` that GitLab merged, the last updated first
     /// (`…&state=merged&order_by=updated_at&sort=desc`).
-    pub fn merged_mrs(&self, project_path: &str, source: &str, target: &str) -> Result<Vec<MergeRequest>, ApiError> {
+    pub(crate) fn merged_mrs(
+        &self,
+        project_path: &str,
+        source: &str,
+        target: &str,
+    ) -> Result<Vec<MergeRequest>, ApiError> {
         self.mrs(project_path, source, target, "state=merged&order_by=updated_at&sort=desc&per_page=10")
     }
 
@@ -171,7 +181,7 @@ impl Client {
     }
 
     /// Open a merge request (`POST /projects/:id/merge_requests`); a draft's title starts `Draft:`.
-    pub fn create_mr(
+    pub(crate) fn create_mr(
         &self,
         project_path: &str,
         source: &str,
@@ -188,7 +198,7 @@ impl Client {
 
     /// Change its title (a draft's loses `Draft:` when it is ready) and description
     /// (`PUT /projects/:id/merge_requests/:iid`); its state comes with the answer.
-    pub fn update_mr(
+    pub(crate) fn update_mr(
         &self,
         project_path: &str,
         iid: u64,
@@ -203,7 +213,7 @@ impl Client {
 
     /// Let GitLab merge it when its pipeline succeeds (`PUT /projects/:id/merge_requests/:iid/merge` with
     /// `auto_merge`; older servers read `merge_when_pipeline_succeeds`, sent too).
-    pub fn auto_merge(&self, project_path: &str, iid: u64) -> Result<(), ApiError> {
+    pub(crate) fn auto_merge(&self, project_path: &str, iid: u64) -> Result<(), ApiError> {
         let path = format!("/projects/{}/merge_requests/{iid}/merge", project(project_path));
         let body = serde_json::json!({"auto_merge": true, "merge_when_pipeline_succeeds": true,
             "should_remove_source_branch": false, "squash": false});
@@ -213,7 +223,7 @@ impl Client {
 
 /// The project a remote URL names on `host` (`https://gitlab.example.com/group/sub/project.git`,
 /// `git@gitlab.example.com:group/project.git`): its path and the API it has (`https://<host>/api/v4`).
-pub fn project_of_remote(url: &str) -> Option<(String, String)> {
+pub(crate) fn project_of_remote(url: &str) -> Option<(String, String)> {
     let url = url.trim();
     let (host, path) = if let Some((user_host, path)) = url.split_once(':').filter(|_| !url.contains("://")) {
         (user_host.rsplit('@').next()?.to_string(), path.to_string())

@@ -129,7 +129,7 @@ pub fn settings(config: &Config) -> Result<Option<Settings>, String> {
 
 impl Settings {
     /// The variables the token is read from, in order.
-    pub fn token_vars(&self) -> Vec<String> {
+    pub(crate) fn token_vars(&self) -> Vec<String> {
         match (&self.token_env, self.kind) {
             (Some(t), _) => vec![t.clone()],
             (None, Kind::Github) => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
@@ -156,7 +156,7 @@ pub struct Landed {
 /// The most of a description we write (GitHub takes 65,536 characters; GitLab 1,048,576).
 const MAX_BODY: usize = 60_000;
 /// The most tasks a description can show (an entry is at least this many bytes long): notes past them are not read.
-pub const MAX_SHOWN: usize = MAX_BODY / 40;
+pub(crate) const MAX_SHOWN: usize = MAX_BODY / 40;
 /// The most of one hand-off note in it.
 const MAX_NOTE: usize = 2_000;
 
@@ -230,7 +230,7 @@ fn indent(s: &str) -> String {
 
 /// The tasks done on the board whose landed commit is in `on_branch` (the commits of the swarm's branch that the
 /// base does not hold), oldest first.
-pub fn landed_since(tasks: &[&Task], on_branch: &std::collections::BTreeSet<String>) -> Vec<Landed> {
+pub(crate) fn landed_since(tasks: &[&Task], on_branch: &std::collections::BTreeSet<String>) -> Vec<Landed> {
     let mut out: Vec<(crate::time::Timestamp, Landed)> = tasks
         .iter()
         .filter(|t| t.status == Status::Done)

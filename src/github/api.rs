@@ -310,13 +310,13 @@ impl Client {
 
     /// The open pull request from `head` (a branch of `repo` itself) into `base`, if there is one (`GET
     /// /repos/{owner}/{repo}/pulls?state=open&head=owner:head&base=base`).
-    pub fn open_pull(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Option<Pull>, ApiError> {
+    pub(crate) fn open_pull(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Option<Pull>, ApiError> {
         Ok(self.pulls(repo, head, base, "state=open&per_page=5")?.into_iter().next())
     }
 
     /// The pull requests from `head` into `base` that GitHub merged, the last updated first (`…&state=closed&
     /// sort=updated&direction=desc`).
-    pub fn merged_pulls(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Vec<Pull>, ApiError> {
+    pub(crate) fn merged_pulls(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Vec<Pull>, ApiError> {
         let closed = self.pulls(repo, head, base, "state=closed&sort=updated&direction=desc&per_page=10")?;
         Ok(closed.into_iter().filter(|p| p.merged).collect())
     }
@@ -336,7 +336,7 @@ impl Client {
     }
 
     /// Open a pull request from `head` into `base` (`POST /repos/{owner}/{repo}/pulls`).
-    pub fn create_pull(
+    pub(crate) fn create_pull(
         &self,
         repo: &RepoSlug,
         head: &str,
@@ -355,7 +355,7 @@ impl Client {
 
     /// Change a pull request's title and description (`PATCH /repos/{owner}/{repo}/pulls/{number}`); its state as
     /// GitHub answers (merged, closed) with it.
-    pub fn update_pull(&self, repo: &RepoSlug, number: u64, title: &str, body: &str) -> Result<Pull, ApiError> {
+    pub(crate) fn update_pull(&self, repo: &RepoSlug, number: u64, title: &str, body: &str) -> Result<Pull, ApiError> {
         let path = format!("/repos/{}/{}/pulls/{number}", repo.owner, repo.name);
         let req = serde_json::json!({"title": title, "body": body});
         let text = self.call(reqwest::Method::PATCH, &path, Some(&req))?;
@@ -364,14 +364,14 @@ impl Client {
     }
 
     /// Mark a draft pull request ready for review (GraphQL `markPullRequestReadyForReview`: the REST API cannot).
-    pub fn mark_ready(&self, node_id: &str) -> Result<(), ApiError> {
+    pub(crate) fn mark_ready(&self, node_id: &str) -> Result<(), ApiError> {
         let q = "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } } }";
         self.graphql(q, serde_json::json!({"id": node_id})).map(|_| ())
     }
 
     /// Let GitHub merge the pull request once its checks pass (GraphQL `enablePullRequestAutoMerge`, with a merge
     /// commit: the swarm's branch takes the base back in by a merge, `docs/forge.md`).
-    pub fn enable_auto_merge(&self, node_id: &str) -> Result<(), ApiError> {
+    pub(crate) fn enable_auto_merge(&self, node_id: &str) -> Result<(), ApiError> {
         let q = "mutation($id: ID!) { enablePullRequestAutoMerge(input: {pullRequestId: $id, mergeMethod: MERGE}) { clientMutationId } }";
         self.graphql(q, serde_json::json!({"id": node_id})).map(|_| ())
     }

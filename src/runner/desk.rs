@@ -89,12 +89,13 @@ pub(super) struct LandSpec {
     pub cycle_budget: Limit,
     /// `[run] batch_window`.
     pub window: Duration,
-    /// The work as committed: its commits are `base..head`, and whether they all carry the task's trailer. With
+    /// The work as committed: its commits are `base..head`, and whether they are all stamped as this claim's
+    /// landing already (`hooks::trailer`). With
     /// `here`, the leader rebases it itself (no check to run in the agent's work tree): no round trip to a thread
     /// that a busy machine may take long to wake.
     pub base: ObjectId,
     pub head: ObjectId,
-    pub trailered: bool,
+    pub stamped: bool,
     pub here: bool,
     /// Who commits the rebased work (the agent's identity).
     pub who: crate::store::Identity,
@@ -422,17 +423,23 @@ fn rebased_here(r: &Runner<'_>, what: &What, at: ObjectId) -> Option<(ObjectId, 
         return None;
     }
     let store = &r.swarm.local;
-    if at == spec.base {
-        return spec.trailered.then_some((spec.head, spec.usage));
-    }
-    let landed = store.landed_commit(at, &spec.id, Some(spec.base), None, super::worker::ROLL_FORWARD_DEPTH);
-    if !matches!(landed, Ok(None)) {
-        return None;
-    }
-    let new = super::rebase::rebase_in_process(store, at, spec.base, spec.head, &spec.id, &spec.who, (r.clock)())
-        .ok()
-        .flatten()?;
-    (new != at && store.has_ancestor(new, at, 100_000).unwrap_or(false)).then_some((new, spec.usage))
+    let (id, epoch) = (spec.id.as_str(), spec.epoch);
+    let new = if at == spec.base {
+        spec.stamped.then_some(spec.head)?
+    } else {
+        // The task's code there already (or a commit that only names the task, to be said): the agent's own
+        // prepare sees to it.
+        let landed = store.landed_commit(at, id, Some(spec.base), 1..=epoch, super::worker::ROLL_FORWARD_DEPTH);
+        if !matches!(landed, Ok(ref l) if l.code.is_none() && l.refused.is_empty()) {
+            return None;
+        }
+        super::rebase::rebase_in_process(store, at, spec.base, spec.head, id, epoch, &spec.who, (r.clock)())
+            .ok()
+            .flatten()?
+    };
+    // What lands is the runner's landing of this claim, commit by commit (else the agent's prepare says why).
+    let ours = matches!(super::rebase::unstamped(store, at, new, id, epoch), Ok(None));
+    (ours && new != at && store.has_ancestor(new, at, 100_000).unwrap_or(false)).then_some((new, spec.usage))
 }
 
 /// Publish one batch: every landing of `batch` (rebased one after another onto the target's newest tip) and every
@@ -464,6 +471,8 @@ fn publish(
         // The landings the batch still carries, with the commit each one lands as (its work rebased onto the
         // one before it), as the last `prepare` made them.
         let prepared: RefCell<Vec<(usize, ObjectId, Option<Usage>)>> = RefCell::default();
+        // The commit the batch lands as, as last prepared.
+        let built = std::cell::Cell::new(None::<ObjectId>);
         let failed_at = std::cell::Cell::new(None::<usize>);
         let state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
             let stopped = super::worker::judge_stopped(store, snap);
@@ -526,7 +535,16 @@ fn publish(
             let mut prepare = |tip: ObjectId| -> Result<ObjectId, ()> {
                 let mut p = prepared.borrow_mut();
                 p.clear();
+                // A target that lost what this clone saw of it: each landing meets that alone, in its own prepare
+                // (which stops its runner), and nothing of the batch lands.
+                if super::landing::target_checked(r, &target, tip).is_err() {
+                    for &i in &lands {
+                        out.borrow_mut()[i].get_or_insert(Outcome::Alone);
+                    }
+                    return Err(());
+                }
                 let mut at = tip;
+                built.set(None);
                 for &i in &lands {
                     if out.borrow()[i].is_some() {
                         continue;
@@ -544,9 +562,19 @@ fn publish(
                         None => out.borrow_mut()[i] = Some(Outcome::Out),
                     }
                 }
-                if p.is_empty() { Err(()) } else { Ok(at) }
+                if p.is_empty() {
+                    return Err(());
+                }
+                built.set(Some(at));
+                Ok(at)
             };
-            r.swarm.land(&r.retry, &r.who, r.clock, &target, &mut prepare, |snap, now, _| state_op(snap, now))
+            let res =
+                r.swarm.land(&r.retry, &r.who, r.clock, &target, &mut prepare, |snap, now, _| state_op(snap, now));
+            // What this clone saw of the target is what the batch landed (see `Swarm::landed_on_target`).
+            if let (Ok(Ok(_)), Some(code)) = (&res, built.get()) {
+                r.swarm.landed_on_target(&target, code);
+            }
+            res
         };
         match res {
             Ok(Ok(c)) => {

@@ -390,27 +390,14 @@ pub enum Rebased {
     Conflict(Vec<String>),
 }
 
-/// Rebase the commits `old_base..HEAD` onto `onto`. With `trailer_env`, every rebased commit gets the trailer
-/// `Swarm-Task: $<trailer_env>` (the value comes from the environment, never from the command line).
-pub fn rebase(
-    dir: &Path,
-    onto: ObjectId,
-    old_base: ObjectId,
-    trailer_env: Option<(&str, &str)>,
-    ident: &[(String, String)],
-) -> Result<Rebased, GitError> {
+/// Rebase the commits `old_base..HEAD` onto `onto`. Their messages stay as they are: the runner stamps the
+/// rebased commits itself (`runner::rebase::stamp_chain`), in-process, and no `Swarm-*` line of the agent's
+/// survives it — there is no `--exec` line, no shell.
+pub fn rebase(dir: &Path, onto: ObjectId, old_base: ObjectId, ident: &[(String, String)]) -> Result<Rebased, GitError> {
     let onto_s = onto.to_string();
     let base_s = old_base.to_string();
     let mut cmd = git_in(dir);
     cmd.args(["-c", "rebase.autoStash=false", "-c", "rebase.updateRefs=false", "rebase", "--quiet", "--no-autosquash"]);
-    let exec;
-    if let Some((var, value)) = trailer_env {
-        exec = format!(
-            "git -c trailer.ifexists=addIfDifferent commit --quiet --amend --no-edit --no-verify --allow-empty \
-             --trailer \"Swarm-Task: ${var}\""
-        );
-        cmd.arg("--exec").arg(&exec).env(var, value);
-    }
     cmd.args(["--onto", &onto_s, &base_s]);
     for (k, v) in ident {
         cmd.env(k, v);
@@ -421,11 +408,10 @@ pub fn rebase(
 /// Go on with a rebase that stopped on conflicts once the agent resolved them but did not stage them or run
 /// `git rebase --continue`: a file still unmerged counts as resolved only when the conflict run changed it
 /// (`before`, from [`contents`]) and it is text without a conflict (`<<<<<<<` … `>>>>>>>`) left in it; such files
-/// are staged (a deleted one is resolved by its deletion), then `git rebase --continue` runs with the same trailer
-/// environment as [`rebase`]. It may stop again on the next commit's conflicts.
+/// are staged (a deleted one is resolved by its deletion), then `git rebase --continue` runs. It may stop again on
+/// the next commit's conflicts.
 pub(crate) fn continue_rebase(
     dir: &Path,
-    trailer_env: Option<(&str, &str)>,
     ident: &[(String, String)],
     before: &[(String, Option<u64>)],
 ) -> Result<Rebased, GitError> {
@@ -460,9 +446,6 @@ pub(crate) fn continue_rebase(
     }
     let mut cmd = git_in(dir);
     cmd.args(["-c", "core.editor=true", "rebase", "--continue"]);
-    if let Some((var, value)) = trailer_env {
-        cmd.env(var, value);
-    }
     for (k, v) in ident {
         cmd.env(k, v);
     }

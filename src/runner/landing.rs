@@ -10,9 +10,10 @@ use std::time::Duration;
 use gix::ObjectId;
 
 use super::worker::{Abort, Job, MAX_CHECK_RUNS, ROLL_FORWARD_DEPTH, resolve_conflict, run_check};
-use super::{Event, Runner, git};
+use super::{Event, RunError, Runner, git};
 use crate::model::Task;
 use crate::time::Timestamp;
+use crate::txn::{TargetCheck, TxnError};
 
 /// Keeps the lease of one claim alive while something long runs: [`LeaseKeeper::keep`] is its poll (renew when a
 /// third of the lease is left). What it has to report is kept for the caller to emit ([`LeaseKeeper::drain`]), and
@@ -84,8 +85,8 @@ pub(super) struct Landing<'a, 'r> {
     keeper: &'a LeaseKeeper,
     /// The target commit the work is built on now (it moves with each rebase).
     base: ObjectId,
-    /// Every commit of the work carries the task's `Swarm-Task:` trailer.
-    trailered: bool,
+    /// Every commit of the work is stamped as this claim's landing already (`hooks::trailer`).
+    stamped: bool,
     /// The work's tip as the runner knows it, and whether the work tree shows it (an in-process rebase moves the
     /// one and not the other; a check may dirty the tree).
     head: ObjectId,
@@ -101,7 +102,7 @@ pub(super) struct Landing<'a, 'r> {
 }
 
 impl<'a, 'r> Landing<'a, 'r> {
-    /// `head`: the work's tip in `wt`; `trailered`: all its commits carry the trailer already.
+    /// `head`: the work's tip in `wt`; `stamped`: all its commits are stamped as this claim's landing already.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         r: &'a Runner<'r>,
@@ -111,7 +112,7 @@ impl<'a, 'r> Landing<'a, 'r> {
         keeper: &'a LeaseKeeper,
         base: ObjectId,
         head: ObjectId,
-        trailered: bool,
+        stamped: bool,
     ) -> Self {
         Landing {
             r,
@@ -120,7 +121,7 @@ impl<'a, 'r> Landing<'a, 'r> {
             task,
             keeper,
             base,
-            trailered,
+            stamped,
             head,
             synced: true,
             checked_on: None,
@@ -130,22 +131,33 @@ impl<'a, 'r> Landing<'a, 'r> {
         }
     }
 
-    /// The commit to land on the target's tip `tip`: the work rebased onto it (the trailer added on the first
-    /// pass), checked. Gives up ([`Abort`]) on a signal, a lost claim, a conflict nobody resolved, a failing check,
-    /// or when the target holds this task's code already.
+    /// The commit to land on the target's tip `tip`: the work rebased onto it (stamped on the first pass), checked.
+    /// Gives up ([`Abort`]) on a signal, a lost claim, a conflict nobody resolved, a failing check, work that is not
+    /// the runner's landing of this claim, when the target holds this task's code already, or when the target lost
+    /// done tasks' code since this clone saw it.
     pub(super) fn prepare(&mut self, tip: ObjectId) -> Result<ObjectId, Abort> {
         if self.r.stopping() {
             return Err(Abort::Interrupted);
         }
-        // The target moved since the work's base: if what moved it is this very task's code (our own landing
-        // whose state half failed, or a twin's), there is nothing to land — finish it.
-        if tip != self.base
-            && let Ok(Some(code)) =
-                self.r.swarm.local.landed_commit(tip, &self.task.id, Some(self.base), None, ROLL_FORWARD_DEPTH)
-        {
-            return Err(Abort::AlreadyLanded(code));
+        let (id, epoch) = (self.task.id.as_str(), self.keeper.epoch);
+        // Nothing lands on a target that lost what this clone saw of it.
+        let branch = format!("refs/heads/{}", self.job.config.target);
+        match target_checked(self.r, &branch, tip) {
+            Ok(warning) => self.events.extend(warning),
+            Err(e) => return Err(Abort::Stop(e.into())),
         }
-        if tip != self.base || !self.trailered {
+        // The target moved since the work's base: if what moved it is this very task's code (our own landing
+        // whose state half failed, or a twin's of an earlier claim), there is nothing to land — finish it.
+        if tip != self.base {
+            let store = &self.r.swarm.local;
+            if let Ok(found) = store.landed_commit(tip, id, Some(self.base), 1..=epoch, ROLL_FORWARD_DEPTH) {
+                self.events.extend(refused_warnings(id, &self.job.config.target, &found.refused));
+                if let Some((code, _)) = found.code {
+                    return Err(Abort::AlreadyLanded(code));
+                }
+            }
+        }
+        if tip != self.base || !self.stamped {
             self.rebase(tip)?;
         }
         // The rebased work must hold the branch's tip and add to it: an agent that aborted the rebase or reset the
@@ -156,6 +168,10 @@ impl<'a, 'r> Landing<'a, 'r> {
                 "after the rebase the work no longer builds on the target's tip {}: landing it would drop landed work",
                 &tip.to_string()[..12]
             )));
+        }
+        // What lands is the runner's landing of this claim, commit by commit, and nothing else.
+        if let Some(why) = super::rebase::unstamped(&self.r.swarm.local, tip, self.head, id, epoch).map_err(fail)? {
+            return Err(Abort::Fail(why));
         }
         self.check()?;
         Ok(self.head)
@@ -180,15 +196,9 @@ impl<'a, 'r> Landing<'a, 'r> {
     /// paths than what landed meanwhile), else with git in the work tree, the agent run again on a conflict.
     fn rebase(&mut self, tip: ObjectId) -> Result<(), Abort> {
         let r = self.r;
-        let fast = super::rebase::rebase_in_process(
-            &r.swarm.local,
-            tip,
-            self.base,
-            self.head,
-            &self.task.id,
-            &r.who,
-            (r.clock)(),
-        );
+        let (id, epoch) = (self.task.id.as_str(), self.keeper.epoch);
+        let fast =
+            super::rebase::rebase_in_process(&r.swarm.local, tip, self.base, self.head, id, epoch, &r.who, (r.clock)());
         match fast {
             Ok(Some(new)) => {
                 self.head = new;
@@ -197,8 +207,7 @@ impl<'a, 'r> Landing<'a, 'r> {
             _ if self.batched => return Err(Abort::Conflicted),
             _ => {
                 self.sync()?;
-                let trailer = (!self.trailered).then_some(("GIT_SWARM_TASK_ID", self.task.id.as_str()));
-                match git::rebase(self.wt, tip, self.base, trailer, &r.commit_ident).map_err(fail)? {
+                match git::rebase(self.wt, tip, self.base, &r.commit_ident).map_err(fail)? {
                     git::Rebased::Clean => {}
                     git::Rebased::Conflict(files) => {
                         let keeper = self.keeper;
@@ -226,9 +235,20 @@ impl<'a, 'r> Landing<'a, 'r> {
                     self.head = clean;
                 }
                 self.synced = true;
+                // Whatever `Swarm-*` lines the agent's commits (or a conflict run's) carry go; the runner's own
+                // are written (the tree is the same: the work tree shows it, only HEAD differs).
+                // No such chain (an agent that threw the rebase away, a merge of a conflict run): `prepare` says
+                // why it does not land.
+                if let Some(stamped) =
+                    super::rebase::stamp_chain(&r.swarm.local, tip, self.head, id, epoch).map_err(fail)?
+                    && stamped != self.head
+                {
+                    self.head = stamped;
+                    self.synced = false;
+                }
             }
         }
-        self.trailered = true;
+        self.stamped = true;
         self.base = tip;
         Ok(())
     }
@@ -347,4 +367,44 @@ impl<'a, 'r> Landing<'a, 'r> {
 
 fn fail(e: impl std::fmt::Display) -> Abort {
     Abort::Fail(e.to_string())
+}
+
+/// `branch` of the target fetched, and checked against what this clone saw of it ([`target_checked`]).
+pub(super) fn fetch_target(r: &mut Runner<'_>, branch: &str) -> Result<Option<ObjectId>, RunError> {
+    let Some(tip) = r.swarm.fetch_branch(branch)? else { return Ok(None) };
+    if let Some(w) = target_checked(r, branch, tip)? {
+        r.emit(w);
+    }
+    Ok(Some(tip))
+}
+
+/// `tip` of `branch` against what this clone saw of it (`Swarm::check_target`): a rewind that took the code of done
+/// tasks is an error (`TxnError::TargetRewound`: the runner stops before it lands or works on it, until a person
+/// puts the code back or takes the target as it is); a rewind that took none (a rewrite, commits of nobody's task)
+/// is said, and taken.
+pub(super) fn target_checked(r: &Runner<'_>, branch: &str, tip: ObjectId) -> Result<Option<Event>, TxnError> {
+    match r.swarm.check_target(branch, tip)? {
+        TargetCheck::First | TargetCheck::Holds => Ok(None),
+        TargetCheck::Rewound(loss) if loss.gone.is_empty() => {
+            Ok(Some(Event::Warning(loss.describe(&r.swarm.remote_label))))
+        }
+        TargetCheck::Rewound(loss) => {
+            Err(TxnError::TargetRewound { remote: r.swarm.remote_label.clone(), loss: Box::new(loss) })
+        }
+    }
+}
+
+/// What a runner says of commits on the target that name task `id` without being a landing of one of its claims
+/// (a forged or a hand-written `Swarm-Task:`): never taken as its code.
+pub(super) fn refused_warnings(id: &str, target: &str, refused: &[(ObjectId, String)]) -> Vec<Event> {
+    refused
+        .iter()
+        .map(|(commit, why)| {
+            Event::Warning(format!(
+                "{id}: commit {} on {target} names {id} but is no runner's landing of a claim of it ({why}): not \
+                 taken as its code",
+                &commit.to_string()[..12]
+            ))
+        })
+        .collect()
 }

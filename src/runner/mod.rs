@@ -804,17 +804,31 @@ fn lock_pid_file(path: &Path, agent: &str) -> Result<nix::fcntl::Flock<std::fs::
             .open(path)
             .map_err(|e| RunError::Setup(format!("cannot open {}: {e}", path.display())))
     };
-    // A reader that checks whether the runner is alive holds the lock for a moment: try a few times.
-    for _ in 0..5 {
+    // The lock is also held for a moment by a reader that checks whether the runner is alive, and for as long as it
+    // takes by a runner that clears what a killed runner of this id left (its work tree, its agent:
+    // `remove_runner_worktree`) — with `--agents <n>` a sibling of this very process, whose tree removal waits on
+    // the clone's other `git worktree` commands. While the file names a process that no longer runs (the killed
+    // runner), that is such a clean-up: wait for it. Only a live holder refuses.
+    let started = Instant::now();
+    let mut tries = 0u32;
+    loop {
         match Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => return Ok(lock),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => std::thread::sleep(Duration::from_millis(40)),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {}
             Err((_, e)) => return Err(RunError::Setup(format!("cannot lock {}: {e}", path.display()))),
         }
+        let pid = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<u32>().ok());
+        let dead = pid.is_some_and(|p| p != std::process::id() && !process_alive(p));
+        if tries >= 5 && (!dead || started.elapsed() > PID_LOCK_CLEAN_UP) {
+            return Err(RunError::AlreadyRunning { agent: agent.to_string(), pid });
+        }
+        tries += 1;
+        std::thread::sleep(Duration::from_millis(40));
     }
-    let pid = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<u32>().ok());
-    Err(RunError::AlreadyRunning { agent: agent.to_string(), pid })
 }
+
+/// How long a starting runner waits for the clean-up of a killed runner with its id (see `lock_pid_file`).
+const PID_LOCK_CLEAN_UP: Duration = Duration::from_secs(120);
 
 /// The pid of the runner `name` of this clone, when one runs (another process holds its pid file locked; `0` when
 /// the file does not say which). The CLI refuses its holder ops under such an id: they are the runner's to make.

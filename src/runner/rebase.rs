@@ -10,26 +10,30 @@ use gix::ObjectId;
 use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryMode;
 
+use crate::hooks::trailer::{Mark, stamp};
 use crate::store::{GitContext, Identity, Store, StoreError};
 use crate::time::Timestamp;
 
 /// A leaf of a tree: its mode and object.
 type Leaf = (EntryMode, ObjectId);
 
-/// Replay `base..head` (a first-parent chain without merges) onto `onto`. Every replayed commit gets the trailer
-/// `Swarm-Task: <task>` if it lacks it. `Ok(None)`: not a case for this (see the module doc).
+/// Replay `base..head` (a first-parent chain without merges) onto `onto`, each replayed commit stamped as the
+/// landing of claim `epoch` of `task` (`hooks::trailer::stamp`: every `Swarm-*` line of its own goes). `Ok(None)`:
+/// not a case for this (see the module doc).
+#[allow(clippy::too_many_arguments)]
 pub fn rebase_in_process(
     store: &Store,
     onto: ObjectId,
     base: ObjectId,
     head: ObjectId,
     task: &str,
+    epoch: u64,
     committer: &Identity,
     now: Timestamp,
 ) -> Result<Option<ObjectId>, StoreError> {
     let repo = &store.repo;
     // The commits to replay, oldest first.
-    let Some(chain) = chain(store, base, head)? else { return Ok(None) };
+    let Some(chain) = chain(store, base, head, REPLAY_LIMIT)? else { return Ok(None) };
     let mut new_tip = onto;
     let mut tree = tree_of(store, onto)?;
     for id in chain {
@@ -78,7 +82,7 @@ pub fn rebase_in_process(
             }
         }
         tree = editor.write().git(|| "cannot write a tree".into())?.detach();
-        let message = with_trailer(&c.message_raw_sloppy().to_str_lossy(), task);
+        let message = stamp(&c.message_raw_sloppy().to_str_lossy(), task, epoch);
         let author = c.author().git(|| format!("author of {id}"))?.to_owned().git(|| format!("author of {id}"))?;
         let committer = gix::actor::Signature {
             name: committer.name.as_str().into(),
@@ -110,7 +114,7 @@ pub(crate) fn strip_new_paths(
     drop: &dyn Fn(&str) -> bool,
 ) -> Result<Option<ObjectId>, StoreError> {
     let repo = &store.repo;
-    let Some(chain) = chain(store, base, head)? else { return Ok(None) };
+    let Some(chain) = chain(store, base, head, REPLAY_LIMIT)? else { return Ok(None) };
     let base_tree = tree_of(store, base)?;
     // Per commit, the files it has that base does not and that are to go.
     let mut strips = Vec::with_capacity(chain.len());
@@ -144,36 +148,175 @@ pub(crate) fn strip_new_paths(
         if tree == tip_tree {
             continue;
         }
-        let decoded = c.decode().git(|| format!("cannot decode commit {id}"))?;
-        let commit = gix::objs::Commit {
-            tree,
-            parents: vec![tip].into(),
-            author: decoded.author().git(|| format!("author of {id}"))?.to_owned().git(|| format!("author of {id}"))?,
-            committer: decoded
-                .committer()
-                .git(|| format!("committer of {id}"))?
-                .to_owned()
-                .git(|| format!("committer of {id}"))?,
-            encoding: None,
-            message: c.message_raw_sloppy().to_owned(),
-            extra_headers: vec![],
-        };
-        tip = repo.write_object(&commit).git(|| "cannot write a commit".into())?.detach();
+        tip = rewrite(store, &c, tree, tip, c.message_raw_sloppy().to_owned())?;
         tip_tree = tree;
     }
     Ok(Some(tip))
 }
 
-/// The commits `base..head`, oldest first, when they are a first-parent chain without merges of at most 500;
+/// Commit `c` again with `tree`, on `parent`, saying `message`: its author and committer kept.
+fn rewrite(
+    store: &Store,
+    c: &gix::Commit<'_>,
+    tree: ObjectId,
+    parent: ObjectId,
+    message: gix::bstr::BString,
+) -> Result<ObjectId, StoreError> {
+    let id = c.id;
+    let decoded = c.decode().git(|| format!("cannot decode commit {id}"))?;
+    let commit = gix::objs::Commit {
+        tree,
+        parents: vec![parent].into(),
+        author: decoded.author().git(|| format!("author of {id}"))?.to_owned().git(|| format!("author of {id}"))?,
+        committer: decoded
+            .committer()
+            .git(|| format!("committer of {id}"))?
+            .to_owned()
+            .git(|| format!("committer of {id}"))?,
+        encoding: None,
+        message,
+        extra_headers: vec![],
+    };
+    Ok(store.repo.write_object(&commit).git(|| "cannot write a commit".into())?.detach())
+}
+
+/// The most commits replayed in-process (more go to `git rebase`).
+const REPLAY_LIMIT: usize = 500;
+/// The most commits of one landing (its stamp and its check).
+const LANDING_LIMIT: usize = 10_000;
+
+/// Rewrite `base..head` (a first-parent chain without merges) so that every commit is stamped as the landing of
+/// claim `epoch` of `task` (`hooks::trailer::stamp`): after `git rebase` and conflict runs, whose commits keep
+/// what the agent wrote. Trees, authors and committers are kept; a commit stamped already (and all before it) is
+/// kept as it is. `Ok(None)`: not such a chain (a merge, a root, more than 10,000 commits).
+pub(crate) fn stamp_chain(
+    store: &Store,
+    base: ObjectId,
+    head: ObjectId,
+    task: &str,
+    epoch: u64,
+) -> Result<Option<ObjectId>, StoreError> {
+    let repo = &store.repo;
+    let Some(chain) = chain(store, base, head, LANDING_LIMIT)? else { return Ok(None) };
+    let mut tip = base;
+    let mut rewritten = false;
+    for id in chain {
+        let c = repo.find_commit(id).git(|| format!("cannot read commit {id}"))?;
+        let message = c.message_raw_sloppy().to_str_lossy().into_owned();
+        let stamped = stamp(&message, task, epoch);
+        if !rewritten && stamped == message {
+            tip = id;
+            continue;
+        }
+        rewritten = true;
+        let tree = c.tree_id().git(|| format!("tree of {id}"))?.detach();
+        tip = rewrite(store, &c, tree, tip, stamped.into())?;
+    }
+    Ok(Some(tip))
+}
+
+/// Why `base..head` is not what a landing of claim `epoch` of `task` lands, if it is not: every commit of it on a
+/// first-parent chain from `base` without merges, each stamped by the runner (`hooks::trailer`), nothing else.
+pub(crate) fn unstamped(
+    store: &Store,
+    base: ObjectId,
+    head: ObjectId,
+    task: &str,
+    epoch: u64,
+) -> Result<Option<String>, StoreError> {
+    let Some(chain) = chain(store, base, head, LANDING_LIMIT)? else {
+        return Ok(Some(format!(
+            "the work is not a chain of commits on the target's tip {} (a merge, a second root, or more than \
+             {LANDING_LIMIT} commits)",
+            short(base)
+        )));
+    };
+    for id in chain {
+        let c = store.repo.find_commit(id).git(|| format!("cannot read commit {id}"))?;
+        let mark = crate::hooks::trailer::read(&c.message_raw_sloppy().to_str_lossy());
+        if mark != (Mark::Landing { task: task.to_string(), epoch }) {
+            return Ok(Some(format!(
+                "commit {} of the work does not carry the trailers the runner writes for {task} (Swarm-Task: {task}, \
+                 Swarm-Epoch: {epoch}) and no other Swarm-* line",
+                short(id)
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// History in `base..head` that is not the agent's own work on the target, if there is any: a commit without a
+/// parent (a second root: an unrelated history the agent merged in), or one with a parent that is neither in
+/// `base..head` nor on the target at `tip`. A chain from `base` (the common case) is known to be none of these
+/// from the walk alone; a work with merges costs one `git rev-list`.
+pub(crate) fn foreign_history(
+    store: &Store,
+    base: ObjectId,
+    head: ObjectId,
+    tip: ObjectId,
+) -> Result<Option<String>, StoreError> {
+    if chain(store, base, head, LANDING_LIMIT)?.is_some() {
+        return Ok(None);
+    }
+    let dir = store.repo.common_dir();
+    let max = format!("--max-count={}", LANDING_LIMIT + 1);
+    let range = [head.to_string(), format!("^{base}")];
+    let out = crate::gitcmd::local(dir)
+        .args(["rev-list", "--parents", &max])
+        .args(&range)
+        .output()
+        .map_err(|e| StoreError::Git { context: "git rev-list of the work".into(), message: e.to_string() })?;
+    if !out.status.success() {
+        let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(StoreError::Git { context: "git rev-list of the work".into(), message });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    if rows.len() > LANDING_LIMIT {
+        return Ok(Some(format!("the work has more than {LANDING_LIMIT} commits")));
+    }
+    let ours: std::collections::BTreeSet<&str> = rows.iter().filter_map(|r| r.first().copied()).collect();
+    let base_hex = base.to_string();
+    let mut outside = std::collections::BTreeSet::new();
+    for row in &rows {
+        let Some((commit, parents)) = row.split_first() else { continue };
+        if parents.is_empty() {
+            return Ok(Some(format!(
+                "commit {} of the work has no parent: a second root, an unrelated history merged into the work",
+                &commit[..12.min(commit.len())]
+            )));
+        }
+        outside.extend(parents.iter().copied().filter(|p| !ours.contains(p) && *p != base_hex));
+    }
+    for p in outside {
+        let on_target = crate::gitcmd::local(dir)
+            .args(["merge-base", "--is-ancestor", p, &tip.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !on_target {
+            return Ok(Some(format!(
+                "a commit of the work has the parent {}, which is neither the work's nor on the target",
+                &p[..12.min(p.len())]
+            )));
+        }
+    }
+    Ok(None)
+}
+
+fn short(id: ObjectId) -> String {
+    id.to_string()[..12].to_string()
+}
+
+/// The commits `base..head`, oldest first, when they are a first-parent chain without merges of at most `limit`;
 /// `None` otherwise.
-fn chain(store: &Store, base: ObjectId, head: ObjectId) -> Result<Option<Vec<ObjectId>>, StoreError> {
+fn chain(store: &Store, base: ObjectId, head: ObjectId, limit: usize) -> Result<Option<Vec<ObjectId>>, StoreError> {
     let mut chain = Vec::new();
     let mut cur = head;
     while cur != base {
         let c = store.repo.find_commit(cur).git(|| format!("cannot read commit {cur}"))?;
         let parents: Vec<ObjectId> = c.parent_ids().map(|p| p.detach()).collect();
         match parents.as_slice() {
-            [p] if chain.len() < 500 => {
+            [p] if chain.len() < limit => {
                 chain.push(cur);
                 cur = *p;
             }
@@ -271,34 +414,4 @@ fn diff(
         }
     }
     Ok(true)
-}
-
-/// `message` with the trailer `Swarm-Task: <task>` (added to a trailer block that ends the message, or as a new one).
-pub(crate) fn with_trailer(message: &str, task: &str) -> String {
-    let line = format!("Swarm-Task: {task}");
-    let body = message.trim_end();
-    if body.lines().any(|l| l.trim() == line) {
-        return format!("{body}\n");
-    }
-    let last_para = body.rsplit("\n\n").next().unwrap_or_default();
-    let is_trailers = body.contains("\n\n")
-        && !last_para.is_empty()
-        && last_para.lines().all(|l| l.split_once(": ").is_some_and(|(k, _)| !k.is_empty() && !k.contains(' ')));
-    if is_trailers { format!("{body}\n{line}\n") } else { format!("{body}\n\n{line}\n") }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn trailers_join_a_trailer_block_or_start_one_and_are_not_repeated() {
-        assert_eq!(with_trailer("fix it\n", "t-1"), "fix it\n\nSwarm-Task: t-1\n");
-        assert_eq!(with_trailer("fix it\n\nbody text", "t-1"), "fix it\n\nbody text\n\nSwarm-Task: t-1\n");
-        assert_eq!(
-            with_trailer("fix\n\nSigned-off-by: a <b>\n", "t-1"),
-            "fix\n\nSigned-off-by: a <b>\nSwarm-Task: t-1\n"
-        );
-        assert_eq!(with_trailer("fix\n\nSwarm-Task: t-1\n", "t-1"), "fix\n\nSwarm-Task: t-1\n");
-    }
 }

@@ -75,6 +75,9 @@ pub(super) enum Abort {
     LostClaim(String),
     /// The conflict run's agent could not start (exit 126/127): a runner error, no attempt spent.
     CannotStart(RunError),
+    /// The target lost the code of done tasks since this clone saw it (`TxnError::TargetRewound`): nothing lands on
+    /// it; the runner stops, the claim given back unspent, the work kept aside.
+    Stop(RunError),
     /// The target holds this task's code already (`Swarm-Task:` on a commit since the work's base): a landing whose
     /// state half failed (the remote took the branch and not the state ref). It is finished, never landed again.
     AlreadyLanded(ObjectId),
@@ -99,7 +102,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     let window = r.settings(&config)?.batch_window;
     r.backend(&config, Role::Worker)?;
     r.say_containment();
-    if r.swarm.fetch_branch(&format!("refs/heads/{}", config.target))?.is_none() {
+    if super::landing::fetch_target(r, &format!("refs/heads/{}", config.target))?.is_none() {
         return Err(missing_target(r, &config.target));
     }
     let mut stats = WorkerStats::default();
@@ -150,14 +153,11 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
                         Claimed::Budget(why) => return Ok((RunEnd::BudgetSpent { why }, stats)),
                         Claimed::LookUp(ids) => {
                             let target = format!("refs/heads/{}", config.target);
-                            let tip =
-                                r.swarm.fetch_branch(&target)?.ok_or_else(|| missing_target(r, &config.target))?;
-                            for id in ids {
-                                let code = r
-                                    .swarm
-                                    .local
-                                    .landed_commit(tip, &id, None, None, ROLL_FORWARD_DEPTH)
-                                    .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", config.target)))?;
+                            let tip = super::landing::fetch_target(r, &target)?
+                                .ok_or_else(|| missing_target(r, &config.target))?;
+                            for (id, epoch) in ids {
+                                // Only a landing of one of its claims (the expired one's, or an earlier one's).
+                                let code = landed_code(r, tip, &id, None, 1..=epoch, &config.target)?;
                                 if let Some(code) = code {
                                     r.emit(Event::Warning(format!(
                                         "{id}: its claim ran out with no attempts left, and its code is on {} \
@@ -231,8 +231,9 @@ pub(super) enum Claimed {
     Stopped(u64),
     /// The running cycle spent its budget.
     Budget(String),
-    /// These expired claims with no attempts left are to be looked up on the target first.
-    LookUp(Vec<String>),
+    /// These expired claims with no attempts left (task, epoch of the claim) are to be looked up on the target
+    /// first.
+    LookUp(Vec<(String, u64)>),
     /// A claim (or a sweep alone: `None`).
     Task(Option<Box<Task>>),
 }
@@ -254,8 +255,15 @@ pub(super) fn claim_op(
     if let Some(why) = super::cycle_budget_spent(board, cycle_budget) {
         return Ok((Change::default(), Claimed::Budget(why)));
     }
-    let unknown: Vec<String> =
-        sweep_candidates(board, actor.now).into_iter().filter(|id| !looked_up.contains_key(id)).collect();
+    let epoch = |id: &String| board.tasks.get(id).and_then(|s| s.task.claim.as_ref()).map_or(0, |c| c.epoch);
+    let unknown: Vec<(String, u64)> = sweep_candidates(board, actor.now)
+        .into_iter()
+        .filter(|id| !looked_up.contains_key(id))
+        .map(|id| {
+            let e = epoch(&id);
+            (id, e)
+        })
+        .collect();
     if !unknown.is_empty() {
         return Ok((Change::default(), Claimed::LookUp(unknown)));
     }
@@ -348,19 +356,16 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
     let branch = format!("refs/heads/{}", config.target);
     let wt = r.worktree();
     let common = r.common_dir();
-    let base = match r.swarm.fetch_branch(&branch)? {
+    let base = match super::landing::fetch_target(r, &branch)? {
         Some(b) => b,
         None => return Err(missing_target(r, &config.target)),
     };
     // A task claimed before (a takeover) may have landed its code already, its `done` lost with half a landing
     // (the remote took the branch and failed the state ref, then the holder died): finish it, never redo it.
     if h.task.epoch > 1 {
-        // No cut-off by date: committer clocks are whatever the machines that landed said.
-        let landed = r
-            .swarm
-            .local
-            .landed_commit(base, &h.task.id, None, None, ROLL_FORWARD_DEPTH)
-            .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", config.target)))?;
+        // No cut-off by date: committer clocks are whatever the machines that landed said. Only a landing of an
+        // earlier claim counts: this one has landed nothing yet.
+        let landed = landed_code(r, base, &h.task.id, None, 1..=h.epoch - 1, &config.target)?;
         if let Some(code) = landed {
             return roll_forward(r, &h, code, None, None, claim_next, config.lease, Instant::now());
         }
@@ -377,6 +382,27 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
 
 /// How far back (first-parent commits of the target) a takeover looks for the task's code before it runs an agent.
 pub(super) const ROLL_FORWARD_DEPTH: usize = 10_000;
+
+/// The code of task `id` on the target at `tip` (since `stop`): a runner's landing of one of its claims whose epoch
+/// is in `epochs` ([`crate::store::Store::landed_commit`]). Commits that only name the task are said, never taken.
+fn landed_code(
+    r: &mut Runner<'_>,
+    tip: ObjectId,
+    id: &str,
+    stop: Option<ObjectId>,
+    epochs: std::ops::RangeInclusive<u64>,
+    target: &str,
+) -> Result<Option<ObjectId>, RunError> {
+    let found = r
+        .swarm
+        .local
+        .landed_commit(tip, id, stop, epochs, ROLL_FORWARD_DEPTH)
+        .map_err(|e| RunError::Setup(format!("cannot read {target}: {e}")))?;
+    for w in super::landing::refused_warnings(id, target, &found.refused) {
+        r.emit(w);
+    }
+    Ok(found.code.map(|(code, _)| code))
+}
 
 /// The state half of a landing on `board` ([`ops::land::finish`]): `done` with the landed commit and the hand-off,
 /// and the next claim in the same commit (unless `stopped`: the judge said stop). Also what a batch of the landing
@@ -700,7 +726,8 @@ fn finish(
     }
     // Whatever the agent left uncommitted is part of its work. A rebase it left half done is not.
     git::abort_rebase(wt);
-    let message = format!("{}\n\nSwarm-Task: {}\n", one_line(&h.task.title), id);
+    // Stamped as the landing of this claim: `Swarm-Task` and `Swarm-Epoch` (`hooks::trailer`).
+    let message = crate::hooks::trailer::stamp(&one_line(&h.task.title), &id, h.epoch);
     let excludes = r.run_dir().join("agent-excludes");
     let scope = &h.task.scope;
     // Agent files the task's scope names are the task's (`--scope .claude/commands/review.md`).
@@ -783,18 +810,34 @@ fn finish(
             Err(e) => Err(e.into()),
         };
     }
-    // Land: rebase onto the newest target (adding the trailer on the first pass), check, then one atomic push of
-    // the branch and the state (done + hand-off + the next claim).
+    // Land: rebase onto the newest target (stamping every commit on the first pass), check, then one atomic push
+    // of the branch and the state (done + hand-off + the next claim).
     let epoch = h.epoch;
-    // Commits that carry the trailer already (the runner's own commit of what the agent left) need no rewrite.
-    let trailer_line = format!("Swarm-Task: {}", h.task.id);
-    let trailered = mine.iter().all(|m| m.lines().any(|l| l.trim() == trailer_line));
+    // Only the agent's own work on the target lands: an unrelated history it merged in (a second root) fails the
+    // task, its work kept aside (invariant 22).
+    let foreign = super::rebase::foreign_history(&r.swarm.local, base, work_tip, base)
+        .map_err(|e| RunError::Setup(format!("cannot read the work of {id}: {e}")))?;
+    if let Some(why) = foreign {
+        keep_aside(r, h, wt, work_tip);
+        return fail(
+            r,
+            h,
+            format!("the work is not the agent's own history on {}: {why}", job.config.target),
+            claim_next,
+            lease,
+        );
+    }
+    // Commits stamped already (the runner's own commit of what the agent left) need no rewrite; any other message
+    // is stamped by the rebase, whatever `Swarm-*` lines the agent wrote.
+    let stamped = super::rebase::unstamped(&r.swarm.local, base, work_tip, &h.task.id, epoch)
+        .map_err(|e| RunError::Setup(format!("cannot read the work of {id}: {e}")))?
+        .is_none();
     // The lease is renewed while the check and conflict runs go on, as while the agent worked.
     let keeper = LeaseKeeper::new(&id, epoch, h.until, lease);
     let note = handoff.clone();
     let cycle_budget = r.spent.budgets().1;
     let (landed, events) = {
-        let mut landing = Landing::new(r, job, wt, &h.task, &keeper, base, work_tip, trailered);
+        let mut landing = Landing::new(r, job, wt, &h.task, &keeper, base, work_tip, stamped);
         let (agent, store, spent) = (r.agent.clone(), r.swarm.store(), &r.spent);
         let alone = |landing: &mut Landing<'_, '_>| {
             r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut |tip| landing.prepare(tip), |snap, now, code| {
@@ -831,7 +874,7 @@ fn finish(
                     window: settings.batch_window,
                     base,
                     head: work_tip,
-                    trailered,
+                    stamped,
                     here: settings.check.is_none(),
                     who: r.who.clone(),
                     usage: spent.of(&id, epoch),
@@ -881,13 +924,18 @@ fn finish(
             // Recorded with the landing (other ends record it with their own op, or give the claim back with it).
             r.spent.forget(&id, epoch);
             let (next, code) = c.value;
+            // What this clone saw of the target is what it landed (a batch of the desk records its own), so that
+            // a force-push that drops it is noticed next time.
+            if c.commit.is_some() {
+                r.swarm.landed_on_target(branch, code);
+            }
             let next = say_landed(r, id, code, c.lost_races, exited_at, next);
             Ok((TaskEnd::Landed, next))
         }
         Ok(Err(Abort::AlreadyLanded(code))) => {
             roll_forward(r, h, code, handoff, Some((wt, work_tip)), claim_next, lease, exited_at)
         }
-        Ok(Err(Abort::CannotStart(e))) => {
+        Ok(Err(Abort::CannotStart(e) | Abort::Stop(e))) => {
             // The caller gives the claim back (no attempt spent) and the runner stops.
             keep_aside(r, h, wt, work_tip);
             Err(e)
@@ -1128,8 +1176,7 @@ pub(super) fn resolve_conflict(
             )));
         }
         // The agent resolved the files but left the rebase stopped (no `git rebase --continue`): go on for it.
-        let trailer = Some(("GIT_SWARM_TASK_ID", task.id.as_str()));
-        match git::continue_rebase(wt, trailer, &r.commit_ident, &before) {
+        match git::continue_rebase(wt, &r.commit_ident, &before) {
             Ok(git::Rebased::Clean) => return Ok(()),
             Ok(git::Rebased::Conflict(left)) => files = left,
             Err(e) => {

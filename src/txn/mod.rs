@@ -16,10 +16,12 @@ use crate::time::Timestamp;
 mod history;
 mod pace;
 mod state_remote;
+mod target;
 pub use history::Compacted;
 pub(crate) use history::Relation;
 pub use pace::Pacer;
 pub(crate) use state_remote::{GitTransport, InProcess, Reach, StateRemote, Update};
+pub use target::{TargetCheck, TargetLoss};
 
 /// A swarm: a state ref at a location, seen from a local repository.
 pub struct Swarm {
@@ -133,6 +135,10 @@ pub enum TxnError {
     /// The state ref went back or away since this clone saw it: acting on it could redo finished work.
     #[error("{refname} on {remote} {what}: this clone last saw it at {seen}{}", now.as_ref().map(|n| format!(", it is at {n} now")).unwrap_or_default())]
     Lineage { refname: String, remote: String, what: String, seen: String, now: Option<String> },
+    /// The target branch lost the code of done tasks since this clone saw it (a force-push): work landed on it
+    /// would build on what is not there. Nothing lands until a person puts it back or takes it as it is.
+    #[error("{}", loss.describe(remote))]
+    TargetRewound { remote: String, loss: Box<TargetLoss> },
 }
 
 /// One attempt of the optimistic loop.
