@@ -805,7 +805,30 @@ fn the_live_server_answers_only_what_it_should() {
     let (_, _, f) = get(port, &format!("/note/{}", fx.ids["F"]), "");
     assert!(serde_json::from_str::<serde_json::Value>(&f).expect("JSON")["note"].is_null(), "no note: null");
     // Server-sent events: the state at once, then a new one when another clone changes the ref.
-    let other = fx.env.clone(&path_url(&fx.bare), "c1");
+    let mut events = events_show_a_claim(&fx, path_url, port);
+    // Ctrl-C: the stream ends and the server exits 0.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(s.c.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = s.c.child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "the server did not stop on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    println!("the server stopped {:?} after Ctrl-C", start.elapsed());
+    assert_eq!(status.code(), Some(0), "Ctrl-C ends it cleanly: {}", s.c.err());
+    let mut rest = Vec::new();
+    let _ = events.read_to_end(&mut rest);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "nothing listens any more");
+    let _ = s.url;
+}
+
+/// Open `/events` on the server at `port`, have another clone (reaching the remote by `url_of`) file and claim a
+/// task, and read the stream until an event shows that claim (within 10 s); the stream, still open.
+fn events_show_a_claim(fx: &Fixture, url_of: fn(&Path) -> String, port: u16) -> std::net::TcpStream {
+    let other = fx.env.clone(&url_of(&fx.bare), "c1");
     let mut events = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     events.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
     std::io::Write::write_all(
@@ -830,25 +853,56 @@ fn the_live_server_answers_only_what_it_should() {
     fx.env.sw(&other, &["--agent", "w9", "claim", &task]).ok();
     let after = claimed.elapsed();
     read_until(&format!("data-agent=\\\"w9\\\" data-task=\\\"{task}\\\""), &mut seen);
-    println!("an event with another clone's claim came {:?} after its claim exited", claimed.elapsed() - after);
+    let latency = claimed.elapsed() - after;
+    println!("an event with another clone's claim came {latency:?} after its claim exited");
+    assert!(latency < Duration::from_secs(2), "{latency:?}");
     assert!(seen.contains("event: board\nid: "), "{seen}");
-    // Ctrl-C: the stream ends and the server exits 0.
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(s.c.child.id()).expect("pid"));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = s.c.child.try_wait().expect("wait") {
-            break st;
-        }
-        assert!(start.elapsed() < Duration::from_secs(5), "the server did not stop on Ctrl-C");
-        std::thread::sleep(Duration::from_millis(20));
+    events
+}
+
+#[test]
+fn the_live_server_fetches_a_url_remote_every_interval() {
+    let fx = fixture(file_url);
+    let s = serve(&fx.env, &fx.clone, &["--interval", "300ms"]);
+    drop(events_show_a_claim(&fx, file_url, s.port));
+}
+
+/// `Loaded::advance`, which the live board reads each new state with (the log since its last state, not the whole
+/// of it again), holds what a fresh read holds: the same ops, cut at the same limit — after a few ops, after more
+/// than the limit, and after a compaction replaced the history it knew.
+#[test]
+fn a_live_board_reads_the_log_since_its_last_state_as_a_fresh_read_does() {
+    use git_swarm::board::Loaded;
+    let fx = fixture(path_url);
+    let repo = gix::open(&fx.bare).expect("open the remote");
+    let swarm = git_swarm::open_swarm(repo, None, "default", git_swarm::Transport::Auto).expect("open the swarm");
+    let commits = |l: &Loaded| l.log.iter().map(|e| e.commit.clone()).collect::<Vec<_>>();
+    let check = |live: &mut Loaded, limit: usize, what: &str| {
+        let snap = swarm.read(true).expect("read");
+        live.advance(&swarm, snap, limit).expect("advance");
+        let fresh = Loaded::read(&swarm, true, limit).expect("read");
+        assert_eq!(live.snapshot.commit, fresh.snapshot.commit, "{what}");
+        assert_eq!(commits(live), commits(&fresh), "{what}");
+        assert_eq!(live.log_truncated, fresh.log_truncated, "{what}");
+        assert_eq!(live.cycle.as_ref().map(|c| c.cycle), fresh.cycle.as_ref().map(|c| c.cycle), "{what}");
     };
-    println!("the server stopped {:?} after Ctrl-C", start.elapsed());
-    assert_eq!(status.code(), Some(0), "Ctrl-C ends it cleanly: {}", s.c.err());
-    let mut rest = Vec::new();
-    let _ = events.read_to_end(&mut rest);
-    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "nothing listens any more");
-    let _ = s.url;
+    let mut n = 0;
+    for limit in [2usize, 5, 1_000] {
+        let mut live = Loaded::read(&swarm, true, limit).expect("read");
+        for ops in [1usize, 4, 9] {
+            for _ in 0..ops {
+                n += 1;
+                fx.env.sw(&fx.clone, &["--agent", "w7", "add", &format!("op {n}")]).ok();
+            }
+            check(&mut live, limit, &format!("limit {limit}, {ops} new op(s)"));
+        }
+        check(&mut live, limit, &format!("limit {limit}, no new op"));
+    }
+    let mut live = Loaded::read(&swarm, true, 1_000).expect("read");
+    assert!(live.log.len() > 20);
+    fx.env.sw(&fx.clone, &["compact"]).ok();
+    check(&mut live, 1_000, "after a compaction");
+    assert!(live.log.len() < 3, "the compacted history: {} ops", live.log.len());
 }
 
 #[test]
@@ -963,7 +1017,9 @@ fn the_live_page_shows_another_clones_claim_without_a_reload() {
     assert_eq!(b.cdp.eval("window.__marker"), "the same page", "no reload");
     assert!(b.cdp.eval("Number(document.body.dataset.seq)").as_u64().expect("seq") > seq_before);
     let row = text(&mut b, &format!("document.querySelector('tr.holder[data-task=\"{task}\"]').innerText"));
-    assert!(row.contains("w9") && row.contains("claimed from the other clone") && row.contains("ends in "), "{row}");
+    // "held for …": the claim's time comes from the log, read since the last state.
+    assert!(row.contains("w9") && row.contains("claimed from the other clone"), "{row}");
+    assert!(row.contains("for ") && row.contains("ends in "), "{row}");
     assert_eq!(b.cdp.eval(&format!("document.querySelector('#node-{task}').dataset.status")), "claimed");
 
     // Wide and narrow: a picture that is not blank, and on a phone nothing wider than the screen.

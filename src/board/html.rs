@@ -133,7 +133,7 @@ pub fn render(v: &BoardView) -> String {
     );
     summary(&mut h, v);
     holders(&mut h, v);
-    failures(&mut h, v);
+    failures(&mut h, v, Times::Text);
     plan_tree(&mut h, v, FILE_CAPS);
     graph(&mut h, v);
     timeline(&mut h, v, FILE_CAPS);
@@ -164,33 +164,8 @@ pub(super) fn counts(h: &mut String, v: &BoardView) {
 fn summary(h: &mut String, v: &BoardView) {
     h.push_str("<section id=\"summary\"><h2>Tasks</h2>");
     counts(h, v);
-    let _ = write!(
-        h,
-        "<p>{} tasks · {:.1} landings/min over the last {} · {} failed attempt(s)",
-        v.total,
-        v.landing_rate,
-        v.rate_span(),
-        v.failures.attempts_failed
-    );
-    if v.problems > 0 {
-        let _ = write!(h, " · {} unreadable file(s) skipped", v.problems);
-    }
-    h.push_str("</p>");
-    match &v.cycle {
-        Some(c) => {
-            let _ = write!(
-                h,
-                "<p id=\"cycle\" data-verdict=\"{}\">cycle {}: the judge ({}) said <b>{}</b> at {}: {}</p>",
-                esc(&c.verdict),
-                c.cycle,
-                esc(&c.by),
-                esc(&c.verdict),
-                esc(&c.at.to_string()),
-                esc(&c.reasons)
-            );
-        }
-        None => h.push_str("<p id=\"cycle\" class=\"note\">no judge has spoken yet</p>"),
-    }
+    rate_line(h, v);
+    cycle_line(h, v, Times::Text);
     // The legend: only the statuses on the board, so that a colour on the page means a task in that status.
     h.push_str("<div id=\"legend\">");
     for s in Status::ALL.into_iter().filter(|s| v.count(*s) > 0) {
@@ -227,7 +202,63 @@ fn holders(h: &mut String, v: &BoardView) {
     h.push_str("</table></section>\n");
 }
 
-fn failures(h: &mut String, v: &BoardView) {
+/// How a page writes a time: the file page as UTC text; the live page as `<time datetime>` in UTC, which its script
+/// shows relative — `ago` ("3 min ago"), `for` ("for 3 min": held since), `until` ("ends in 4 min") — and in the
+/// viewer's zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Times {
+    Text,
+    Live,
+}
+
+impl Times {
+    pub(super) fn at(self, t: Timestamp, rel: &str) -> String {
+        match self {
+            Times::Text => t.to_string(),
+            Times::Live => format!("<time datetime=\"{t}\" data-rel=\"{rel}\">{t}</time>"),
+        }
+    }
+}
+
+/// `N tasks · R landings/min over the last … · N failed attempt(s)`.
+pub(super) fn rate_line(h: &mut String, v: &BoardView) {
+    let _ = write!(
+        h,
+        "<p>{} tasks · <b id=\"rate\">{:.1}</b> landings/min over the last {} · {} failed attempt(s)",
+        v.total,
+        v.landing_rate,
+        v.rate_span(),
+        v.failures.attempts_failed
+    );
+    if v.problems > 0 {
+        let _ = write!(h, " · {} unreadable file(s) skipped", v.problems);
+    }
+    h.push_str("</p>");
+}
+
+/// The judge's last verdict.
+pub(super) fn cycle_line(h: &mut String, v: &BoardView, times: Times) {
+    match &v.cycle {
+        Some(c) => {
+            let when = match times {
+                Times::Text => format!("at {}", esc(&c.at.to_string())),
+                Times::Live => times.at(c.at, "ago"),
+            };
+            let _ = write!(
+                h,
+                "<p id=\"cycle\" data-verdict=\"{}\">cycle {}: the judge ({}) said <b>{}</b> {when}: {}</p>",
+                esc(&c.verdict),
+                c.cycle,
+                esc(&c.by),
+                esc(&c.verdict),
+                esc(&cut(&c.reasons, 2_000))
+            );
+        }
+        None => h.push_str("<p id=\"cycle\" class=\"note\">no judge has spoken yet</p>"),
+    }
+}
+
+pub(super) fn failures(h: &mut String, v: &BoardView, times: Times) {
     let f = &v.failures;
     let _ = write!(
         h,
@@ -239,9 +270,10 @@ fn failures(h: &mut String, v: &BoardView) {
         for x in &f.recent {
             let _ = write!(
                 h,
-                "<tr class=\"failure\" data-task=\"{}\"><td>{}</td><td><span class=\"id\">{}</span> {}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"failure\" data-task=\"{}\"><td>{}</td><td><span class=\"id\">{}</span> {}</td><td>{}</td>\
+                 <td class=\"reason\">{}</td></tr>",
                 esc(&x.task),
-                x.at,
+                times.at(x.at, "ago"),
                 esc(&x.task),
                 esc(&x.title),
                 esc(&x.agent),

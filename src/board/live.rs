@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::html::{self, Caps, cut, esc};
+use super::html::{self, Caps, Times, cut, esc};
 use super::{BoardView, LatestOp};
 use crate::time::Timestamp;
 use crate::usage::{Limit, Usage};
@@ -58,7 +58,7 @@ pub fn sections(v: &BoardView, budgets: &Budgets) -> Sections {
             match *id {
                 "summary" => summary(&mut h, v),
                 "holders" => holders(&mut h, v),
-                "failures" => failures(&mut h, v),
+                "failures" => html::failures(&mut h, v, Times::Live),
                 "spend" => spend(&mut h, v, budgets),
                 "latest" => latest(&mut h, &v.latest),
                 "graph" => html::graph(&mut h, v),
@@ -91,10 +91,8 @@ pub fn frame(seq: u64, v: &BoardView, sections: &Sections, error: Option<&str>) 
     serde_json::to_string(&f).unwrap_or_else(|_| "{}".into())
 }
 
-/// A time for the script to show relative: `ago` ("3 min ago"), `for` ("for 3 min": held since), `until`
-/// ("ends in 4 min", "expired 2 min ago"). The text without script is the UTC time.
 fn time(t: Timestamp, rel: &str) -> String {
-    format!("<time datetime=\"{t}\" data-rel=\"{rel}\">{t}</time>")
+    Times::Live.at(t, rel)
 }
 
 /// The whole page at one state: `seq` is the state's number, as in its [`frame`].
@@ -140,34 +138,9 @@ pub fn page(v: &BoardView, sections: &Sections, seq: u64, error: Option<&str>) -
 fn summary(h: &mut String, v: &BoardView) {
     h.push_str("<section id=\"summary\"><h2>Tasks</h2>");
     html::counts(h, v);
-    let _ = write!(
-        h,
-        "<p>{} tasks · <b id=\"rate\">{:.1}</b> landings/min over the last {} · {} failed attempt(s)",
-        v.total,
-        v.landing_rate,
-        v.rate_span(),
-        v.failures.attempts_failed
-    );
-    if v.problems > 0 {
-        let _ = write!(h, " · {} unreadable file(s) skipped", v.problems);
-    }
-    h.push_str("</p>");
+    html::rate_line(h, v);
     per_minute(h, &v.landings_per_minute);
-    match &v.cycle {
-        Some(c) => {
-            let _ = write!(
-                h,
-                "<p id=\"cycle\" data-verdict=\"{}\">cycle {}: the judge ({}) said <b>{}</b> {}: {}</p>",
-                esc(&c.verdict),
-                c.cycle,
-                esc(&c.by),
-                esc(&c.verdict),
-                time(c.at, "ago"),
-                esc(&cut(&c.reasons, 600))
-            );
-        }
-        None => h.push_str("<p id=\"cycle\" class=\"note\">no judge has spoken yet</p>"),
-    }
+    html::cycle_line(h, v, Times::Live);
     h.push_str("</section>");
 }
 
@@ -212,7 +185,7 @@ fn holders(h: &mut String, v: &BoardView) {
     for x in v.holders.iter().take(MAX_HOLDERS) {
         let _ = write!(
             h,
-            "<tr class=\"holder task-link{}\" data-agent=\"{}\" data-task=\"{}\"><td>{}</td>\
+            "<tr class=\"holder{}\" data-agent=\"{}\" data-task=\"{}\"><td>{}</td>\
              <td><span class=\"id\">{}</span> {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             if x.expired { " expired" } else { "" },
             esc(&x.agent),
@@ -241,33 +214,6 @@ fn short_usage(u: &Usage) -> String {
     s
 }
 
-fn failures(h: &mut String, v: &BoardView) {
-    let f = &v.failures;
-    let _ = write!(
-        h,
-        "<section id=\"failures\"><h2>Failures</h2><p>{} task(s) failed for good, {} failed attempt(s)</p>",
-        f.tasks_failed, f.attempts_failed
-    );
-    if !f.recent.is_empty() {
-        h.push_str("<table><tr><th>when</th><th>task</th><th>agent</th><th>reason</th></tr>");
-        for x in &f.recent {
-            let _ = write!(
-                h,
-                "<tr class=\"failure task-link\" data-task=\"{}\"><td>{}</td><td><span class=\"id\">{}</span> {}</td>\
-                 <td>{}</td><td class=\"reason\">{}</td></tr>",
-                esc(&x.task),
-                time(x.at, "ago"),
-                esc(&x.task),
-                esc(&cut(&x.title, 120)),
-                esc(&x.agent),
-                esc(&cut(&x.reason, 300))
-            );
-        }
-        h.push_str("</table>");
-    }
-    h.push_str("</section>");
-}
-
 /// The spend section of the file page with the budgets, and what is left of them, under its heading.
 fn spend(h: &mut String, v: &BoardView, b: &Budgets) {
     let mut section = String::new();
@@ -281,28 +227,25 @@ fn spend(h: &mut String, v: &BoardView, b: &Budgets) {
 
 fn budget_lines(h: &mut String, v: &BoardView, b: &Budgets) {
     h.push_str("<div id=\"budgets\">");
-    let limit = |l: &Limit| {
-        let mut parts = Vec::new();
-        if let Some(t) = l.tokens {
-            parts.push(format!("{t} tokens"));
-        }
-        if let Some(d) = l.usd {
-            parts.push(d.to_string());
-        }
-        parts.join(", ")
+    // `10000 tokens, $5.00`
+    let amounts = |(tokens, usd): (Option<u64>, Option<crate::usage::Usd>)| {
+        tokens
+            .map(|t| format!("{t} tokens"))
+            .into_iter()
+            .chain(usd.map(|d| d.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     if b.cycle.is_set() {
-        let (tokens, usd) = b.cycle.left(&v.spend.in_cycle);
-        let left: Vec<String> =
-            tokens.map(|t| format!("{t} tokens")).into_iter().chain(usd.map(|d| d.to_string())).collect();
         let state = match b.cycle.reached(&v.spend.in_cycle) {
             Some(why) => format!("<b class=\"spent\">spent</b> ({}): runners claim nothing more", esc(&why)),
-            None => format!("left: {}", left.join(", ")),
+            None => format!("left: {}", amounts(b.cycle.left(&v.spend.in_cycle))),
         };
-        let _ = write!(h, "<p id=\"budget-cycle\">cycle {} budget: {} · {state}</p>", v.spend.cycle, limit(&b.cycle));
+        let limit = amounts((b.cycle.tokens, b.cycle.usd));
+        let _ = write!(h, "<p id=\"budget-cycle\">cycle {} budget: {limit} · {state}</p>", v.spend.cycle);
     }
     if b.task.is_set() {
-        let _ = write!(h, "<p id=\"budget-task\">task budget: {} each</p>", limit(&b.task));
+        let _ = write!(h, "<p id=\"budget-task\">task budget: {} each</p>", amounts((b.task.tokens, b.task.usd)));
     }
     if !b.cycle.is_set() && !b.task.is_set() {
         h.push_str("<p class=\"note\" id=\"budget-none\">no budget set (<code>[run.budget]</code>)</p>");

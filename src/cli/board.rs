@@ -172,8 +172,12 @@ fn serve(ctx: &mut Ctx, args: &BoardArgs) -> CliResult<()> {
         stop: &stop,
         on_state: &on_state,
     };
-    listening.serve(&swarm, loaded, &follow).map_err(|e| match e {
-        ServeError::Read(e) => CliError::from(e),
-        e => CliError::io(e.to_string()),
+    // Its document is out: an error from here on is said on stderr only.
+    listening.serve(&swarm, loaded, &follow).map_err(|e| {
+        match e {
+            ServeError::Read(e) => CliError::from(e),
+            e => CliError::io(e.to_string()),
+        }
+        .documented()
     })
 }
