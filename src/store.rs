@@ -880,7 +880,7 @@ impl Store {
 
     /// [`Store::log`] that stops before `stop` (a tip read before: what a live board has already); `true` when it
     /// met it, so that the ops returned are all those since.
-    pub fn log_until(
+    pub(crate) fn log_until(
         &self,
         tip: ObjectId,
         stop: Option<ObjectId>,

@@ -18,13 +18,13 @@ use crate::usage::{Limit, Usage};
 
 /// The page's script and style, served as `/app.js` and `/app.css` (the Content-Security-Policy allows no inline
 /// script).
-pub const SCRIPT: &str = include_str!("live.js");
-pub const STYLE: &str = include_str!("live.css");
+pub(crate) const SCRIPT: &str = include_str!("live.js");
+pub(crate) const STYLE: &str = include_str!("live.css");
 
 /// What the live page lists of a large board: it is sent again at every change.
 pub(crate) const LIVE_CAPS: Caps = Caps { tree: 1_000, segments: 1_000 };
 /// Most holders listed.
-pub const MAX_HOLDERS: usize = 200;
+pub(crate) const MAX_HOLDERS: usize = 200;
 
 /// The budgets the page shows (`[run.budget]`: the board's settings, under this clone's; docs/spend.md).
 #[derive(Debug, Clone, Copy, Default)]
@@ -34,10 +34,10 @@ pub struct Budgets {
 }
 
 /// The sections of the page, in the order shown: id and HTML.
-pub type Sections = Vec<(&'static str, String)>;
+pub(crate) type Sections = Vec<(&'static str, String)>;
 
 /// The ids of [`sections`], in order; the wide ones span the page.
-pub const SECTION_IDS: [(&str, bool); 9] = [
+pub(crate) const SECTION_IDS: [(&str, bool); 9] = [
     ("summary", false),
     ("holders", false),
     ("failures", false),
@@ -50,7 +50,7 @@ pub const SECTION_IDS: [(&str, bool); 9] = [
 ];
 
 /// Every section of the page for view `v`.
-pub fn sections(v: &BoardView, budgets: &Budgets) -> Sections {
+pub(crate) fn sections(v: &BoardView, budgets: &Budgets) -> Sections {
     SECTION_IDS
         .iter()
         .map(|(id, _)| {
@@ -85,7 +85,7 @@ struct Frame<'a> {
 }
 
 /// The JSON of one state for the page (one line: no newline in it).
-pub fn frame(seq: u64, v: &BoardView, sections: &Sections, error: Option<&str>) -> String {
+pub(crate) fn frame(seq: u64, v: &BoardView, sections: &Sections, error: Option<&str>) -> String {
     let sections = sections.iter().map(|(id, h)| (id.to_string(), serde_json::Value::from(h.as_str()))).collect();
     let f = Frame { seq, swarm: &v.swarm, commit: &v.commit, now: v.now, error, sections };
     serde_json::to_string(&f).unwrap_or_else(|_| "{}".into())
@@ -96,7 +96,7 @@ fn time(t: Timestamp, rel: &str) -> String {
 }
 
 /// The whole page at one state: `seq` is the state's number, as in its [`frame`].
-pub fn page(v: &BoardView, sections: &Sections, seq: u64, error: Option<&str>) -> String {
+pub(crate) fn page(v: &BoardView, sections: &Sections, seq: u64, error: Option<&str>) -> String {
     let mut h = String::with_capacity(sections.iter().map(|(_, s)| s.len()).sum::<usize>() + 4096);
     let title = format!("git swarm — {}", v.swarm);
     let _ = write!(

@@ -29,13 +29,13 @@ use crate::time::Timestamp;
 use crate::txn::{Swarm, TxnError};
 
 /// Event streams open at a time; one more is answered 503 (the page then polls `/frame`).
-pub const MAX_STREAMS: usize = 16;
+pub(crate) const MAX_STREAMS: usize = 16;
 /// Other requests being answered at a time; one more is answered 503.
-pub const MAX_REQUESTS: usize = 32;
+pub(crate) const MAX_REQUESTS: usize = 32;
 /// The longest request target (path and query) answered.
-pub const MAX_URL: usize = 2_048;
+pub(crate) const MAX_URL: usize = 2_048;
 /// Most header lines of a request.
-pub const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADERS: usize = 64;
 /// Bytes of a hand-off note read (what every reader of `notes/<id>.md` reads).
 const NOTE_LIMIT: u64 = 64 * 1024;
 /// A comment on an idle event stream this often, so that a closed one is noticed.
@@ -45,7 +45,7 @@ const REDRAW: Duration = Duration::from_secs(30);
 
 /// The policy of every answer: the page's own script and style files, its own endpoints, and nothing else (no
 /// inline script, no other origin); style attributes (the status colours) are allowed.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; \
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; \
                        connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 #[derive(Debug, thiserror::Error)]
@@ -344,7 +344,7 @@ fn one_header<'r>(req: &'r tiny_http::Request, name: &'static str) -> Result<Opt
 
 /// Is `host` (a `Host` header: a name or an address, and maybe a port) one this server answers to: `localhost`
 /// or an IP literal? Any other name may be an attacker's, resolved to this machine (DNS rebinding).
-pub fn host_allowed(host: &str) -> bool {
+pub(crate) fn host_allowed(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         // `[::1]:8377`
         Some(rest) => match rest.split_once(']') {
