@@ -1,7 +1,8 @@
-//! The board to look at: `git swarm watch` (a live text board) and `git swarm board` (`--html`, `--json`), on a
-//! real swarm with a plan tree, dependencies, several agents, done / failed / claimed / released tasks, a judge's
-//! verdict and a hostile title; the page is rendered by a real headless browser (Debian's `chromium`), its DOM
-//! checked and its screenshot decoded and checked for structure.
+//! The board to look at: `git swarm watch` (a live text board), `git swarm board` (`--html`, `--json`) and `git
+//! swarm board --serve` (the live page), on a real swarm with a plan tree, dependencies, several agents, done /
+//! failed / claimed / released tasks, a judge's verdict and a hostile title; the page is rendered by a real headless
+//! browser (Debian's `chromium`), its DOM checked and its screenshot decoded and checked for structure; the live
+//! page is driven in that browser over its DevTools protocol while another clone changes the board.
 
 mod common;
 
@@ -688,7 +689,12 @@ fn serve(env: &Env, dir: &Path, extra: &[&str]) -> Serving {
     let port = u16::try_from(doc["port"].as_u64().expect("port")).expect("a port");
     let url = doc["url"].as_str().expect("url").to_string();
     assert_eq!(url, format!("http://127.0.0.1:{port}/"));
-    assert!(c.err().contains(&format!("serving the board of default at {url}")), "{}", c.err());
+    let said = format!("serving the board of default at {url}");
+    let start = Instant::now();
+    while !c.err().contains(&said) {
+        assert!(start.elapsed() < Duration::from_secs(10), "stderr says where: {}", c.err());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     Serving { c, port, url }
 }
 
