@@ -901,16 +901,30 @@ impl Store {
 
     /// The ops on the state ref from `tip`, newest first, at most `limit`.
     pub fn log(&self, tip: ObjectId, limit: usize) -> Result<Vec<LogEntry>, StoreError> {
+        Ok(self.log_until(tip, None, limit)?.0)
+    }
+
+    /// [`Store::log`] that stops before `stop` (a tip read before: what a live board has already); `true` when it
+    /// met it, so that the ops returned are all those since.
+    pub(crate) fn log_until(
+        &self,
+        tip: ObjectId,
+        stop: Option<ObjectId>,
+        limit: usize,
+    ) -> Result<(Vec<LogEntry>, bool), StoreError> {
         let walk = self.repo.rev_walk([tip]).all().git(|| "cannot walk the state ref".into())?;
         let mut out = Vec::new();
         for info in walk.take(limit) {
             let info = info.git(|| "cannot walk the state ref".into())?;
+            if Some(info.id) == stop {
+                return Ok((out, true));
+            }
             let c = info.object().git(|| "cannot read a state commit".into())?;
             let msg = c.message_raw_sloppy().to_str_lossy().into_owned();
             let time = c.time().map(|t| Timestamp::from_secs(t.seconds.max(0) as u64)).unwrap_or_default();
             out.push(LogEntry::parse(info.id.to_hex().to_string(), time, &msg));
         }
-        Ok(out)
+        Ok((out, false))
     }
 }
 

@@ -1,7 +1,8 @@
-//! The board to look at: `git swarm watch` (a live text board) and `git swarm board` (`--html`, `--json`), on a
-//! real swarm with a plan tree, dependencies, several agents, done / failed / claimed / released tasks, a judge's
-//! verdict and a hostile title; the page is rendered by a real headless browser (Debian's `chromium`), its DOM
-//! checked and its screenshot decoded and checked for structure.
+//! The board to look at: `git swarm watch` (a live text board), `git swarm board` (`--html`, `--json`) and `git
+//! swarm board --serve` (the live page), on a real swarm with a plan tree, dependencies, several agents, done /
+//! failed / claimed / released tasks, a judge's verdict and a hostile title; the page is rendered by a real headless
+//! browser (Debian's `chromium`), its DOM checked and its screenshot decoded and checked for structure; the live
+//! page is driven in that browser over its DevTools protocol while another clone changes the board.
 
 mod common;
 
@@ -265,32 +266,42 @@ fn board_html_writes_through_links_and_into_special_files() {
 // ---------------------------------------------------------------------------------------------------------------
 // The live board
 
-/// A child's stdout, collected as it comes.
+/// A child's stdout (and stderr, apart), collected as it comes.
 struct Collected {
     child: Child,
     text: Arc<Mutex<String>>,
+    err: Arc<Mutex<String>>,
+}
+
+/// Collect what `from` writes into `into`, on a thread of its own.
+fn drain(mut from: impl Read + Send + 'static, into: &Arc<Mutex<String>>) {
+    let t = Arc::clone(into);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            t.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
 }
 
 impl Collected {
     fn start(mut cmd: Command) -> Collected {
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start");
-        let mut out = child.stdout.take().expect("stdout");
-        let text = Arc::new(Mutex::new(String::new()));
-        let t = Arc::clone(&text);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                t.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Collected { child, text }
+        let (text, err) = (Arc::new(Mutex::new(String::new())), Arc::new(Mutex::new(String::new())));
+        drain(child.stdout.take().expect("stdout"), &text);
+        drain(child.stderr.take().expect("stderr"), &err);
+        Collected { child, text, err }
     }
 
     fn text(&self) -> String {
         self.text.lock().expect("lock").clone()
+    }
+
+    fn err(&self) -> String {
+        self.err.lock().expect("lock").clone()
     }
 
     /// Wait until the output holds `what`; how long it took.
@@ -301,12 +312,12 @@ impl Collected {
                 return start.elapsed();
             }
             if let Ok(Some(st)) = self.child.try_wait() {
-                panic!("watch exited ({st}) before showing {what:?}:\n{}", self.text());
+                panic!("it exited ({st}) before showing {what:?}:\n{}\n{}", self.text(), self.err());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.child.kill();
-        panic!("watch did not show {what:?} within {within:?}:\n{}", self.text());
+        panic!("it did not show {what:?} within {within:?}:\n{}\n{}", self.text(), self.err());
     }
 }
 
@@ -653,4 +664,601 @@ fn cycles_in_a_hand_made_board_neither_hang_nor_hide_tasks() {
         assert_eq!(page.matches(&format!("id=\"node-{id}\"")).count(), 1, "{id} drawn once");
     }
     assert!(!page.contains("tree-capped"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The live board: `board --serve`
+
+/// A title that would run script if it ever became markup (CSP aside: escaping alone must stop it).
+const HOSTILE_IMG: &str = "<img src=x onerror=\"window.__xss=1\"> <b>bold</b>";
+
+/// `git swarm --json board --serve --port 0` in `dir`: the server, its port and its URL (from the JSON document it
+/// prints when it listens).
+struct Serving {
+    c: Collected,
+    port: u16,
+    url: String,
+}
+
+fn serve(env: &Env, dir: &Path, extra: &[&str]) -> Serving {
+    let mut cmd = env.cmd(dir);
+    cmd.args(["--json", "board", "--serve", "--port", "0"]).args(extra);
+    let mut c = Collected::start(cmd);
+    c.wait_for("\n}", Duration::from_secs(30));
+    let doc: serde_json::Value = serde_json::from_str(c.text().trim()).expect("one JSON document at start");
+    let port = u16::try_from(doc["port"].as_u64().expect("port")).expect("a port");
+    let url = doc["url"].as_str().expect("url").to_string();
+    assert_eq!(url, format!("http://127.0.0.1:{port}/"));
+    let said = format!("serving the board of default at {url}");
+    let start = Instant::now();
+    while !c.err().contains(&said) {
+        assert!(start.elapsed() < Duration::from_secs(10), "stderr says where: {}", c.err());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Serving { c, port, url }
+}
+
+/// One raw HTTP/1.1 exchange with the server: status, head, body.
+fn http(port: u16, request: &str) -> (u16, String, String) {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(request.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, head.to_string(), body.to_string())
+}
+
+/// `GET path` with these extra header lines (each ending in `\r\n`), Host `127.0.0.1:<port>` unless they name one.
+fn get(port: u16, path: &str, headers: &str) -> (u16, String, String) {
+    let host = if headers.to_ascii_lowercase().contains("host:") {
+        String::new()
+    } else {
+        format!("Host: 127.0.0.1:{port}\r\n")
+    };
+    http(port, &format!("GET {path} HTTP/1.1\r\n{host}{headers}Connection: close\r\n\r\n"))
+}
+
+/// A swarm for the live board: the fixture of the file page, a task with a title that would run script, and a
+/// task landed by a runner whose agent wrote markup and a secret into its hand-off note; the id of that task.
+fn live_fixture() -> (Fixture, String) {
+    let fx = fixture(path_url);
+    let sw = |args: &[&str]| fx.env.sw(&fx.clone, args).ok().line();
+    sw(&["--agent", "planner", "add", HOSTILE_IMG]);
+    let noted = sw(&["--agent", "planner", "add", "N gets a hand-off note", "--priority", "9"]);
+    sw(&["config", "set", "roles.worker.env", "[\"MYSQL_PWD\"]"]);
+    let exec = "echo n > n.txt; printf 'Did N <img src=x onerror=\"window.__xss=2\"> & more.\\nThe password was %s.\\n' \
+                \"$MYSQL_PWD\" > \"$GIT_SWARM_HANDOFF_FILE\"";
+    let out = fx.env.sw_env(
+        &fx.clone,
+        &[("MYSQL_PWD", "my-sql-pw-8f3k2")],
+        &["--agent", "w5", "run", "worker", "--once", "--exec", exec],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let shown = fx.env.sw(&fx.clone, &["--json", "show", &noted]).ok().json();
+    assert_eq!(shown["status"], "done", "the runner landed N: {shown}");
+    assert!(shown["handoff"].as_str().is_some_and(|h| h.contains("[redacted]")), "{shown}");
+    (fx, noted)
+}
+
+#[test]
+fn the_live_server_answers_only_what_it_should() {
+    let (fx, noted) = live_fixture();
+    let mut s = serve(&fx.env, &fx.clone, &[]);
+    let port = s.port;
+    // The page: the board's sections, escaped, with the policy that allows only its own script.
+    let (code, head, page) = get(port, "/", "");
+    assert_eq!(code, 200, "{head}");
+    let csp = head.lines().find(|l| l.starts_with("Content-Security-Policy: ")).expect("a CSP");
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self';"), "{csp}");
+    let directive = |name: &str| csp.split(';').map(str::trim).find(|d| d.split(' ').next() == Some(name));
+    assert_eq!(directive("script-src"), Some("script-src 'self'"), "only the page's own script file: {csp}");
+    assert_eq!(directive("style-src"), Some("style-src 'self'"), "no inline style element: {csp}");
+    assert!(head.contains("X-Content-Type-Options: nosniff") && !head.to_ascii_lowercase().contains("access-control"));
+    assert!(page.contains("&lt;img src=x onerror=&quot;window.__xss=1&quot;&gt;") && !page.contains("<img"), "{page}");
+    assert!(page.contains("A &lt;script&gt;alert(1)&lt;/script&gt;") && !page.contains("<script>alert"));
+    assert_eq!(page.matches("<script").count(), 1, "one script: the page's own file");
+    assert!(page.contains("<script src=\"/app.js\" defer></script>"));
+    for section in ["summary", "holders", "failures", "spend", "latest", "graph", "timeline", "throughput", "plan"] {
+        assert!(page.contains(&format!("id=\"s-{section}\"")), "section {section}");
+    }
+    for file in ["/app.js", "/app.css"] {
+        let (code, head, body) = get(port, file, "");
+        assert!(code == 200 && !body.is_empty(), "{file}: {head}");
+    }
+    // DNS rebinding: a Host that is a name other than localhost is refused, an IP literal or localhost is not.
+    assert_eq!(get(port, "/", "Host: evil.example\r\n").0, 403);
+    assert_eq!(get(port, "/frame", &format!("Host: rebind.example:{port}\r\n")).0, 403);
+    assert_eq!(get(port, "/", &format!("Host: localhost:{port}\r\n")).0, 200);
+    assert_eq!(http(port, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n").0, 400, "no Host at all");
+    // No other origin, nothing that writes, no body, nothing long.
+    assert_eq!(get(port, "/frame", "Origin: http://evil.example\r\n").0, 403);
+    assert_eq!(get(port, "/frame", &format!("Origin: http://127.0.0.1:{port}\r\n")).0, 200);
+    for method in ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"] {
+        let (code, head, _) =
+            http(port, &format!("{method} / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"));
+        assert_eq!(code, 405, "{method}: {head}");
+        assert!(head.contains("Allow: GET, HEAD"), "{head}");
+    }
+    let body = http(
+        port,
+        &format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc"),
+    );
+    assert_eq!(body.0, 413);
+    assert_eq!(get(port, &format!("/{}", "a".repeat(3000)), "").0, 414);
+    let many: String = (0..80).map(|i| format!("X-H{i}: 1\r\n")).collect();
+    assert_eq!(get(port, "/", &many).0, 431);
+    assert_eq!(get(port, "/nothing-here", "").0, 404);
+    // The frame a polling page reads, with an ETag.
+    let (code, head, frame) = get(port, "/frame", "");
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&frame).expect("the frame is JSON");
+    assert!(v["sections"]["holders"].as_str().is_some_and(|h| h.contains("data-agent=\"w3\"")), "{v}");
+    let etag = head.lines().find_map(|l| l.strip_prefix("ETag: ")).expect("an ETag").to_string();
+    assert_eq!(get(port, "/frame", &format!("If-None-Match: {etag}\r\n")).0, 304);
+    // A task and its hand-off note: as JSON text, scrubbed; ids only, and only of the board.
+    let (code, _, note) = get(port, &format!("/note/{noted}"), "");
+    assert_eq!(code, 200, "{note}");
+    let n: serde_json::Value = serde_json::from_str(&note).expect("JSON");
+    assert_eq!(n["status"], "done");
+    let text = n["note"].as_str().expect("a note");
+    assert!(text.contains("Did N <img src=x") && text.contains("[redacted]") && !text.contains("my-sql-pw"), "{text}");
+    assert_eq!(get(port, "/note/..%2F..%2Fetc%2Fpasswd", "").0, 400);
+    assert_eq!(get(port, "/note/t-ffffff", "").0, 404);
+    let (_, _, f) = get(port, &format!("/note/{}", fx.ids["F"]), "");
+    assert!(serde_json::from_str::<serde_json::Value>(&f).expect("JSON")["note"].is_null(), "no note: null");
+    // Server-sent events: the state at once, then a new one when another clone changes the ref.
+    let mut events = events_show_a_claim(&fx, path_url, port);
+    // Ctrl-C: the stream ends and the server exits 0.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(s.c.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = s.c.child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "the server did not stop on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    println!("the server stopped {:?} after Ctrl-C", start.elapsed());
+    assert_eq!(status.code(), Some(0), "Ctrl-C ends it cleanly: {}", s.c.err());
+    let mut rest = Vec::new();
+    let _ = events.read_to_end(&mut rest);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "nothing listens any more");
+    let _ = s.url;
+}
+
+/// Open `/events` on the server at `port`, have another clone (reaching the remote by `url_of`) file and claim a
+/// task, and read the stream until an event shows that claim (within 10 s); the stream, still open.
+fn events_show_a_claim(fx: &Fixture, url_of: fn(&Path) -> String, port: u16) -> std::net::TcpStream {
+    let other = fx.env.clone(&url_of(&fx.bare), "c1");
+    let mut events = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    events.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    std::io::Write::write_all(
+        &mut events,
+        format!("GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes(),
+    )
+    .expect("send");
+    let mut seen = String::new();
+    let mut read_until = |what: &str, seen: &mut String| {
+        let mut buf = [0u8; 65536];
+        while !seen.contains(what) {
+            let n = events.read(&mut buf).unwrap_or_else(|e| panic!("no {what:?} in the stream: {e}\n{seen}"));
+            assert!(n > 0, "the stream ended before {what:?}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    read_until("id: ", &mut seen);
+    assert!(seen.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream"), "{seen}");
+    read_until("\n\n", &mut seen);
+    let task = fx.env.sw(&other, &["--agent", "w9", "add", "from the other clone"]).ok().line();
+    let claimed = Instant::now();
+    fx.env.sw(&other, &["--agent", "w9", "claim", &task]).ok();
+    let after = claimed.elapsed();
+    read_until(&format!("data-agent=\\\"w9\\\" data-task=\\\"{task}\\\""), &mut seen);
+    let latency = claimed.elapsed() - after;
+    println!("an event with another clone's claim came {latency:?} after its claim exited");
+    assert!(latency < Duration::from_secs(2), "{latency:?}");
+    assert!(seen.contains("event: board\nid: "), "{seen}");
+    events
+}
+
+#[test]
+fn the_live_server_fetches_a_url_remote_every_interval() {
+    let fx = fixture(file_url);
+    let s = serve(&fx.env, &fx.clone, &["--interval", "300ms"]);
+    drop(events_show_a_claim(&fx, file_url, s.port));
+}
+
+/// `Loaded::advance`, which the live board reads each new state with (the log since its last state, not the whole
+/// of it again), holds what a fresh read holds: the same ops, cut at the same limit — after a few ops, after more
+/// than the limit, and after a compaction replaced the history it knew.
+#[test]
+fn a_live_board_reads_the_log_since_its_last_state_as_a_fresh_read_does() {
+    use git_swarm::board::Loaded;
+    let fx = fixture(path_url);
+    let repo = gix::open(&fx.bare).expect("open the remote");
+    let swarm = git_swarm::open_swarm(repo, None, "default", git_swarm::Transport::Auto).expect("open the swarm");
+    let commits = |l: &Loaded| l.log.iter().map(|e| e.commit.clone()).collect::<Vec<_>>();
+    let check = |live: &mut Loaded, limit: usize, what: &str| {
+        let snap = swarm.read(true).expect("read");
+        live.advance(&swarm, snap, limit).expect("advance");
+        let fresh = Loaded::read(&swarm, true, limit).expect("read");
+        assert_eq!(live.snapshot.commit, fresh.snapshot.commit, "{what}");
+        assert_eq!(commits(live), commits(&fresh), "{what}");
+        assert_eq!(live.log_truncated, fresh.log_truncated, "{what}");
+        assert_eq!(live.cycle.as_ref().map(|c| c.cycle), fresh.cycle.as_ref().map(|c| c.cycle), "{what}");
+    };
+    let mut n = 0;
+    for limit in [2usize, 5, 1_000] {
+        let mut live = Loaded::read(&swarm, true, limit).expect("read");
+        for ops in [1usize, 4, 9] {
+            for _ in 0..ops {
+                n += 1;
+                fx.env.sw(&fx.clone, &["--agent", "w7", "add", &format!("op {n}")]).ok();
+            }
+            check(&mut live, limit, &format!("limit {limit}, {ops} new op(s)"));
+        }
+        check(&mut live, limit, &format!("limit {limit}, no new op"));
+    }
+    let mut live = Loaded::read(&swarm, true, 1_000).expect("read");
+    assert!(live.log.len() > 20);
+    fx.env.sw(&fx.clone, &["compact"]).ok();
+    check(&mut live, 1_000, "after a compaction");
+    assert!(live.log.len() < 3, "the compacted history: {} ops", live.log.len());
+}
+
+#[test]
+fn a_port_in_use_is_refused_naming_it() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let clone = env.clone(&path_url(&bare), "c0");
+    env.sw(&clone, &["init"]).ok();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    let out = env.sw(&clone, &["board", "--serve", "--port", &port.to_string()]).code(1);
+    assert!(out.stderr.contains(&format!("port {port} of 127.0.0.1 is in use")), "{}", out.stderr);
+    assert!(out.stderr.contains("--port 0"), "the way out: {}", out.stderr);
+    // The flags of --serve go with it, and it is not --html.
+    env.sw(&clone, &["board", "--port", "1"]).code(2);
+    env.sw(&clone, &["board", "--serve", "--html", "-"]).code(2);
+    env.sw(&clone, &["board", "--serve", "--interval", "1ms"]).code(2);
+    env.sw(&clone, &["board", "--serve", "--bind", "localhost.example"]).code(2);
+}
+
+/// The live page in headless Chromium, driven over its DevTools protocol (a WebSocket; [`Cdp`]).
+#[test]
+fn the_live_page_shows_another_clones_claim_without_a_reload() {
+    let Some(browser) = browser_or_skip("the_live_page_shows_another_clones_claim_without_a_reload") else { return };
+    let (fx, noted) = live_fixture();
+    let s = serve(&fx.env, &fx.clone, &[]);
+    let mut b = Browser::start(&fx.env, &browser);
+    // In a zone of its own, to show that times are the viewer's.
+    b.cdp.call("Emulation.setTimezoneOverride", serde_json::json!({"timezoneId": "Asia/Tokyo"}));
+    b.cdp.call("Page.navigate", serde_json::json!({"url": s.url}));
+    b.wait(
+        "the page is live",
+        "document.readyState === 'complete' && document.getElementById('conn').dataset.state === 'live'",
+    );
+    let text = |b: &mut Browser, js: &str| b.cdp.eval(js).as_str().unwrap_or_default().to_string();
+    // Escaped: the hostile titles are text, no element came of them, no script of theirs ran.
+    assert_eq!(b.cdp.eval("document.querySelectorAll('img').length"), 0);
+    assert_eq!(b.cdp.eval("document.scripts.length"), 1);
+    assert_eq!(b.cdp.eval("window.__xss === undefined"), true);
+    let body = text(&mut b, "document.body.innerText");
+    assert!(body.contains(HOSTILE_IMG) && body.contains("A <script>alert(1)</script>"), "{body}");
+    // Times: relative, and in the viewer's zone on hover.
+    assert_eq!(text(&mut b, "document.getElementById('zone').textContent"), "Asia/Tokyo");
+    let held = text(
+        &mut b,
+        &format!("document.querySelector('tr.holder[data-task=\"{}\"] td:nth-child(3) time').textContent", fx.ids["C"]),
+    );
+    assert!(held.starts_with("for "), "held for: {held:?}");
+    let (utc, local) = {
+        let t = b.cdp.eval("(() => { const t = document.querySelector('#s-latest time'); return [t.getAttribute('datetime'), t.title, t.textContent]; })()");
+        println!("a time of the latest ops: {t}");
+        assert!(t[2].as_str().is_some_and(|s| s.ends_with(" ago") || s == "now"), "relative: {t}");
+        (t[0].as_str().expect("datetime").to_string(), t[1].as_str().expect("title").to_string())
+    };
+    let at = git_swarm::time::Timestamp::parse(&utc).expect("a UTC time");
+    let tokyo = (at.secs() + 9 * 3600) % 86_400;
+    let (h, m, sec) = (tokyo / 3600, tokyo / 60 % 60, tokyo % 60);
+    let clock = format!("{}:{m:02}:{sec:02}", if h % 12 == 0 { 12 } else { h % 12 });
+    assert!(local.contains(&clock), "{utc} in Asia/Tokyo is {clock}: {local:?}");
+
+    // The hand-off note on click: text, scrubbed.
+    b.cdp.eval(&format!("document.querySelector('li[id=\"task-{noted}\"] .id').click()"));
+    b.wait(
+        "the note is shown",
+        "!document.getElementById('note').hidden && document.getElementById('note-text').textContent.includes('Did N')",
+    );
+    let note = text(&mut b, "document.getElementById('note-text').textContent");
+    assert!(
+        note.contains("Did N <img src=x onerror=\"window.__xss=2\"> & more.") && note.contains("[redacted]"),
+        "{note}"
+    );
+    assert!(!note.contains("my-sql-pw"));
+    assert_eq!(b.cdp.eval("document.querySelectorAll('#note img').length"), 0);
+    assert!(text(&mut b, "document.getElementById('note-title').textContent").contains("N gets a hand-off note"));
+    b.cdp.eval("document.getElementById('note-close').click()");
+    assert_eq!(b.cdp.eval("document.getElementById('note').hidden"), true);
+
+    // Another clone files a task and claims it: the page shows the claim within 2 s, without a reload.
+    let other = fx.env.clone(&path_url(&fx.bare), "c1");
+    let task = fx.env.sw(&other, &["--agent", "w9", "add", "claimed from the other clone"]).ok().line();
+    b.wait("the new task is shown", &format!("!!document.getElementById('task-{task}')"));
+    b.cdp.eval(&format!(
+        "window.__marker = 'the same page'; window.__seen = null; new MutationObserver(() => {{ \
+           if (!window.__seen && document.querySelector('tr.holder[data-agent=\"w9\"][data-task=\"{task}\"]')) \
+             window.__seen = Date.now(); }}).observe(document.body, {{subtree: true, childList: true}}); true"
+    ));
+    let seq_before = b.cdp.eval("Number(document.body.dataset.seq)").as_u64().expect("seq");
+    let epoch_ms =
+        || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64;
+    let start = epoch_ms();
+    fx.env.sw(&other, &["--agent", "w9", "claim", &task]).ok();
+    let exited = epoch_ms();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let seen = loop {
+        if let Some(t) = b.cdp.eval("window.__seen").as_u64() {
+            break t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the page did not show the claim within 2 s of it: {}",
+            text(&mut b, "document.getElementById('s-holders').innerText")
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    println!(
+        "the page showed another clone's claim {} ms after the claim exited ({} ms after it started; the claim took {} ms)",
+        seen.saturating_sub(exited),
+        seen.saturating_sub(start),
+        exited - start
+    );
+    assert!(seen.saturating_sub(exited) <= 2_000, "{} ms", seen.saturating_sub(exited));
+    assert_eq!(b.cdp.eval("window.__marker"), "the same page", "no reload");
+    assert!(b.cdp.eval("Number(document.body.dataset.seq)").as_u64().expect("seq") > seq_before);
+    let row = text(&mut b, &format!("document.querySelector('tr.holder[data-task=\"{task}\"]').innerText"));
+    // "held for …": the claim's time comes from the log, read since the last state.
+    assert!(row.contains("w9") && row.contains("claimed from the other clone"), "{row}");
+    assert!(row.contains("for ") && row.contains("ends in "), "{row}");
+    assert_eq!(b.cdp.eval(&format!("document.querySelector('#node-{task}').dataset.status")), "claimed");
+
+    // Wide and narrow: a picture that is not blank, and on a phone nothing wider than the screen.
+    let shot = b.screenshot(&fx.env.path("live.png"), 1200, 1800, false);
+    let (_, non_white, total) = pixels(&shot);
+    assert!(non_white * 20 > total, "the page is not blank ({non_white} of {total} pixels drawn)");
+    let phone = b.screenshot(&fx.env.path("live-phone.png"), 390, 844, true);
+    assert_eq!(
+        b.cdp.eval("document.documentElement.scrollWidth <= window.innerWidth"),
+        true,
+        "the page fits a phone's width"
+    );
+    if let Ok(dir) = std::env::var("GIT_SWARM_SCREENSHOTS") {
+        std::fs::copy(&shot, Path::new(&dir).join("board-live.png")).expect("copy the screenshot");
+        std::fs::copy(&phone, Path::new(&dir).join("board-live-phone.png")).expect("copy the screenshot");
+    }
+}
+
+/// A headless Chromium with remote debugging on a free port, in a process group of its own (killed on drop), and
+/// a DevTools session attached to one page.
+struct Browser {
+    child: Child,
+    cdp: Cdp,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    fn start(env: &Env, browser: &Path) -> Browser {
+        let profile = tempfile::tempdir_in(env.root.path()).expect("profile");
+        let mut cmd = Command::new(browser);
+        cmd.args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--lang=en-US"])
+            .args(["--no-first-run", "--disable-extensions", "--disable-background-networking"])
+            .arg("--remote-debugging-port=0")
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .env("HOME", &env.home)
+            .env("LANG", "en_US.UTF-8")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn().expect("start the browser");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let ws = loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("chromium says where DevTools listen");
+            if let Some(url) = line.strip_prefix("DevTools listening on ") {
+                break url.trim().to_string();
+            }
+        };
+        let mut cdp = Cdp { ws: Ws::connect(&ws), next: 0, session: None };
+        let target = cdp.call("Target.createTarget", serde_json::json!({"url": "about:blank"}))["targetId"].clone();
+        let session = cdp.call("Target.attachToTarget", serde_json::json!({"targetId": target, "flatten": true}));
+        cdp.session = Some(session["sessionId"].as_str().expect("a session").to_string());
+        Browser { child, cdp, _profile: profile }
+    }
+
+    /// Wait (at most 10 s) until `js` is true in the page.
+    fn wait(&mut self, what: &str, js: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.cdp.eval(js) != true {
+            assert!(Instant::now() < deadline, "{what}: not within 10 s ({js})");
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// A PNG of the page at this size (a phone's when `mobile`), written to `path`.
+    fn screenshot(&mut self, path: &Path, width: u32, height: u32, mobile: bool) -> PathBuf {
+        let metrics = serde_json::json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile});
+        self.cdp.call("Emulation.setDeviceMetricsOverride", metrics);
+        std::thread::sleep(Duration::from_millis(300));
+        let shot = self.cdp.call("Page.captureScreenshot", serde_json::json!({"format": "png"}));
+        std::fs::write(path, base64(shot["data"].as_str().expect("image data"))).expect("write the screenshot");
+        path.to_path_buf()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// Standard base64 decoded.
+fn base64(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let digits: Vec<u8> = s.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()).map(val).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, d)| n | (u32::from(*d) << (18 - 6 * i)));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+/// The DevTools protocol over [`Ws`]: a call waits for its answer (events in between are skipped).
+struct Cdp {
+    ws: Ws,
+    next: u64,
+    session: Option<String>,
+}
+
+impl Cdp {
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.next += 1;
+        let mut msg = serde_json::json!({"id": self.next, "method": method, "params": params});
+        if let Some(s) = &self.session {
+            msg["sessionId"] = serde_json::json!(s);
+        }
+        self.ws.send(&msg.to_string());
+        loop {
+            let v: serde_json::Value = serde_json::from_str(&self.ws.recv()).expect("DevTools send JSON");
+            if v["id"] == self.next {
+                assert!(v["error"].is_null(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// The value of `js` in the page (promises awaited).
+    fn eval(&mut self, js: &str) -> serde_json::Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({"expression": js, "returnByValue": true, "awaitPromise": true}),
+        );
+        assert!(r["exceptionDetails"].is_null(), "{js}: {r}");
+        r["result"]["value"].clone()
+    }
+}
+
+/// A WebSocket client, just enough for DevTools (RFC 6455: text frames, masked from the client; pings answered).
+struct Ws {
+    s: std::net::TcpStream,
+}
+
+impl Ws {
+    fn connect(url: &str) -> Ws {
+        use std::io::Write;
+        let rest = url.strip_prefix("ws://").expect("a ws:// URL");
+        let (host, path) = rest.split_at(rest.find('/').expect("a path"));
+        let mut s = std::net::TcpStream::connect(host).expect("connect to DevTools");
+        s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).expect("handshake");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut byte).expect("handshake answer");
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head);
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        Ws { s }
+    }
+
+    fn frame(&mut self, opcode: u8, payload: &[u8]) {
+        use std::io::Write;
+        let mut f = vec![0x80 | opcode];
+        match payload.len() {
+            n if n < 126 => f.push(0x80 | n as u8),
+            n if n < 65_536 => {
+                f.push(0x80 | 126);
+                f.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                f.push(0x80 | 127);
+                f.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        let mask = [0x37u8, 0xfa, 0x21, 0x3d];
+        f.extend_from_slice(&mask);
+        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        self.s.write_all(&f).expect("send a frame");
+    }
+
+    fn send(&mut self, text: &str) {
+        self.frame(0x1, text.as_bytes());
+    }
+
+    /// The next text message (fragments joined).
+    fn recv(&mut self) -> String {
+        let mut msg = Vec::new();
+        loop {
+            let mut h = [0u8; 2];
+            self.s.read_exact(&mut h).expect("a frame from DevTools");
+            let (fin, opcode) = (h[0] & 0x80 != 0, h[0] & 0x0f);
+            let len = match h[1] & 0x7f {
+                126 => {
+                    let mut b = [0u8; 2];
+                    self.s.read_exact(&mut b).expect("length");
+                    u64::from(u16::from_be_bytes(b))
+                }
+                127 => {
+                    let mut b = [0u8; 8];
+                    self.s.read_exact(&mut b).expect("length");
+                    u64::from_be_bytes(b)
+                }
+                n => u64::from(n),
+            };
+            let mut payload = vec![0u8; usize::try_from(len).expect("length")];
+            self.s.read_exact(&mut payload).expect("payload");
+            match opcode {
+                0x9 => self.frame(0xA, &payload),
+                0x8 => panic!("DevTools closed the connection"),
+                0xA => {}
+                _ => {
+                    msg.extend_from_slice(&payload);
+                    if fin {
+                        return String::from_utf8_lossy(&msg).into_owned();
+                    }
+                }
+            }
+        }
+    }
 }

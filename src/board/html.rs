@@ -21,6 +21,17 @@ pub(crate) const MAX_TREE_NODES: usize = 5_000;
 pub(crate) const MAX_LANES: usize = 60;
 pub(crate) const MAX_SEGMENTS: usize = 5_000;
 
+/// How much of a large board a page lists: the file page lists more than the live page, which sends it again
+/// at every change.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    pub tree: usize,
+    pub segments: usize,
+}
+
+/// The caps of `board --html`.
+pub(crate) const FILE_CAPS: Caps = Caps { tree: MAX_TREE_NODES, segments: MAX_SEGMENTS };
+
 /// The colour of a status: legend, counts, tree badges, graph nodes, timeline bars of held and done claims,
 /// throughput of landings. Only elements that stand for a task of that status use it (tests count its pixels).
 pub fn status_colour(s: Status) -> &'static str {
@@ -69,8 +80,14 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
+/// The rest of an element's start tag and its text for a clock time: `data-utc="…" data-fmt="clock">14:05:00`
+/// (UTC; the live page shows it in the viewer's zone).
+fn clock_text(t: Timestamp) -> String {
+    format!("data-utc=\"{t}\" data-fmt=\"clock\">{}", t.clock())
+}
+
 /// At most `n` characters, with an ellipsis when cut.
-fn cut(s: &str, n: usize) -> String {
+pub(super) fn cut(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -116,18 +133,19 @@ pub fn render(v: &BoardView) -> String {
     );
     summary(&mut h, v);
     holders(&mut h, v);
-    failures(&mut h, v);
-    plan_tree(&mut h, v);
+    failures(&mut h, v, Times::Text);
+    plan_tree(&mut h, v, FILE_CAPS);
     graph(&mut h, v);
-    timeline(&mut h, v);
+    timeline(&mut h, v, FILE_CAPS);
     throughput(&mut h, v);
     spend(&mut h, v);
     h.push_str("</body></html>\n");
     h
 }
 
-fn summary(h: &mut String, v: &BoardView) {
-    h.push_str("<section id=\"summary\"><h2>Tasks</h2><div id=\"counts\">");
+/// The counts by status, colour-coded (`<div id="counts">`).
+pub(super) fn counts(h: &mut String, v: &BoardView) {
+    h.push_str("<div id=\"counts\">");
     for s in Status::ALL {
         let n = v.count(s);
         if n > 0 {
@@ -140,33 +158,14 @@ fn summary(h: &mut String, v: &BoardView) {
             let _ = write!(h, "<span class=\"chip zero\" data-status=\"{s}\" data-count=\"0\">0 {s}</span>");
         }
     }
-    let _ = write!(
-        h,
-        "</div><p>{} tasks · {:.1} landings/min over the last {} · {} failed attempt(s)",
-        v.total,
-        v.landing_rate,
-        v.rate_span(),
-        v.failures.attempts_failed
-    );
-    if v.problems > 0 {
-        let _ = write!(h, " · {} unreadable file(s) skipped", v.problems);
-    }
-    h.push_str("</p>");
-    match &v.cycle {
-        Some(c) => {
-            let _ = write!(
-                h,
-                "<p id=\"cycle\" data-verdict=\"{}\">cycle {}: the judge ({}) said <b>{}</b> at {}: {}</p>",
-                esc(&c.verdict),
-                c.cycle,
-                esc(&c.by),
-                esc(&c.verdict),
-                esc(&c.at.to_string()),
-                esc(&c.reasons)
-            );
-        }
-        None => h.push_str("<p id=\"cycle\" class=\"note\">no judge has spoken yet</p>"),
-    }
+    h.push_str("</div>");
+}
+
+fn summary(h: &mut String, v: &BoardView) {
+    h.push_str("<section id=\"summary\"><h2>Tasks</h2>");
+    counts(h, v);
+    rate_line(h, v);
+    cycle_line(h, v, Times::Text);
     // The legend: only the statuses on the board, so that a colour on the page means a task in that status.
     h.push_str("<div id=\"legend\">");
     for s in Status::ALL.into_iter().filter(|s| v.count(*s) > 0) {
@@ -203,7 +202,63 @@ fn holders(h: &mut String, v: &BoardView) {
     h.push_str("</table></section>\n");
 }
 
-fn failures(h: &mut String, v: &BoardView) {
+/// How a page writes a time: the file page as UTC text; the live page as `<time datetime>` in UTC, which its script
+/// shows relative — `ago` ("3 min ago"), `for` ("for 3 min": held since), `until` ("ends in 4 min") — and in the
+/// viewer's zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Times {
+    Text,
+    Live,
+}
+
+impl Times {
+    pub(super) fn at(self, t: Timestamp, rel: &str) -> String {
+        match self {
+            Times::Text => t.to_string(),
+            Times::Live => format!("<time datetime=\"{t}\" data-rel=\"{rel}\">{t}</time>"),
+        }
+    }
+}
+
+/// `N tasks · R landings/min over the last … · N failed attempt(s)`.
+pub(super) fn rate_line(h: &mut String, v: &BoardView) {
+    let _ = write!(
+        h,
+        "<p>{} tasks · <b id=\"rate\">{:.1}</b> landings/min over the last {} · {} failed attempt(s)",
+        v.total,
+        v.landing_rate,
+        v.rate_span(),
+        v.failures.attempts_failed
+    );
+    if v.problems > 0 {
+        let _ = write!(h, " · {} unreadable file(s) skipped", v.problems);
+    }
+    h.push_str("</p>");
+}
+
+/// The judge's last verdict.
+pub(super) fn cycle_line(h: &mut String, v: &BoardView, times: Times) {
+    match &v.cycle {
+        Some(c) => {
+            let when = match times {
+                Times::Text => format!("at {}", esc(&c.at.to_string())),
+                Times::Live => times.at(c.at, "ago"),
+            };
+            let _ = write!(
+                h,
+                "<p id=\"cycle\" data-verdict=\"{}\">cycle {}: the judge ({}) said <b>{}</b> {when}: {}</p>",
+                esc(&c.verdict),
+                c.cycle,
+                esc(&c.by),
+                esc(&c.verdict),
+                esc(&cut(&c.reasons, 2_000))
+            );
+        }
+        None => h.push_str("<p id=\"cycle\" class=\"note\">no judge has spoken yet</p>"),
+    }
+}
+
+pub(super) fn failures(h: &mut String, v: &BoardView, times: Times) {
     let f = &v.failures;
     let _ = write!(
         h,
@@ -215,9 +270,10 @@ fn failures(h: &mut String, v: &BoardView) {
         for x in &f.recent {
             let _ = write!(
                 h,
-                "<tr class=\"failure\" data-task=\"{}\"><td>{}</td><td><span class=\"id\">{}</span> {}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"failure\" data-task=\"{}\"><td>{}</td><td><span class=\"id\">{}</span> {}</td><td>{}</td>\
+                 <td class=\"reason\">{}</td></tr>",
                 esc(&x.task),
-                x.at,
+                times.at(x.at, "ago"),
                 esc(&x.task),
                 esc(&x.title),
                 esc(&x.agent),
@@ -243,7 +299,7 @@ fn children(v: &BoardView) -> (Vec<&TaskNode>, HashMap<&str, Vec<&TaskNode>>) {
     (roots, kids)
 }
 
-fn plan_tree(h: &mut String, v: &BoardView) {
+pub(super) fn plan_tree(h: &mut String, v: &BoardView, caps: Caps) {
     h.push_str("<section id=\"plan\"><h2>Plan</h2>");
     let (roots, kids) = children(v);
     // A subtree in which every task is done is collapsed.
@@ -274,22 +330,23 @@ fn plan_tree(h: &mut String, v: &BoardView) {
     let mut seen = HashSet::new();
     h.push_str("<ul class=\"tree\" id=\"tree\">");
     for r in &roots {
-        tree_node(h, r, &kids, &all_done, &mut shown, &mut seen, 0);
+        tree_node(h, r, &kids, &all_done, (&mut shown, caps.tree), &mut seen, 0);
     }
     // Tasks on a cycle of parents (a hand-made file; the ops never make one) are reached from no root.
     for t in &v.tasks {
         if !seen.contains(t.id.as_str()) {
             settle(t, &kids, &mut all_done, 0);
-            tree_node(h, t, &kids, &all_done, &mut shown, &mut seen, 0);
+            tree_node(h, t, &kids, &all_done, (&mut shown, caps.tree), &mut seen, 0);
         }
     }
     h.push_str("</ul>");
     if shown < v.tasks.len() {
         let _ = write!(
             h,
-            "<p class=\"note\" id=\"tree-capped\">{} of {} tasks listed (the plan tree stops at {MAX_TREE_NODES})</p>",
+            "<p class=\"note\" id=\"tree-capped\">{} of {} tasks listed (the plan tree stops at {})</p>",
             shown,
-            v.tasks.len()
+            v.tasks.len(),
+            caps.tree
         );
     }
     h.push_str("</section>\n");
@@ -300,11 +357,11 @@ fn tree_node<'a>(
     t: &'a TaskNode,
     kids: &HashMap<&str, Vec<&'a TaskNode>>,
     all_done: &HashMap<&str, bool>,
-    shown: &mut usize,
+    (shown, max): (&mut usize, usize),
     seen: &mut HashSet<&'a str>,
     depth: usize,
 ) {
-    if *shown >= MAX_TREE_NODES || depth > 200 || !seen.insert(&t.id) {
+    if *shown >= max || depth > 200 || !seen.insert(&t.id) {
         return;
     }
     *shown += 1;
@@ -320,7 +377,7 @@ fn tree_node<'a>(
                 k.len()
             );
             for c in k {
-                tree_node(h, c, kids, all_done, shown, seen, depth + 1);
+                tree_node(h, c, kids, all_done, (&mut *shown, max), seen, depth + 1);
             }
             h.push_str("</ul></details>");
         }
@@ -388,7 +445,7 @@ fn depths(nodes: &[&TaskNode]) -> HashMap<String, usize> {
     nodes.iter().zip(depth).map(|(t, d)| (t.id.clone(), d)).collect()
 }
 
-fn graph(h: &mut String, v: &BoardView) {
+pub(super) fn graph(h: &mut String, v: &BoardView) {
     h.push_str("<section id=\"graph\"><h2>Dependencies</h2>");
     let nodes = graph_nodes(v);
     if nodes.is_empty() {
@@ -465,13 +522,13 @@ fn graph(h: &mut String, v: &BoardView) {
     h.push_str("</svg></section>\n");
 }
 
-fn timeline(h: &mut String, v: &BoardView) {
+pub(super) fn timeline(h: &mut String, v: &BoardView, caps: Caps) {
     h.push_str("<section id=\"timeline\"><h2>Agents over time</h2>");
     if v.timeline.is_empty() {
         h.push_str("<p class=\"note\">no claims in the log read</p></section>\n");
         return;
     }
-    let segs: Vec<_> = v.timeline.iter().rev().take(MAX_SEGMENTS).collect();
+    let segs: Vec<_> = v.timeline.iter().rev().take(caps.segments).collect();
     let mut agents: Vec<&str> = segs.iter().map(|s| s.agent.as_str()).collect();
     agents.sort_unstable();
     agents.dedup();
@@ -533,10 +590,9 @@ fn timeline(h: &mut String, v: &BoardView) {
     let ty = height - 6;
     let _ = write!(
         h,
-        "<text x=\"{LEFT}\" y=\"{ty}\">{}</text><text x=\"{}\" y=\"{ty}\" text-anchor=\"end\">{}</text></svg>",
-        t0,
+        "<text x=\"{LEFT}\" y=\"{ty}\" data-utc=\"{t0}\">{t0}</text>\
+         <text x=\"{}\" y=\"{ty}\" text-anchor=\"end\" data-utc=\"{t1}\">{t1}</text></svg>",
         LEFT + PLOT,
-        t1
     );
     h.push_str("<div class=\"meta\">");
     for o in [Outcome::Held, Outcome::Done, Outcome::Failed, Outcome::Released, Outcome::Expired] {
@@ -552,7 +608,7 @@ fn timeline(h: &mut String, v: &BoardView) {
     h.push_str("</div></section>\n");
 }
 
-fn throughput(h: &mut String, v: &BoardView) {
+pub(super) fn throughput(h: &mut String, v: &BoardView) {
     let tp = &v.throughput;
     h.push_str("<section id=\"throughput\"><h2>Throughput</h2>");
     if tp.buckets.is_empty() {
@@ -613,10 +669,15 @@ fn throughput(h: &mut String, v: &BoardView) {
         h.push_str("</svg></section>\n");
         return;
     };
-    let _ = write!(h, "<text x=\"{LEFT}\" y=\"{}\">{}</text>", PH + 30, first.start.clock());
+    let _ = write!(h, "<text x=\"{LEFT}\" y=\"{}\" {}</text>", PH + 30, clock_text(first.start));
     if tp.buckets.len() > 1 {
-        let _ =
-            write!(h, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", width - 10, PH + 30, last.start.clock());
+        let _ = write!(
+            h,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" {}</text>",
+            width - 10,
+            PH + 30,
+            clock_text(last.start)
+        );
     }
     h.push_str("</svg>");
     if v.log_truncated {
@@ -626,7 +687,7 @@ fn throughput(h: &mut String, v: &BoardView) {
 }
 
 /// What the swarm spent: totals by role, by agent, the tasks that spent most, and the sum over time.
-fn spend(h: &mut String, v: &BoardView) {
+pub(super) fn spend(h: &mut String, v: &BoardView) {
     let sp = &v.spend;
     h.push_str("<section id=\"spend\"><h2>Spend</h2>");
     if sp.total.is_zero() {
@@ -685,16 +746,16 @@ fn spend(h: &mut String, v: &BoardView) {
             h,
             "<svg id=\"spend-svg\" width=\"{W}\" height=\"{}\" viewBox=\"0 0 {W} {}\"><text x=\"4\" y=\"16\">{}</text>\
              <polyline fill=\"none\" stroke=\"#444\" stroke-width=\"2\" points=\"{}\"/>\
-             <text x=\"40\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text></svg>",
+             <text x=\"40\" y=\"{}\" {}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\" {}</text></svg>",
             PH + 40,
             PH + 40,
             crate::usage::short_count(last.tokens),
             pts.join(" "),
             PH + 30,
-            first.at.clock(),
+            clock_text(first.at),
             W - 10,
             PH + 30,
-            last.at.clock()
+            clock_text(last.at)
         );
     }
     h.push_str("</section>\n");

@@ -6,6 +6,8 @@
 //! Nothing here does I/O: the CLI reads the snapshot, the log and the cycle record and passes them in.
 
 pub mod html;
+pub mod live;
+pub mod serve;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -560,6 +562,26 @@ impl Loaded {
         log.truncate(log_limit);
         let cycle = crate::runner::last_cycle(swarm.store(), snapshot.commit);
         Ok(Loaded { snapshot, log, log_truncated, cycle })
+    }
+
+    /// Move to a newer `snapshot` as [`Loaded::at`] would read it, reading only the ops of the log since this
+    /// one's (a live board that follows the ref: a few commits, not `log_limit`). A history that does not lead
+    /// back to this one's commit within `log_limit` (compacted, replaced) is read again up to `log_limit`. On an
+    /// error this stays as it was.
+    pub fn advance(&mut self, swarm: &Swarm, snapshot: Snapshot, log_limit: usize) -> Result<(), TxnError> {
+        let (mut log, met) =
+            swarm.store().log_until(snapshot.commit, Some(self.snapshot.commit), log_limit.saturating_add(1))?;
+        let mut log_truncated = log.len() > log_limit;
+        if met {
+            log_truncated |= self.log_truncated || log.len() + self.log.len() > log_limit;
+            log.append(&mut self.log);
+        }
+        log.truncate(log_limit);
+        self.cycle = crate::runner::last_cycle(swarm.store(), snapshot.commit);
+        self.snapshot = snapshot;
+        self.log = log;
+        self.log_truncated = log_truncated;
+        Ok(())
     }
 
     pub fn view(&self, swarm: &Swarm, now: Timestamp, opts: &Options) -> BoardView {

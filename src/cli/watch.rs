@@ -32,7 +32,7 @@ pub struct WatchArgs {
 }
 
 /// `--interval`: `2s`, `500ms`, `1m`; from 100 ms to an hour.
-fn parse_interval(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_interval(s: &str) -> Result<Duration, String> {
     let d =
         humantime::parse_duration(s).map_err(|e| format!("'{}' is not a duration like 2s or 500ms ({e})", line(s)))?;
     if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
