@@ -3,7 +3,7 @@
 //! Worker processes, a planner, the state ref and a clock are one state machine; the checker visits every state
 //! they can reach and checks the protocol's rules in each. The transitions run the REAL pure ops of
 //! `git_swarm::ops` (claim, renew, release, done, fail, add, and a landing's fold of `done` with the next claim) on
-//! a real `ops::Board` built from a small abstract board, and `runner::idle` for a worker's decision to exit, so the
+//! a real `ops::Board` built from a small abstract board, and `ops::claim::idle` for a worker's decision to exit, so the
 //! model checks the code, not a paraphrase of it. Abstracted: git (a commit is a board; the CAS is one atomic step),
 //! the agents' work (it ends in done or fail, or never), and absolute time (a lease is the ticks it has left, which
 //! keeps the state space finite while time runs on for ever).
@@ -313,7 +313,7 @@ enum Action {
     /// reads a refusal.
     HalfLanding(usize),
     /// Holders `i` and `j` (agents of one runner process) land in one batch: read, both landings' state halves by
-    /// `runner::desk::land_batch`, one CAS with both codes — a step, as a CAS that loses puts it back to the read.
+    /// `ops::land::land_batch`, one CAS with both codes — a step, as a CAS that loses puts it back to the read.
     Batch(usize, usize),
 }
 
@@ -459,21 +459,21 @@ impl Swarm {
         let (ch, next): (Change, Option<Task>) = match op {
             Op::Claim => {
                 // The worker loop looks up the expired claims a sweep would fail, on the target as it reads it now.
-                let landed = git_swarm::runner::worker::sweep_candidates(&board, NOW)
+                let landed = ops::claim::sweep_candidates(&board, NOW)
                     .into_iter()
                     .filter(|id| self.cfg.roll_forward && code & (1 << task_index(id)) != 0)
                     .map(|id| (id, "c0de".to_string()))
                     .collect();
-                git_swarm::runner::worker::claim_work(&board, &actor, lease, &landed)?
+                ops::claim::claim_work(&board, &actor, lease, &landed)?
             }
             Op::Finish => {
                 let (ch, _) = ops::done(&board, &actor, &held_id(), epoch, Some("c0de".into()), None)?;
-                git_swarm::runner::worker::then_claim(&board, &actor, ch, true, lease, None)
+                ops::land::then_claim(&board, &actor, ch, true, lease, None)
             }
             Op::Fail => {
                 let id = held_id();
                 let (ch, _) = ops::fail(&board, &actor, &id, epoch, "the agent failed".into())?;
-                git_swarm::runner::worker::then_claim(&board, &actor, ch, true, lease, Some(&id))
+                ops::land::then_claim(&board, &actor, ch, true, lease, Some(&id))
             }
             Op::Renew => {
                 let (ch, tasks) = ops::renew(&board, &actor, Some(&held_id()), epoch, lease)?;
@@ -610,18 +610,20 @@ impl Swarm {
         let (hi, hj) = (held(i), held(j));
         let ids = [task_id(usize::from(hi.task)), task_id(usize::from(hj.task))];
         let agents = [agent_name(s.procs[i].agent), agent_name(s.procs[j].agent)];
-        let landing = |k: usize, h: H| git_swarm::runner::desk::BatchLanding {
-            agent: &agents[k],
-            id: &ids[k],
-            epoch: u64::from(h.epoch),
-            code: "c0de",
-            note: None,
-            claim_next: true,
-            lease: self.cfg.lease(),
-            usage: None,
-            cycle_budget: Default::default(),
+        let landing = |k: usize, h: H| {
+            let record = ops::land::Record {
+                id: &ids[k],
+                epoch: u64::from(h.epoch),
+                code: "c0de",
+                note: None,
+                claim_next: true,
+                lease: self.cfg.lease(),
+                usage: None,
+                cycle_budget: Default::default(),
+            };
+            (agents[k].as_str(), record)
         };
-        match git_swarm::runner::desk::land_batch(&board, NOW, false, &[landing(0, hi), landing(1, hj)]) {
+        match ops::land::land_batch(&board, NOW, false, &[landing(0, hi), landing(1, hj)]) {
             Err((k, e)) => {
                 s.ghost.batched |= BATCH_LEFT;
                 let (out, alone) = if k == 0 { (i, j) } else { (j, i) };
@@ -902,7 +904,7 @@ impl Model for Swarm {
                     // the planner may still add, the workers wait (docs/model.md says why).
                     let planning = s.procs.iter().any(|p| p.planner() && !p.gone());
                     let board = to_board(&self.cfg, &s.tip);
-                    let idle = git_swarm::runner::idle(&board, NOW);
+                    let idle = ops::claim::idle(&board, NOW);
                     s.procs[i].pc = if idle && !planning { Pc::Exited } else { Pc::Idle };
                 }
                 Pc::Holding => {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{Actor, Board, Change, DomainError};
 use crate::model::{Kind, Task};
+use crate::time::Timestamp;
 use crate::usage::{Limit, Usage};
 
 /// How an attempt ended.
@@ -65,8 +66,75 @@ pub fn finish(board: &Board, actor: &Actor, f: &Finish<'_>) -> Result<(Change, F
     Ok((ch, Finished { task, next }))
 }
 
+/// What one landing records on the board: the task whose code is on the target as `code`, its claim, its hand-off,
+/// and whether to claim the next task with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    pub id: &'a str,
+    pub epoch: u64,
+    /// The commit its code landed as.
+    pub code: &'a str,
+    /// The agent's hand-off.
+    pub note: Option<&'a str>,
+    pub claim_next: bool,
+    pub lease: Duration,
+    /// What the attempt spent (its conflict runs included).
+    pub usage: Option<Usage>,
+    pub cycle_budget: Limit,
+}
+
+/// A landing on `board` ([`finish`]): `done` with the landed commit and the hand-off, and the next claim in the same
+/// commit (unless `stopped`: the judge said stop); the next task claimed.
+pub fn record(
+    board: &Board,
+    actor: &Actor,
+    stopped: bool,
+    l: &Record<'_>,
+) -> Result<(Change, Option<Task>), DomainError> {
+    let f = Finish {
+        id: l.id,
+        epoch: l.epoch,
+        outcome: Outcome::Done { code: Some(l.code) },
+        note: l.note,
+        usage: l.usage,
+        claim_next: l.claim_next,
+        stopped,
+        cycle_budget: l.cycle_budget,
+        lease: l.lease,
+    };
+    let (ch, finished) = finish(board, actor, &f)?;
+    Ok((ch, finished.next))
+}
+
+/// What [`land_batch`] made: the change, the board after it, each landing's next task.
+pub type Batched = (Change, Board, Vec<Option<Task>>);
+
+/// The state half of a batch of landings (a runner process that hosts several agents publishes what they finished
+/// together): each landing's [`record`], as its agent's, applied in order to `board` (each sees the claims of those
+/// before it), in one change; the board after it, and each landing's next task. `stopped`: the judge said stop (no
+/// next claims). `Err((k, e))`: landing `k` is refused (its claim is gone) — it leaves the batch, and nothing is
+/// published.
+pub fn land_batch(
+    board: &Board,
+    now: Timestamp,
+    stopped: bool,
+    landings: &[(&str, Record<'_>)],
+) -> Result<Batched, (usize, DomainError)> {
+    let mut after = board.clone();
+    let mut ch = Change::default();
+    let mut nexts = Vec::with_capacity(landings.len());
+    for (k, (agent, l)) in landings.iter().enumerate() {
+        let actor = Actor { agent: agent.to_string(), now };
+        let (c, next) = record(&after, &actor, l.claim_next && stopped, l).map_err(|e| (k, e))?;
+        super::apply(&mut after, &c);
+        ch = ch.then(c);
+        nexts.push(next);
+    }
+    Ok((ch, after, nexts))
+}
+
 /// Fold "claim the next ready work task" into `ch` when wanted and possible; never `except` (the task this worker
-/// just failed: another agent should have the next try). Public for the model check (`tests/model.rs`).
+/// just failed: another agent should have the next try).
 pub fn then_claim(
     board: &Board,
     actor: &Actor,

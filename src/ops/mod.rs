@@ -11,7 +11,9 @@ use crate::model::{Claim, Config, Failure, Kind, MAX_EPOCH, Status, Task, TaskRe
 use crate::time::Timestamp;
 use crate::usage::{Spend, Usage};
 
+pub mod claim;
 pub mod cycle;
+pub mod goal;
 pub mod land;
 pub mod plan;
 

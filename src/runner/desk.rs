@@ -21,10 +21,11 @@ use std::time::Duration;
 use gix::ObjectId;
 
 use super::Runner;
-use super::worker::{Abort, Claimed, claim_op, landing_op};
+use super::worker::{Abort, claim_op};
 use crate::model::Task;
-use crate::ops::{self, Actor, Board, Change, DomainError};
-use crate::time::Timestamp;
+use crate::ops::claim::Claimed;
+use crate::ops::land::{Record, land_batch};
+use crate::ops::{self, Actor, DomainError};
 use crate::txn::TxnError;
 use crate::usage::{Limit, Usage};
 
@@ -178,60 +179,6 @@ impl Own<'_> {
             }
         }
     }
-}
-
-/// One landing of a batch: whose, which claim, its code, and what its state half records.
-pub struct BatchLanding<'a> {
-    pub agent: &'a str,
-    pub id: &'a str,
-    pub epoch: u64,
-    /// The commit its code lands as.
-    pub code: &'a str,
-    pub note: Option<&'a str>,
-    pub claim_next: bool,
-    pub lease: Duration,
-    pub usage: Option<Usage>,
-    pub cycle_budget: Limit,
-}
-
-/// What [`land_batch`] made: the change, the board after it, each landing's next task.
-pub type Batched = (Change, Board, Vec<Option<Task>>);
-
-/// The state half of a batch of landings, a pure op: each landing's `done` (with its code and note) and its next
-/// claim, applied in order to `board` as its agent's ([`landing_op`]: each sees the claims of those before it), in
-/// one change; the board after it, and each landing's next task. `stopped`: the judge said stop (no next claims).
-/// `Err((k, e))`: landing `k` is refused (its claim is gone) — it leaves the batch, and nothing is published.
-/// Public for the model check (`tests/model.rs`).
-pub fn land_batch(
-    board: &Board,
-    now: Timestamp,
-    stopped: bool,
-    landings: &[BatchLanding<'_>],
-) -> Result<Batched, (usize, DomainError)> {
-    let mut after = board.clone();
-    let mut ch = Change::default();
-    let mut nexts = Vec::with_capacity(landings.len());
-    for (k, l) in landings.iter().enumerate() {
-        let actor = Actor { agent: l.agent.to_string(), now };
-        let spent = (l.usage, &l.cycle_budget);
-        let (c, next) = landing_op(
-            &after,
-            &actor,
-            l.claim_next && stopped,
-            l.id,
-            l.epoch,
-            l.code,
-            l.note,
-            l.claim_next,
-            l.lease,
-            spent,
-        )
-        .map_err(|e| (k, e))?;
-        ops::apply(&mut after, &c);
-        ch = ch.then(c);
-        nexts.push(next);
-    }
-    Ok((ch, after, nexts))
 }
 
 /// How often a waiting agent wakes to keep its lease.
@@ -481,17 +428,19 @@ fn publish(
             let mut landings = Vec::new();
             for (&(i, _, usage), code) in prepared.iter().zip(&codes) {
                 let What::Land(spec) = &batch[i].what else { continue };
-                landings.push(BatchLanding {
-                    agent: &batch[i].agent,
-                    id: &spec.id,
-                    epoch: spec.epoch,
-                    code,
-                    note: spec.note.as_deref(),
-                    claim_next: spec.claim_next,
-                    lease: spec.lease,
-                    usage,
-                    cycle_budget: spec.cycle_budget,
-                });
+                landings.push((
+                    batch[i].agent.as_str(),
+                    Record {
+                        id: &spec.id,
+                        epoch: spec.epoch,
+                        code,
+                        note: spec.note.as_deref(),
+                        claim_next: spec.claim_next,
+                        lease: spec.lease,
+                        usage,
+                        cycle_budget: spec.cycle_budget,
+                    },
+                ));
             }
             let (mut ch, mut after, nexts) = land_batch(&snap.board, now, stopped, &landings).map_err(|(k, e)| {
                 failed_at.set(Some(prepared[k].0));

@@ -129,7 +129,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
             if opts.mode == Mode::Once {
                 return Ok((RunEnd::NothingReady, verdicts));
             }
-            if opts.mode == Mode::UntilIdle && super::idle(&full.board, now) && !any {
+            if opts.mode == Mode::UntilIdle && crate::ops::claim::idle(&full.board, now) && !any {
                 return Ok((RunEnd::Idle, verdicts));
             }
             r.emit(Event::Waiting { why: format!("cycle {} is running ({} open or claimed)", view.n, view.live) });

@@ -958,13 +958,6 @@ pub fn last_cycle(store: &Store, commit: ObjectId) -> Option<CycleRecord> {
     })
 }
 
-/// Is there nothing to do: no ready task of any kind and no claim, live or expired? An expired claim whose
-/// attempts are spent is not ready, yet not over either: the next claim records it as failed (found by the model
-/// check, `tests/model.rs`: counting only live claims let every worker exit with such a task still claimed).
-pub fn idle(board: &Board, now: Timestamp) -> bool {
-    board.tasks.values().all(|s| s.task.status != Status::Claimed && !ops::is_ready(board, &s.task, now))
-}
-
 /// The goal of the swarm (`goal.md`), if one was set.
 pub fn goal(store: &Store, commit: ObjectId) -> Option<String> {
     match store.read_text(commit, GOAL_PATH, 256 * 1024) {

@@ -287,7 +287,7 @@ fn run_loop(
             match opts.mode {
                 Mode::Once if stats.rounds > 0 => return Ok(RunEnd::Done),
                 Mode::Once => return Ok(RunEnd::NothingReady),
-                Mode::UntilIdle if super::idle(&snap.board, (r.clock)()) => return Ok(RunEnd::Idle),
+                Mode::UntilIdle if crate::ops::claim::idle(&snap.board, (r.clock)()) => return Ok(RunEnd::Idle),
                 _ => {}
             }
         }

@@ -10,12 +10,13 @@ use super::landing::{Landing, LeaseKeeper};
 use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, git, prompts};
 use crate::agent::{Backend, Exit, Prepared};
 use crate::model::{Kind, Task};
+use crate::ops::claim::Claimed;
 use crate::ops::land::{Finish, Outcome};
 use crate::ops::{self, Actor, Board, Change, DomainError};
 use crate::store::Snapshot;
 use crate::time::Timestamp;
 use crate::txn::{Reach, TxnError};
-use crate::usage::{Limit, Usage};
+use crate::usage::Limit;
 
 /// Options of `git swarm run worker`.
 #[derive(Debug, Clone, Default)]
@@ -181,7 +182,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
                             return Ok((RunEnd::NothingReady, stats));
                         }
                         let snap = r.read(false)?;
-                        if opts.mode == Mode::UntilIdle && super::idle(&snap.board, (r.clock)()) {
+                        if opts.mode == Mode::UntilIdle && ops::claim::idle(&snap.board, (r.clock)()) {
                             return Ok((RunEnd::Idle, stats));
                         }
                         r.emit(Event::Waiting { why: "no ready work task".into() });
@@ -225,22 +226,8 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     }
 }
 
-/// What the worker loop's claim found.
-pub(super) enum Claimed {
-    /// The judge stopped the swarm in this cycle.
-    Stopped(u64),
-    /// The running cycle spent its budget.
-    Budget(String),
-    /// These expired claims with no attempts left (task, epoch of the claim) are to be looked up on the target
-    /// first.
-    LookUp(Vec<(String, u64)>),
-    /// A claim (or a sweep alone: `None`).
-    Task(Option<Box<Task>>),
-}
-
-/// The worker loop's claim on `board` (of the state commit `commit`): nothing when the judge stopped the swarm or
-/// the cycle spent its budget; else the expired claims with no attempts left to look up first (those not in
-/// `looked_up`: task → its code on the target, if any); else [`claim_work`].
+/// The worker loop's claim on `board` (of the state commit `commit`, whose cycles say whether the judge stopped
+/// the swarm): [`ops::claim::next_work`].
 pub(super) fn claim_op(
     store: &crate::store::Store,
     commit: ObjectId,
@@ -249,66 +236,8 @@ pub(super) fn claim_op(
     looked_up: &std::collections::BTreeMap<String, Option<ObjectId>>,
     cycle_budget: &Limit,
 ) -> Result<(Change, Claimed), DomainError> {
-    if let Some(c) = super::last_cycle(store, commit).filter(|c| c.verdict == super::Verdict::Stop) {
-        return Ok((Change::default(), Claimed::Stopped(c.cycle)));
-    }
-    if let Some(why) = super::cycle_budget_spent(board, cycle_budget) {
-        return Ok((Change::default(), Claimed::Budget(why)));
-    }
-    let epoch = |id: &String| board.tasks.get(id).and_then(|s| s.task.claim.as_ref()).map_or(0, |c| c.epoch);
-    let unknown: Vec<(String, u64)> = sweep_candidates(board, actor.now)
-        .into_iter()
-        .filter(|id| !looked_up.contains_key(id))
-        .map(|id| {
-            let e = epoch(&id);
-            (id, e)
-        })
-        .collect();
-    if !unknown.is_empty() {
-        return Ok((Change::default(), Claimed::LookUp(unknown)));
-    }
-    let landed = looked_up.iter().filter_map(|(id, c)| Some((id.clone(), (*c)?.to_string()))).collect();
-    claim_work(board, actor, board.config.lease, &landed).map(|(ch, t)| (ch, Claimed::Task(t.map(Box::new))))
-}
-
-/// The expired work claims whose attempts are spent: a claim without id sweeps them (as failed, unless their code
-/// is on the target). Public for the model check (`tests/model.rs`).
-pub fn sweep_candidates(board: &Board, now: Timestamp) -> Vec<String> {
-    board
-        .tasks
-        .values()
-        .map(|s| &s.task)
-        .filter(|t| {
-            t.kind == Kind::Work
-                && t.expired_claim(now).is_some()
-                && t.attempts.saturating_add(1) >= board.config.max_attempts
-        })
-        .map(|t| t.id.clone())
-        .collect()
-}
-
-/// The worker loop's claim: first finish the expired claims whose code is on the target (`landed`: task → commit,
-/// a landing whose state half failed and whose holder is gone), then claim the best ready work task, sweeping the
-/// other exhausted claims as failed. Public for the model check (`tests/model.rs`).
-pub fn claim_work(
-    board: &Board,
-    actor: &Actor,
-    lease: Duration,
-    landed: &std::collections::BTreeMap<String, String>,
-) -> Result<(Change, Option<Task>), DomainError> {
-    let mut after = board.clone();
-    let mut ch = Change::default();
-    for (id, commit) in landed {
-        if let Ok((done, _)) = ops::done_landed(&after, actor, id, commit.clone()) {
-            ops::apply(&mut after, &done);
-            ch = ch.then(done);
-        }
-    }
-    match ops::claim(&after, actor, None, Kind::Work, lease, None) {
-        Ok((next, task)) => Ok((ch.then(next), task)),
-        Err(DomainError::NothingReady { .. }) if !ch.is_empty() => Ok((ch, None)),
-        Err(e) => Err(e),
-    }
+    let stopped = super::last_cycle(store, commit).filter(|c| c.verdict == super::Verdict::Stop).map(|c| c.cycle);
+    ops::claim::next_work(board, actor, stopped, looked_up, cycle_budget)
 }
 
 /// With the repository itself as the remote, landing moves the target branch in this repository: refuse when it is
@@ -404,36 +333,15 @@ fn landed_code(
     Ok(found.code.map(|(code, _)| code))
 }
 
-/// The state half of a landing on `board` ([`ops::land::finish`]): `done` with the landed commit and the hand-off,
-/// and the next claim in the same commit (unless `stopped`: the judge said stop). Also what a batch of the landing
-/// desk applies for each of its landings ([`super::desk`]).
-#[allow(clippy::too_many_arguments)]
+/// The state half of a landing on `board` ([`ops::land::record`]), scrubbed of the runner's secrets.
 pub(super) fn landing_op(
     board: &Board,
     actor: &Actor,
     stopped: bool,
-    id: &str,
-    epoch: u64,
-    code: &str,
-    note: Option<&str>,
-    claim_next: bool,
-    lease: Duration,
-    spent: (Option<Usage>, &Limit),
+    l: &ops::land::Record<'_>,
 ) -> Result<(Change, Option<Task>), DomainError> {
-    let (usage, cycle_budget) = spent;
-    let f = Finish {
-        id,
-        epoch,
-        outcome: Outcome::Done { code: Some(code) },
-        note,
-        usage,
-        claim_next,
-        stopped,
-        cycle_budget: *cycle_budget,
-        lease,
-    };
-    let (ch, finished) = ops::land::finish(board, actor, &f)?;
-    Ok((super::scrub(ch), finished.next))
+    let (ch, next) = ops::land::record(board, actor, stopped, l)?;
+    Ok((super::scrub(ch), next))
 }
 
 /// Finish a task whose code is on the target already (`code`): `done` alone, in one update of the state ref.
@@ -460,10 +368,19 @@ fn roll_forward(
     let store = r.swarm.store();
     let (usage, cycle_budget) = (r.spent.of(&id, epoch), r.spent.budgets().1);
     let res = r.transact(|snap, actor| {
-        let spent = (usage, &cycle_budget);
         let stopped = claim_next && judge_stopped(store, snap);
         let code = code.to_string();
-        landing_op(&snap.board, actor, stopped, &id, epoch, &code, Some(&note), claim_next, lease, spent)
+        let l = ops::land::Record {
+            id: &id,
+            epoch,
+            code: &code,
+            note: Some(&note),
+            claim_next,
+            lease,
+            usage,
+            cycle_budget,
+        };
+        landing_op(&snap.board, actor, stopped, &l)
     });
     match res {
         Ok(c) => {
@@ -842,21 +759,20 @@ fn finish(
         let alone = |landing: &mut Landing<'_, '_>| {
             r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut |tip| landing.prepare(tip), |snap, now, code| {
                 let actor = Actor { agent: agent.clone(), now };
-                // What the attempt spent, its conflict runs included: read when the landing is made.
-                let spent = (spent.of(&id, epoch), &cycle_budget);
                 let stopped = claim_next && judge_stopped(store, snap);
-                let (ch, next) = landing_op(
-                    &snap.board,
-                    &actor,
-                    stopped,
-                    &id,
+                let code_s = code.to_string();
+                let l = ops::land::Record {
+                    id: &id,
                     epoch,
-                    &code.to_string(),
-                    note.as_deref(),
+                    code: &code_s,
+                    note: note.as_deref(),
                     claim_next,
                     lease,
-                    spent,
-                )?;
+                    // What the attempt spent, its conflict runs included: read when the landing is made.
+                    usage: spent.of(&id, epoch),
+                    cycle_budget,
+                };
+                let (ch, next) = landing_op(&snap.board, &actor, stopped, &l)?;
                 Ok((ch, (next, code)))
             })
         };
@@ -1006,8 +922,6 @@ fn own_commits(store: &crate::store::Store, base: ObjectId, tip: ObjectId) -> Ve
 pub(super) fn judge_stopped(store: &crate::store::Store, snap: &Snapshot) -> bool {
     super::last_cycle(store, snap.commit).is_some_and(|c| c.verdict == super::Verdict::Stop)
 }
-
-pub use crate::ops::land::then_claim;
 
 fn one_line(s: &str) -> String {
     s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_string()
