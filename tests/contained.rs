@@ -309,3 +309,31 @@ fn a_planted_pick_index_never_sends_a_claim_idle() {
     let claimed = env.sw(c, &["--agent", "w2", "claim"]).ok().line();
     assert_eq!(claimed, id, "the planted index sent the claim idle");
 }
+
+/// The agent's git takes its own settings (the excludes that keep the CLIs' files out of its commits), whatever
+/// `GIT_CONFIG_*` the runner's environment holds, in the sandbox and without it: numbered after the runner's count
+/// (which the agent never gets), every git command of the agent refused ("missing config key GIT_CONFIG_KEY_0"); in
+/// the sandbox, the copy's settings overwrote the excludes.
+#[test]
+fn the_agents_git_keeps_its_excludes_whatever_the_runners_git_config_environment() {
+    let script = "git status --porcelain > /dev/null 2> git-err.txt; echo $? > git-status.txt\n\
+                  git config --get core.excludesFile > /dev/null && echo set > excludes.txt || echo unset > excludes.txt\n\
+                  mkdir -p .claude && echo mine > .claude/settings.local.json\n\
+                  git add -A && git commit -qm work\n";
+    for run in ["sandbox = \"off\"", "sandbox = \"auto\""] {
+        if run.contains("auto") && !sandbox_or_skip("the_agents_git_keeps_its_excludes") {
+            continue;
+        }
+        let w = world(script, run);
+        let runner_env =
+            [("GIT_CONFIG_COUNT", "1"), ("GIT_CONFIG_KEY_0", "user.useConfigOnly"), ("GIT_CONFIG_VALUE_0", "false")];
+        let (out, _) = w.attempt(&runner_env);
+        assert_eq!(out.code, 0, "{run}: {}", out.stderr);
+        let show = |f: &str| w.env.git_out(&w.bare, &["show", &format!("main:{f}")]).stdout.trim().to_string();
+        assert_eq!(show("git-status.txt"), "0", "{run}: the agent's git refused: {}", show("git-err.txt"));
+        assert_eq!(show("excludes.txt"), "set", "{run}");
+        // The agent's `git add -A` left the CLI's file out: its commit, and so the landing, holds the work alone.
+        let tree = w.env.git(&w.bare, &["ls-tree", "-r", "--name-only", "main"]);
+        assert!(!tree.contains(".claude/"), "{run}: {tree}");
+    }
+}

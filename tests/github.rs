@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::serve::{Answer, Seen, Served};
-use common::{Env, Out};
+use common::{Env, Out, tool_or_skip};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "ghp_TestToken0123456789abcdefSECRET";
@@ -462,26 +462,6 @@ fn ci_github_refuses_to_pin_paths_of_this_machine() {
     let c = swarm("relative", "[roles.worker]\nexec = \"sh agents/agent.sh\"\n[run]\ncheck = \"cargo test\"\n");
     let o = env.sw(&c, &["ci", "github", "--workers", "2", "--stdout"]).ok();
     assert!(!o.stderr.contains("names") && o.stdout.contains("GIT_SWARM_TRUST: "), "{}", o.stderr);
-}
-
-/// The program `tool` on the PATH, or None with a line saying why the test is skipped; a failure instead when
-/// `GIT_SWARM_REQUIRE_ALL=1` (CI, where `.ci/run` installs it: `install` says how).
-fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file());
-    match found {
-        Some(p) => Some(p),
-        None if std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1") => {
-            panic!("{test}: {tool} is not installed and GIT_SWARM_REQUIRE_ALL=1 ({install})")
-        }
-        None => {
-            println!("{test}: skipped: {tool} not installed ({install}; GIT_SWARM_REQUIRE_ALL=1 fails instead)");
-            None
-        }
-    }
 }
 
 /// Run a linter on the workflows of `c` (HOME the test's): its exit status and everything it printed.

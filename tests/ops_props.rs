@@ -1158,3 +1158,179 @@ fn counters_at_their_limits_never_overflow() {
     }
     assert!(panicked.is_empty(), "these ops panicked on counters at their limits: {panicked:?}");
 }
+
+/// The worker's claim (`ops::claim::next_work`) at every step of a random scenario, on the board as the scenario
+/// left it: a stop answers before anything else and writes nothing; expired claims with no attempts left are
+/// looked up first (each with the epoch of its claim); once they are, those whose code is on the target are
+/// finished as done with that commit and the rest swept, and the claim is the one `ops::claim` makes.
+fn the_workers_claim_holds(max_attempts: u32, script: &[Op], stop_at: usize) -> Result<(), TestCaseError> {
+    use git_swarm::ops::claim::{Claimed, next_work, sweep_candidates};
+    let mut board = empty_board(max_attempts);
+    let mut now = Timestamp::from_secs(START_SECS);
+    let lease = board.config.lease;
+    let no_budget = git_swarm::usage::Limit::default();
+    for (step, op) in script.iter().enumerate() {
+        if let Op::Wait(ms) = op {
+            now = now.plus(Duration::from_millis(*ms));
+            continue;
+        }
+        let actor = Actor { agent: AGENTS[step % AGENTS.len()].to_string(), now };
+        // A stop is the first answer, whatever the board holds.
+        if step % 7 == stop_at % 7 {
+            let (ch, claimed) = next_work(&board, &actor, Some(3), &BTreeMap::new(), &no_budget)
+                .map_err(|e| TestCaseError::fail(format!("a stopped claim refused: {e}")))?;
+            prop_assert!(ch.is_empty(), "a stopped claim wrote {:?}", ch.summary);
+            prop_assert!(matches!(claimed, Claimed::Stopped(3)), "{:?}", claimed);
+        }
+        let candidates = sweep_candidates(&board, now);
+        let (ch, claimed) = match next_work(&board, &actor, None, &BTreeMap::new(), &no_budget) {
+            Ok(found) => found,
+            Err(e) => {
+                // Nothing to look up and nothing ready: the plain claim says the same.
+                prop_assert!(candidates.is_empty());
+                let plain = ops::claim(&board, &actor, None, Kind::Work, lease, None);
+                prop_assert_eq!(plain.err(), Some(e));
+                (Change::default(), Claimed::Task(None))
+            }
+        };
+        if candidates.is_empty() {
+            if let Claimed::Task(Some(t)) = &claimed {
+                let (plain, task) = ops::claim(&board, &actor, None, Kind::Work, lease, None).expect("claims too");
+                prop_assert_eq!(&plain, &ch);
+                prop_assert_eq!(task.as_ref(), Some(t.as_ref()));
+            }
+        } else {
+            prop_assert!(ch.is_empty());
+            let Claimed::LookUp(asked) = &claimed else {
+                return Err(TestCaseError::fail(format!("{} to look up, but {claimed:?}", candidates.len())));
+            };
+            let want: Vec<(String, u64)> = candidates
+                .iter()
+                .map(|id| (id.clone(), board.tasks[id].task.claim.as_ref().map_or(0, |c| c.epoch)))
+                .collect();
+            prop_assert_eq!(asked, &want);
+            // Looked up: every other one's code is on the target.
+            let found: BTreeMap<String, Option<gix::ObjectId>> = candidates
+                .iter()
+                .enumerate()
+                .map(|(i, id)| (id.clone(), (i % 2 == 0).then(|| gix::ObjectId::from_hex(&[b'a'; 40]).unwrap())))
+                .collect();
+            let again = next_work(&board, &actor, None, &found, &no_budget);
+            if let Ok((ch, claimed)) = again {
+                prop_assert!(matches!(claimed, Claimed::Task(_)), "{:?}", claimed);
+                let mut after = board.clone();
+                ops::apply(&mut after, &ch);
+                for (id, commit) in &found {
+                    let t = &after.tasks[id].task;
+                    match commit {
+                        Some(c) => {
+                            prop_assert_eq!(t.status, Status::Done, "{} landed but is {:?}", id, t.status);
+                            prop_assert_eq!(t.result.as_ref().and_then(|r| r.commit.clone()), Some(c.to_string()));
+                        }
+                        None => prop_assert_ne!(t.status, Status::Done, "{} was not on the target", id),
+                    }
+                }
+                if let Claimed::Task(Some(t)) = claimed {
+                    prop_assert_eq!(t.kind, Kind::Work);
+                    let held = after.tasks[&t.id].task.claim.as_ref().map(|c| c.agent.clone());
+                    prop_assert_eq!(held.as_deref(), Some(actor.agent.as_str()));
+                }
+            }
+        }
+        // The scenario's own op, as the other properties run it.
+        let op = concretize(&board, op).expect("not a wait");
+        if let Ok((change, _)) = run(&board, &op, now, step) {
+            ops::apply(&mut board, &change);
+        }
+        now = now.plus(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// The goal's ops on a board a random scenario left: `first_goal` files one open root plan labelled `goal` and the
+/// cycle, with `goal.md`; `next_cycle` (after a `continue` or the judge's `stop`) writes the ended cycle's record,
+/// cancels every open or claimed plan under an old goal, leaves work tasks alone, and files one new root plan for
+/// the cycle after.
+fn the_goals_ops_hold(max_attempts: u32, script: &[Op], stop: bool) -> Result<(), TestCaseError> {
+    use git_swarm::model::{CycleRecord, Verdict};
+    use git_swarm::ops::goal::{first_goal, next_cycle};
+    let mut board = empty_board(max_attempts);
+    let mut now = Timestamp::from_secs(START_SECS);
+    let person = |now| Actor { agent: "person".into(), now };
+    let (ch, first) = first_goal(&board, &person(now), "ship the parser\nin small steps", Some(1))
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(ch.files.get("goal.md").map(String::as_str), Some("ship the parser\nin small steps\n"));
+    ops::apply(&mut board, &ch);
+    let t = &board.tasks[&first].task;
+    prop_assert_eq!((t.kind, t.status, t.parent.as_deref()), (Kind::Plan, Status::Open, None));
+    prop_assert_eq!(&t.labels, &vec!["goal".to_string(), "cycle-1".to_string()]);
+    prop_assert_eq!(t.title.as_str(), "Goal: ship the parser");
+    for (step, op) in script.iter().enumerate() {
+        if let Op::Wait(ms) = op {
+            now = now.plus(Duration::from_millis(*ms));
+            continue;
+        }
+        let op = concretize(&board, op).expect("not a wait");
+        if let Ok((change, _)) = run(&board, &op, now, step) {
+            ops::apply(&mut board, &change);
+        }
+        now = now.plus(Duration::from_millis(1));
+    }
+    let last = CycleRecord {
+        cycle: 1,
+        verdict: if stop { Verdict::Stop } else { Verdict::Continue },
+        reasons: "enough".into(),
+        by: "judge".into(),
+        at: Timestamp::from_secs(START_SECS),
+        tasks_done: 0,
+        tasks_failed: 0,
+        usage: None,
+        spent: None,
+    };
+    let (ch, ended, plan) = next_cycle(&board, &board, &person(now), "now the printer", Some(&last))
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    // After a stop, the stopped cycle is the one that ended; after a continue, the one after it.
+    prop_assert_eq!(ended, if stop { 1 } else { 2 });
+    let record: CycleRecord = toml::from_str(&ch.files[&format!("cycles/{ended}.toml")]).expect("a record");
+    prop_assert_eq!((record.cycle, record.verdict), (ended, Verdict::Continue));
+    let mut after = board.clone();
+    ops::apply(&mut after, &ch);
+    for (id, s) in &board.tasks {
+        let now_is = after.tasks.get(id).map(|s| s.task.status);
+        let old_goal_plan = s.task.kind == Kind::Plan && matches!(s.task.status, Status::Open | Status::Claimed) && {
+            // Under a root plan labelled `goal` (the scenario's plans have no parent: only the goal's itself).
+            s.task.parent.is_none() && s.task.labels.iter().any(|l| l == "goal")
+        };
+        if old_goal_plan {
+            prop_assert_eq!(now_is, Some(Status::Cancelled), "{} planned the old goal", id);
+        } else if s.task.kind == Kind::Work {
+            prop_assert_eq!(now_is, Some(s.task.status), "work task {} changed", id);
+        }
+    }
+    let roots: Vec<&Task> = after
+        .tasks
+        .values()
+        .map(|s| &s.task)
+        .filter(|t| t.status == Status::Open && t.labels.iter().any(|l| l == "goal"))
+        .collect();
+    prop_assert_eq!(roots.len(), 1, "one open goal plan, not {:?}", roots.iter().map(|t| &t.id).collect::<Vec<_>>());
+    prop_assert_eq!(&roots[0].id, &plan);
+    prop_assert!(roots[0].labels.contains(&format!("cycle-{}", ended + 1)));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_workers_next_claim_looks_up_sweeps_and_claims_as_the_plain_claim_does(
+        (max_attempts, script) in scenario(), stop_at in 0usize..7
+    ) {
+        the_workers_claim_holds(max_attempts, &script, stop_at)?;
+    }
+
+    #[test]
+    fn a_new_goal_cancels_the_old_goals_plans_and_files_one_root_plan((max_attempts, script) in scenario(), stop in any::<bool>()) {
+        the_goals_ops_hold(max_attempts, &script, stop)?;
+    }
+}

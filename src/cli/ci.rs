@@ -1,8 +1,14 @@
-//! `git swarm ci github`: write the GitHub Actions workflow of a fleet (`.github/workflows/git-swarm.yml`).
-//! Also the pieces `dispatch` and `runs` share: which repository, which token, and GitHub's errors as `CliError`s.
+//! `git swarm ci github`: write the GitHub Actions workflow of a fleet (`.github/workflows/git-swarm.yml`);
+//! `git swarm ci gitlab` (`ci/gitlab.rs`): the GitLab CI pipeline of one. Also the pieces `dispatch` and `runs`
+//! share: which repository, which token, and the forge's errors as `CliError`s; and what both generators share:
+//! the install flags, the refusal of local paths and the push budget's warning.
 
-use std::path::PathBuf;
+mod gitlab;
+
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+pub(super) use gitlab::{dispatch_gitlab, runs_gitlab};
 
 use git_swarm::github::api::{ApiError, Client, DEFAULT_API_URL};
 use git_swarm::github::install::{self, Build, Source, sh_word};
@@ -23,6 +29,33 @@ enum CiCmd {
     /// Write .github/workflows/git-swarm.yml: a matrix of worker jobs running `git swarm run worker --until-idle`
     /// (optional planner and judge jobs), started with `git swarm dispatch` or on a schedule.
     Github(GithubArgs),
+    /// Write .gitlab-ci.yml (or, with --include, .gitlab/git-swarm.yml): a dispatched pipeline starts a child
+    /// pipeline of `parallel` worker jobs running `git swarm run worker --until-idle` (optional planner and judge),
+    /// one fleet per swarm at a time; started with `git swarm dispatch --gitlab`, a schedule or the web.
+    Gitlab(gitlab::GitlabArgs),
+}
+
+/// How the runners get git-swarm and the agents' CLIs: the flags every `ci <forge>` takes.
+#[derive(Debug, clap::Args)]
+pub(super) struct InstallArgs {
+    /// The shell command that installs git-swarm on a runner when the cache misses, instead of the default
+    /// [default: cargo install --locked --git <repository> --rev <the commit of this binary> git-swarm].
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["install_from", "install_rev", "from_crates_io"])]
+    install: Option<String>,
+    /// The git repository the runners build git-swarm from [default: the package's repository].
+    #[arg(long, value_name = "GIT-URL")]
+    install_from: Option<String>,
+    /// The commit (40 hex digits) the runners build [default: the commit this binary was built from].
+    #[arg(long, value_name = "COMMIT")]
+    install_rev: Option<String>,
+    /// Install git-swarm from crates.io (`cargo install --locked git-swarm --version <this version>`): only once
+    /// that version is published there.
+    #[arg(long, conflicts_with_all = ["install_from", "install_rev"])]
+    from_crates_io: bool,
+    /// Install this preset's CLI on the runners at the release git-swarm is tested with (repeatable; `none`: no
+    /// CLI) [default: the presets the swarm's settings name].
+    #[arg(long, value_name = "PRESET")]
+    agent_cli: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -43,24 +76,8 @@ struct GithubArgs {
     /// Add a judge job (`git swarm run judge --until-idle`).
     #[arg(long)]
     judge: bool,
-    /// The shell command that installs git-swarm on a runner when the cache misses, instead of the default
-    /// [default: cargo install --locked --git <repository> --rev <the commit of this binary> git-swarm].
-    #[arg(long, value_name = "CMD", conflicts_with_all = ["install_from", "install_rev", "from_crates_io"])]
-    install: Option<String>,
-    /// The git repository the runners build git-swarm from [default: the package's repository].
-    #[arg(long, value_name = "GIT-URL")]
-    install_from: Option<String>,
-    /// The commit (40 hex digits) the runners build [default: the commit this binary was built from].
-    #[arg(long, value_name = "COMMIT")]
-    install_rev: Option<String>,
-    /// Install git-swarm from crates.io (`cargo install --locked git-swarm --version <this version>`): only once
-    /// that version is published there.
-    #[arg(long, conflicts_with_all = ["install_from", "install_rev"])]
-    from_crates_io: bool,
-    /// Install this preset's CLI on the runners at the release git-swarm is tested with (repeatable; `none`: no
-    /// CLI) [default: the presets the swarm's settings name].
-    #[arg(long, value_name = "PRESET")]
-    agent_cli: Vec<String>,
+    #[command(flatten)]
+    inst: InstallArgs,
     /// A shell command each runner job runs after the checkout, before the runner, e.g. a toolchain or the
     /// project's dependencies (repeatable).
     #[arg(long, value_name = "CMD")]
@@ -94,6 +111,7 @@ struct GithubArgs {
 pub fn run(ctx: &mut Ctx, args: CiArgs) -> CliResult<()> {
     match args.cmd {
         CiCmd::Github(a) => github(ctx, a),
+        CiCmd::Gitlab(a) => gitlab::run(ctx, a),
     }
 }
 
@@ -115,21 +133,7 @@ fn regenerate_line(ctx: &Ctx, a: &GithubArgs) -> String {
             words.push(flag.into());
         }
     }
-    if let Some(i) = &a.install {
-        words.push(format!("--install {}", sh_word(i)));
-    }
-    if let Some(u) = &a.install_from {
-        words.push(format!("--install-from {}", sh_word(u)));
-    }
-    if let Some(r) = &a.install_rev {
-        words.push(format!("--install-rev {}", sh_word(r)));
-    }
-    if a.from_crates_io {
-        words.push("--from-crates-io".into());
-    }
-    for p in &a.agent_cli {
-        words.push(format!("--agent-cli {}", sh_word(p)));
-    }
+    a.inst.regenerate_words(&mut words);
     for s in &a.setup {
         words.push(format!("--setup {}", sh_word(s)));
     }
@@ -152,9 +156,30 @@ fn regenerate_line(ctx: &Ctx, a: &GithubArgs) -> String {
     words.join(" ")
 }
 
+impl InstallArgs {
+    /// These flags as the header's command line writes them again.
+    pub(super) fn regenerate_words(&self, words: &mut Vec<String>) {
+        if let Some(i) = &self.install {
+            words.push(format!("--install {}", sh_word(i)));
+        }
+        if let Some(u) = &self.install_from {
+            words.push(format!("--install-from {}", sh_word(u)));
+        }
+        if let Some(r) = &self.install_rev {
+            words.push(format!("--install-rev {}", sh_word(r)));
+        }
+        if self.from_crates_io {
+            words.push("--from-crates-io".into());
+        }
+        for p in &self.agent_cli {
+            words.push(format!("--agent-cli {}", sh_word(p)));
+        }
+    }
+}
+
 /// Where the runners install git-swarm from, with what the user must know about it said on stderr: the commit
 /// built and where from, a dirty build, a URL no hosted runner reaches, crates.io that must have the version.
-fn install_source(ctx: &Ctx, a: &GithubArgs) -> CliResult<Source> {
+pub(super) fn install_source(ctx: &Ctx, a: &InstallArgs) -> CliResult<Source> {
     let build = Build::this();
     if let Some(cmd) = &a.install {
         return Ok(Source::Command(cmd.clone()));
@@ -218,7 +243,7 @@ fn install_source(ctx: &Ctx, a: &GithubArgs) -> CliResult<Source> {
 
 /// The commands that install the agents' CLIs: `--agent-cli` (`none`: no CLI), else the presets the pinned
 /// settings name (one with no registry is left to `--setup`, with a warning).
-fn agent_clis(ctx: &Ctx, a: &GithubArgs, lines: &[String]) -> CliResult<Vec<String>> {
+pub(super) fn agent_clis(ctx: &Ctx, a: &InstallArgs, lines: &[String]) -> CliResult<Vec<String>> {
     if a.agent_cli.iter().any(|p| p == "none") {
         if a.agent_cli.len() > 1 {
             return Err(CliError::usage("--agent-cli none goes alone"));
@@ -243,7 +268,8 @@ fn agent_clis(ctx: &Ctx, a: &GithubArgs, lines: &[String]) -> CliResult<Vec<Stri
 }
 
 /// Refuse (exit 2) pinned settings that name paths of this machine, unless `--allow-local-paths`.
-fn refuse_local_names(ctx: &Ctx, a: &GithubArgs, lines: &[String]) -> CliResult<()> {
+/// `what`: the file that would pin them (`workflow`, `pipeline`).
+pub(super) fn refuse_local_names(ctx: &Ctx, what: &str, allow_local_paths: bool, lines: &[String]) -> CliResult<()> {
     let clone = git_swarm::discover(ctx.dir()).ok().and_then(|r| r.workdir().map(PathBuf::from));
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let found = portable::local_names(lines, clone.as_deref(), home.as_deref());
@@ -255,12 +281,12 @@ fn refuse_local_names(ctx: &Ctx, a: &GithubArgs, lines: &[String]) -> CliResult<
         .map(|l| format!("{} names {}", l.key, git_swarm::escape::line(&l.found)))
         .collect::<Vec<_>>()
         .join("; ");
-    if a.allow_local_paths {
+    if allow_local_paths {
         ctx.out.warn(format!("pinned anyway (--allow-local-paths): {list}; every runner must have them"));
         return Ok(());
     }
     Err(CliError::usage(format!(
-        "the shared settings this workflow would pin name what only this machine has, which no runner has: {list}"
+        "the shared settings this {what} would pin name what only this machine has, which no runner has: {list}"
     ))
     .hint(
         "use a path relative to the repository (commit the script: agents run in a work tree of the clone), a \
@@ -276,7 +302,7 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
     o.planner = a.planner;
     o.judge = a.judge;
     o.swarm = ctx.swarm_name.clone();
-    o.install = install_source(ctx, &a)?;
+    o.install = install_source(ctx, &a.inst)?;
     o.setup = a.setup.clone();
     if !a.secret.is_empty() {
         o.secrets = a.secret.clone();
@@ -285,53 +311,10 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
     o.runs_on = a.runs_on.clone();
     o.environment = a.environment.clone();
     o.regenerate = regenerate_line(ctx, &a);
-    // The fleet runs the shared settings as they are now, pinned by their digest; a later change needs this file
-    // regenerated (docs/github-actions.md, *Trust*).
-    o.trust = match ctx.swarm().and_then(|s| super::trust::document(&s)) {
-        Ok(doc) => {
-            refuse_local_names(ctx, &a, &doc.lines)?;
-            o.agent_clis = agent_clis(ctx, &a, &doc.lines)?;
-            Some(doc.digest)
-        }
-        Err(e) => {
-            o.agent_clis = agent_clis(ctx, &a, &[])?;
-            ctx.out.warn(format!(
-                "the swarm's settings cannot be read ({}): the workflow pins no trust digest, and its runners will \
-                 not run shared agent commands; run this again after `git swarm init`",
-                e.message
-            ));
-            None
-        }
-    };
+    (o.trust, o.agent_clis) = pin_settings(ctx, "workflow", a.allow_local_paths, &a.inst)?;
     let text = workflow::render(&o).map_err(|e| CliError::usage(e.to_string()))?;
 
-    // The push budget at 5-minute tasks and the default lease (10m), counting the benchmark's contended races.
-    let (task, lease) = (Duration::from_secs(5 * 60), Duration::from_secs(10 * 60));
-    let most = budget::max_workers(task, lease, budget::ATTEMPTS_CONTENDED);
-    if a.agents_per_job > 1 {
-        // Jobs of several agents push in batches, paced by one share each: the budget holds while a job's wait
-        // stays under a sixth of the lease (docs/github-actions.md, "More than 100 agents").
-        let jobs = budget::max_batching_jobs(lease);
-        if u64::from(a.workers) > jobs {
-            ctx.out.warn(format!(
-                "{} jobs of {} agents: under a budget of {:.0} pushes a minute each job waits {} s between pushes, \
-                past a sixth of the default lease (10m), so the fleet can push faster than the budget; at most {jobs} \
-                such jobs, or a longer lease (`git swarm config set lease 30m`): see docs/github-actions.md",
-                a.workers,
-                a.agents_per_job,
-                budget::PUSHES_PER_MINUTE,
-                (60.0 * f64::from(a.workers) / budget::PUSHES_PER_MINUTE).round()
-            ));
-        }
-    } else if u64::from(a.workers) > most {
-        let rate = budget::pushes_per_worker_minute(task, lease, budget::ATTEMPTS_CONTENDED) * f64::from(a.workers);
-        ctx.out.warn(format!(
-            "{} workers with 5-minute tasks push about {rate:.0} times a minute; GitHub recommends at most {:.0} a \
-             repository (about {most} such workers): see the push budget in docs/github-actions.md",
-            a.workers,
-            budget::PUSHES_PER_MINUTE
-        ));
-    }
+    warn_push_budget(ctx, &budget::GITHUB, a.workers, a.agents_per_job);
     if a.stdout {
         if ctx.out.json {
             ctx.out.doc(&json!({"path": null, "written": false, "workflow": text}));
@@ -340,33 +323,11 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
         }
         return Ok(());
     }
-    let repo = git_swarm::discover(ctx.dir()).map_err(|e| CliError::io(e.to_string()))?;
-    let top = repo
-        .workdir()
-        .map(PathBuf::from)
-        .ok_or_else(|| CliError::usage("this repository has no work tree (bare): use --stdout, or run in a clone"))?;
-    let path = top.join(".github").join("workflows").join(WORKFLOW_FILE);
-    let shown = path.display().to_string();
-    let written = match std::fs::read_to_string(&path) {
-        Ok(old) if old == text => false,
-        Ok(_) if !a.force => {
-            return Err(CliError::usage(format!("{shown} exists and differs from the workflow asked for"))
-                .hint("overwrite it with --force, or see the new one with --stdout"));
-        }
-        Ok(_) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        Err(e) => return Err(CliError::io(format!("{shown}: {e}"))),
-    };
+    let rel = Path::new(".github").join("workflows").join(WORKFLOW_FILE);
+    let (shown, written) = write_generated(ctx, &rel, &text, a.force, "workflow", &[])?;
     if written {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| CliError::io(format!("{}: {e}", dir.display())))?;
-        }
-        std::fs::write(&path, &text).map_err(|e| CliError::io(format!("{shown}: {e}")))?;
-        ctx.out.line(format!("wrote {shown}"));
         ctx.out
             .note("next: commit and push it to the default branch, add the agents' secrets, then `git swarm dispatch`");
-    } else {
-        ctx.out.line(format!("{shown} is up to date"));
     }
     let mut jobs = vec!["prepare", "worker"];
     if a.planner {
@@ -379,6 +340,105 @@ fn github(ctx: &mut Ctx, a: GithubArgs) -> CliResult<()> {
         "agents_per_job": a.agents_per_job, "jobs": jobs, "install": o.install.command(),
         "agent_clis": o.agent_clis}));
     Ok(())
+}
+
+/// The shared settings the fleet runs, pinned by their digest (a later change needs the file regenerated:
+/// docs/github-actions.md, *Trust*), after the refusal of what names this machine; and the commands that install the
+/// agents' CLIs. Without a readable swarm nothing is pinned, which a warning says. `what`: the file (`workflow`).
+pub(super) fn pin_settings(
+    ctx: &mut Ctx,
+    what: &str,
+    allow_local_paths: bool,
+    inst: &InstallArgs,
+) -> CliResult<(Option<String>, Vec<String>)> {
+    match ctx.swarm().and_then(|s| super::trust::document(&s)) {
+        Ok(doc) => {
+            refuse_local_names(ctx, what, allow_local_paths, &doc.lines)?;
+            Ok((Some(doc.digest), agent_clis(ctx, inst, &doc.lines)?))
+        }
+        Err(e) => {
+            let clis = agent_clis(ctx, inst, &[])?;
+            ctx.out.warn(format!(
+                "the swarm's settings cannot be read ({}): the {what} pins no trust digest, and its runners will \
+                 not run shared agent commands; run this again after `git swarm init`",
+                e.message
+            ));
+            Ok((None, clis))
+        }
+    }
+}
+
+/// Write a generated file at `rel` (under the top of the work tree): nothing when it already holds `text`, a refusal
+/// (exit 2) when it holds something else and not `force`, with `hints` after the usual one. Its path as shown, and
+/// whether it was written (`wrote …` or `… is up to date` on stdout).
+pub(super) fn write_generated(
+    ctx: &Ctx,
+    rel: &Path,
+    text: &str,
+    force: bool,
+    what: &str,
+    hints: &[&str],
+) -> CliResult<(String, bool)> {
+    let repo = git_swarm::discover(ctx.dir()).map_err(|e| CliError::io(e.to_string()))?;
+    let top = repo
+        .workdir()
+        .map(PathBuf::from)
+        .ok_or_else(|| CliError::usage("this repository has no work tree (bare): use --stdout, or run in a clone"))?;
+    let path = top.join(rel);
+    let shown = path.display().to_string();
+    let written = match std::fs::read_to_string(&path) {
+        Ok(old) if old == text => false,
+        Ok(_) if !force => {
+            let mut e = CliError::usage(format!("{shown} exists and differs from the {what} asked for"))
+                .hint("overwrite it with --force, or see the new one with --stdout");
+            for h in hints {
+                e = e.hint(*h);
+            }
+            return Err(e);
+        }
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(CliError::io(format!("{shown}: {e}"))),
+    };
+    if written {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| CliError::io(format!("{}: {e}", dir.display())))?;
+        }
+        std::fs::write(&path, text).map_err(|e| CliError::io(format!("{shown}: {e}")))?;
+        ctx.out.line(format!("wrote {shown}"));
+    } else {
+        ctx.out.line(format!("{shown} is up to date"));
+    }
+    Ok((shown, written))
+}
+
+/// The push budget of a fleet of `workers` jobs of `agents_per_job` agents on `forge`, at 5-minute tasks and the
+/// default lease (10m), counting the benchmark's contended races: a warning when the fleet can push faster.
+pub(super) fn warn_push_budget(ctx: &Ctx, forge: &budget::Forge, workers: u32, agents_per_job: u32) {
+    let (task, lease) = (Duration::from_secs(5 * 60), Duration::from_secs(10 * 60));
+    let most = forge.max_workers(task, lease, budget::ATTEMPTS_CONTENDED);
+    if agents_per_job > 1 {
+        // Jobs of several agents push in batches, paced by one share each: the budget holds while a job's wait
+        // stays under a sixth of the lease (docs/github-actions.md, "More than 100 agents").
+        let jobs = forge.max_batching_jobs(lease);
+        if u64::from(workers) > jobs {
+            ctx.out.warn(format!(
+                "{workers} jobs of {agents_per_job} agents: under a budget of {:.0} pushes a minute each job waits {} s \
+                between pushes, past a sixth of the default lease (10m), so the fleet can push faster than the budget; \
+                at most {jobs} such jobs, or a longer lease (`git swarm config set lease 30m`): see {}",
+                forge.pushes_per_minute,
+                (60.0 * f64::from(workers) / forge.pushes_per_minute).round(),
+                forge.doc
+            ));
+        }
+    } else if u64::from(workers) > most {
+        let rate = budget::pushes_per_worker_minute(task, lease, budget::ATTEMPTS_CONTENDED) * f64::from(workers);
+        ctx.out.warn(format!(
+            "{workers} workers with 5-minute tasks push about {rate:.0} times a minute; {} (about {most} such \
+             workers): see the push budget in {}",
+            forge.says, forge.doc
+        ));
+    }
 }
 
 /// The GitHub repository of the swarm: `--repo`, else the swarm's remote when it is on github.com.

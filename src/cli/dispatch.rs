@@ -1,4 +1,5 @@
-//! `git swarm dispatch`: start the fleet's workflow on GitHub Actions through the REST API (`workflow_dispatch`).
+//! `git swarm dispatch`: start the fleet's workflow on GitHub Actions through the REST API (`workflow_dispatch`);
+//! with `--gitlab`, a pipeline of the fleet's GitLab CI file (`POST /projects/:id/pipeline`, `ci/gitlab.rs`).
 
 use std::collections::BTreeMap;
 
@@ -22,20 +23,27 @@ pub struct DispatchArgs {
     #[arg(long = "ref", value_name = "REF")]
     git_ref: Option<String>,
     /// The GitHub repository [default: from the swarm's remote URL].
-    #[arg(long, value_name = "OWNER/NAME")]
+    #[arg(long, value_name = "OWNER/NAME", conflicts_with = "gitlab")]
     repo: Option<String>,
     /// The workflow file under .github/workflows/ (or its numeric id).
-    #[arg(long, value_name = "FILE", default_value = WORKFLOW_FILE)]
+    #[arg(long, value_name = "FILE", default_value = WORKFLOW_FILE, conflicts_with = "gitlab")]
     workflow: String,
+    /// Start a GitLab CI pipeline (`git swarm ci gitlab`) instead: the token from GITLAB_TOKEN, the API from
+    /// GITLAB_API_URL or the remote's server.
+    #[arg(long)]
+    gitlab: bool,
+    /// The GitLab project, `group/name` or its numeric id (with --gitlab) [default: from the swarm's remote URL].
+    #[arg(long, value_name = "PATH|ID", requires = "gitlab")]
+    project: Option<String>,
 }
 
 pub fn run(ctx: &mut Ctx, a: DispatchArgs) -> CliResult<()> {
-    validate_workflow(&a.workflow).map_err(|e| CliError::usage(format!("--workflow: {e}")))?;
-    if let Some(r) = &a.git_ref
-        && (r.trim().is_empty() || r.chars().any(|c| c.is_control() || c == ' '))
-    {
-        return Err(CliError::usage(format!("--ref '{}' is not a branch or tag", git_swarm::escape::line(r))));
+    if a.gitlab {
+        check_ref(a.git_ref.as_deref())?;
+        return super::ci::dispatch_gitlab(ctx, a.project.as_deref(), a.git_ref, a.workers, a.goal);
     }
+    validate_workflow(&a.workflow).map_err(|e| CliError::usage(format!("--workflow: {e}")))?;
+    check_ref(a.git_ref.as_deref())?;
     let repo = repo_slug(ctx, a.repo.as_deref())?;
     // The token is checked before any request is made.
     let api = client()?;
@@ -70,5 +78,15 @@ pub fn run(ctx: &mut Ctx, a: DispatchArgs) -> CliResult<()> {
         "inputs": inputs,
         "run": d.run_id.map(|id| json!({"id": id, "url": d.html_url})),
     }));
+    Ok(())
+}
+
+/// `--ref`: a branch or tag name, no white space or control characters.
+fn check_ref(git_ref: Option<&str>) -> CliResult<()> {
+    if let Some(r) = git_ref
+        && (r.trim().is_empty() || r.chars().any(|c| c.is_control() || c == ' '))
+    {
+        return Err(CliError::usage(format!("--ref '{}' is not a branch or tag", git_swarm::escape::line(r))));
+    }
     Ok(())
 }

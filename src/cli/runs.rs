@@ -1,4 +1,5 @@
-//! `git swarm runs`: the runs of the fleet's workflow on GitHub Actions, newest first.
+//! `git swarm runs`: the runs of the fleet's workflow on GitHub Actions, newest first; with `--gitlab`, the
+//! pipelines of the GitLab project (`ci/gitlab.rs`).
 
 use git_swarm::escape::line;
 use git_swarm::github::WORKFLOW_FILE;
@@ -14,14 +15,27 @@ pub struct RunsArgs {
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
     limit: u32,
     /// The GitHub repository [default: from the swarm's remote URL].
-    #[arg(long, value_name = "OWNER/NAME")]
+    #[arg(long, value_name = "OWNER/NAME", conflicts_with = "gitlab")]
     repo: Option<String>,
     /// The workflow file under .github/workflows/ (or its numeric id).
-    #[arg(long, value_name = "FILE", default_value = WORKFLOW_FILE)]
+    #[arg(long, value_name = "FILE", default_value = WORKFLOW_FILE, conflicts_with = "gitlab")]
     workflow: String,
+    /// The pipelines of a GitLab project instead (the token from GITLAB_TOKEN, the API from GITLAB_API_URL or the
+    /// remote's server).
+    #[arg(long)]
+    gitlab: bool,
+    /// The GitLab project, `group/name` or its numeric id (with --gitlab) [default: from the swarm's remote URL].
+    #[arg(long, value_name = "PATH|ID", requires = "gitlab")]
+    project: Option<String>,
+    /// Only pipelines of this source (with --gitlab): api, trigger, web, schedule, parent_pipeline, push, …
+    #[arg(long, value_name = "SOURCE", requires = "gitlab")]
+    source: Option<String>,
 }
 
 pub fn run(ctx: &mut Ctx, a: RunsArgs) -> CliResult<()> {
+    if a.gitlab {
+        return super::ci::runs_gitlab(ctx, a.project.as_deref(), a.limit, a.source.as_deref());
+    }
     validate_workflow(&a.workflow).map_err(|e| CliError::usage(format!("--workflow: {e}")))?;
     let repo = repo_slug(ctx, a.repo.as_deref())?;
     let api = client()?;

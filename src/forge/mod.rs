@@ -4,11 +4,9 @@
 //! the work to main, and the swarm's branch takes main back in after each merge.
 //!
 //! This module is the pure part: the `[forge]` settings and their checks, and the request's title and description
-//! from the board. The clients are `github::api` and `forge::gitlab`; the runner's part is `runner::propose`.
+//! from the board. The clients are `github::api` and `gitlab::api`; the runner's part is `runner::propose`.
 
 use crate::model::{Config, Status, Task};
-
-pub mod gitlab;
 
 /// Which forge keeps the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,6 @@
 //! (404), refused input (422, with GitHub's own message).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
@@ -20,7 +19,6 @@ use crate::time::Timestamp;
 pub(crate) const API_VERSION: &str = "2022-11-28";
 /// Where the API is when `GITHUB_API_URL` is not set.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a call failed. Every message is safe to print: no token, no control characters.
 #[derive(Debug, thiserror::Error)]
@@ -106,83 +104,49 @@ pub struct Dispatched {
 }
 
 /// A client bound to one API base and token.
+#[derive(Debug)]
 pub struct Client {
-    base: String,
-    token: String,
-    http: reqwest::blocking::Client,
-}
-
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("base", &crate::remote::redact(&self.base))
-            .field("token", &"[redacted]")
-            .finish()
-    }
+    rest: crate::fleet::rest::Rest,
 }
 
 impl Client {
     /// A client of the API at `base` (e.g. <https://api.github.com>) with `token`. Refuses an empty token and a
     /// base that would carry the token over plain http to another machine.
     pub fn new(base: &str, token: &str) -> Result<Client, ApiError> {
-        let token = token.trim();
-        if token.is_empty() {
-            return Err(ApiError::NoToken);
+        use crate::fleet::rest::{Rest, SetupError};
+        match Rest::new(base, token) {
+            Ok(rest) => Ok(Client { rest }),
+            Err(SetupError::NoToken) => Err(ApiError::NoToken),
+            Err(SetupError::BadBase { url, message }) => Err(ApiError::BadBase { url, message }),
         }
-        let base = base.trim().trim_end_matches('/').to_string();
-        let shown = crate::escape::line(&crate::remote::redact(&base));
-        let bad = |message: &str| ApiError::BadBase { url: shown.clone(), message: message.into() };
-        let parsed = reqwest::Url::parse(&base).map_err(|_| bad("not a URL"))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(bad("not an http(s) URL"));
-        }
-        if !crate::agent::http::may_carry_secret(&base) {
-            return Err(bad("refusing to send the token over plain http to another machine (use https)"));
-        }
-        let mut builder = reqwest::blocking::Client::builder()
-            .timeout(TIMEOUT)
-            .connect_timeout(TIMEOUT)
-            .user_agent(concat!("git-swarm/", env!("CARGO_PKG_VERSION")))
-            // Never resend the token to wherever a redirect points.
-            .redirect(reqwest::redirect::Policy::none());
-        if crate::agent::http::is_loopback(&base) {
-            builder = builder.no_proxy();
-        }
-        let http = builder.build().map_err(|e| bad(&format!("cannot set up the HTTP client: {e}")))?;
-        Ok(Client { base, token: token.to_string(), http })
     }
 
     fn headers(&self) -> Result<HeaderMap, ApiError> {
         let mut h = HeaderMap::new();
         h.insert(reqwest::header::ACCEPT, HeaderValue::from_static("application/vnd.github+json"));
         h.insert("x-github-api-version", HeaderValue::from_static(API_VERSION));
-        let mut auth = HeaderValue::from_str(&format!("Bearer {}", self.token)).map_err(|_| ApiError::BadBase {
-            url: self.shown(""),
-            message: "the token contains characters that cannot go in an HTTP header".into(),
-        })?;
+        let mut auth =
+            HeaderValue::from_str(&format!("Bearer {}", self.rest.token)).map_err(|_| ApiError::BadBase {
+                url: self.shown(""),
+                message: "the token contains characters that cannot go in an HTTP header".into(),
+            })?;
         auth.set_sensitive(true);
         h.insert(reqwest::header::AUTHORIZATION, auth);
         Ok(h)
     }
 
-    /// A URL of this API as messages show it: credentials in the base removed, control characters escaped.
     fn shown(&self, path: &str) -> String {
-        crate::escape::line(&crate::remote::redact(&format!("{}{path}", self.base)))
-    }
-
-    /// What removes the token from text headed for a message (a server may echo it back).
-    fn scrub(&self) -> crate::agent::http::Scrub<'_> {
-        crate::agent::http::Scrub { key: Some(&self.token) }
+        self.rest.shown(path)
     }
 
     /// One request; the body of a 2xx answer (empty for 204).
     fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<String, ApiError> {
-        self.call_url(method, &format!("{}{path}", self.base), body)
+        self.call_url(method, &format!("{}{path}", self.rest.base), body)
     }
 
     fn call_url(&self, method: reqwest::Method, url: &str, body: Option<&Value>) -> Result<String, ApiError> {
         let shown = crate::escape::line(&crate::remote::redact(url));
-        let mut req = self.http.request(method, url).headers(self.headers()?);
+        let mut req = self.rest.http.request(method, url).headers(self.headers()?);
         if let Some(b) = body {
             req = req.json(b);
         }
@@ -216,10 +180,7 @@ impl Client {
             301 | 302 | 307 | 308 => ApiError::Status {
                 url,
                 status,
-                message: format!(
-                    "a redirect to {} (the repository was renamed or moved?), not followed",
-                    location.map(|l| self.quote(&crate::remote::redact(&l))).unwrap_or_else(|| "?".into())
-                ),
+                message: self.rest.redirect_message(location.as_deref(), "the repository was renamed or moved?"),
             },
             _ => ApiError::Status { url, status, message },
         })
@@ -227,17 +188,7 @@ impl Client {
 
     /// GitHub's `message`, with the `errors` details of a 422, quoted; else the start of the body.
     fn error_message(&self, body: &str, status: u16) -> String {
-        let Ok(v) = serde_json::from_str::<Value>(body) else {
-            return if body.trim().is_empty() {
-                reqwest::StatusCode::from_u16(status)
-                    .ok()
-                    .and_then(|s| s.canonical_reason())
-                    .unwrap_or("no message")
-                    .to_string()
-            } else {
-                self.quote(body.trim())
-            };
-        };
+        let Ok(v) = serde_json::from_str::<Value>(body) else { return self.rest.plain_message(body, status) };
         let mut msg = v.get("message").and_then(Value::as_str).unwrap_or("no message").to_string();
         if let Some(errors) = v.get("errors").and_then(Value::as_array) {
             let details: Vec<String> = errors
@@ -260,11 +211,11 @@ impl Client {
     }
 
     fn quote(&self, s: &str) -> String {
-        crate::agent::http::quote(s, &self.scrub())
+        self.rest.quote(s)
     }
 
     fn chain(&self, e: reqwest::Error) -> String {
-        crate::agent::http::chain(e, &self.scrub())
+        self.rest.chain(e)
     }
 
     /// The repository's default branch (`GET /repos/{owner}/{repo}`).
@@ -379,9 +330,9 @@ impl Client {
     /// One GraphQL request (`POST /graphql` of api.github.com; `…/api/graphql` of a GitHub Enterprise server whose
     /// REST base is `…/api/v3`); GraphQL's own errors (a 200 with `errors`) are refusals.
     fn graphql(&self, query: &str, variables: Value) -> Result<Value, ApiError> {
-        let url = match self.base.strip_suffix("/api/v3") {
+        let url = match self.rest.base.strip_suffix("/api/v3") {
             Some(host) => format!("{host}/api/graphql"),
-            None => format!("{}/graphql", self.base),
+            None => format!("{}/graphql", self.rest.base),
         };
         let path = "/graphql";
         let req = serde_json::json!({"query": query, "variables": variables});

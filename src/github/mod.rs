@@ -1,17 +1,17 @@
-//! git swarm on GitHub Actions: the workflow that runs a fleet of runner jobs ([`workflow`]), the REST client that
-//! starts it and lists its runs ([`api`]), and the push budget a fleet must keep ([`budget`]).
+//! git swarm on GitHub Actions: the workflow that runs a fleet of runner jobs ([`workflow`]) and the REST client that
+//! starts it and lists its runs ([`api`]).
 //!
-//! What is not GitHub's alone, for any CI generator: how a fresh runner installs git-swarm and the agents' CLIs
-//! ([`install`]), the pinned settings that only work on the author's machine ([`portable`]), the push budget
-//! ([`budget`]) and the runner commands (`workflow::runner_command`).
+//! What is not GitHub's alone lives in [`crate::fleet`] (shared with `crate::gitlab`): how a fresh runner installs
+//! git-swarm and the agents' CLIs ([`install`]), the pinned settings that only work on the author's machine
+//! ([`portable`]), the push budget ([`budget`]) and the runner commands. They are re-exported here under their old
+//! paths.
 //!
 //! No terminal I/O here; the CLI (`src/cli/ci.rs`, `dispatch.rs`, `runs.rs`) prints.
 
 pub mod api;
-pub mod budget;
-pub mod install;
-pub mod portable;
 pub mod workflow;
+
+pub use crate::fleet::{budget, install, portable};
 
 /// The file name of the generated workflow (under `.github/workflows/`), which `dispatch` and `runs` address.
 pub const WORKFLOW_FILE: &str = "git-swarm.yml";

@@ -24,6 +24,7 @@
 use std::fmt::Write as _;
 
 use super::install::{self, Source};
+use crate::fleet::runner_command;
 
 /// An action the workflow uses, pinned by the commit of one release's tag (zizmor's `unpinned-uses`: a tag can be
 /// moved, a commit cannot). Where each commit comes from and how to update them: docs/github-actions.md, *Pinned
@@ -583,15 +584,6 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     Ok(out)
 }
 
-/// The command of a runner job: `exec git swarm run <role> --until-idle`, with `--agents <n>` for a worker job of
-/// several agents. (Every CI generator runs the same.)
-pub(crate) fn runner_command(role: &str, agents: u32) -> String {
-    match agents {
-        0 | 1 => format!("exec git swarm run {role} --until-idle"),
-        n => format!("exec git swarm run {role} --until-idle --agents {n}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -761,13 +753,6 @@ mod tests {
         };
         let plain = parse(&render(&Options::new(2)).expect("render"));
         assert_ne!(key(&y), key(&plain));
-    }
-
-    #[test]
-    fn the_runner_commands() {
-        assert_eq!(runner_command("worker", 1), "exec git swarm run worker --until-idle");
-        assert_eq!(runner_command("worker", 32), "exec git swarm run worker --until-idle --agents 32");
-        assert_eq!(runner_command("judge", 1), "exec git swarm run judge --until-idle");
     }
 
     #[test]

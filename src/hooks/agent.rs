@@ -164,13 +164,15 @@ pub(crate) fn write_excludes(wt: &Path, run_dir: &Path) -> Option<PathBuf> {
 
 /// The environment that makes an agent's git use `excludes` (through `GIT_CONFIG_COUNT`, for the agent's processes
 /// only). Not `info/exclude`: linked work trees share it with the user's checkout. (Some CLIs drop `GIT_CONFIG_*`
-/// from their shell tool's environment: the runner strips what such a commit added, see `runner::worker`.)
+/// from their shell tool's environment: the runner strips what such a commit added, see `runner::worker`.) The
+/// agent's environment is an allow-list that never holds the runner's own `GIT_CONFIG_*` (`agent::sandbox`), so
+/// these are its first and only entries: numbered from 0 (numbered after the runner's count, an agent's git found
+/// `GIT_CONFIG_KEY_<n>` without `GIT_CONFIG_KEY_0` and refused every command).
 pub(crate) fn exclude_env(excludes: &Path) -> Vec<(String, String)> {
-    let n: usize = std::env::var("GIT_CONFIG_COUNT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     vec![
-        ("GIT_CONFIG_COUNT".into(), (n + 1).to_string()),
-        (format!("GIT_CONFIG_KEY_{n}"), "core.excludesFile".into()),
-        (format!("GIT_CONFIG_VALUE_{n}"), excludes.to_string_lossy().into_owned()),
+        ("GIT_CONFIG_COUNT".into(), "1".into()),
+        ("GIT_CONFIG_KEY_0".into(), "core.excludesFile".into()),
+        ("GIT_CONFIG_VALUE_0".into(), excludes.to_string_lossy().into_owned()),
     ]
 }
 

@@ -118,10 +118,10 @@ fn repository_config(path: &Path) -> String {
     ];
     let mut out = String::new();
     let Some(text) = agent::files::read_text(path, 1 << 20) else {
-        return "[core]\n\trepositoryformatversion = 0\n".into();
+        return "[core]\n\trepositoryformatversion = 0\n[gc]\n\tauto = 0\n".into();
     };
     let Ok(file) = gix::config::File::try_from(text.as_str()) else {
-        return "[core]\n\trepositoryformatversion = 0\n".into();
+        return "[core]\n\trepositoryformatversion = 0\n[gc]\n\tauto = 0\n".into();
     };
     let simple = |v: &str| v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     for (section, keep) in [("core", Some(CORE)), ("extensions", None)] {
@@ -144,6 +144,8 @@ fn repository_config(path: &Path) -> String {
             out.extend(lines);
         }
     }
+    // No background maintenance of a copy that is thrown away.
+    out.push_str("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n");
     out
 }
 
@@ -279,15 +281,9 @@ impl Runner<'_> {
         {
             binds.push((gd.clone(), common.join(rel), true));
         }
-        env.extend([
-            // No background maintenance of a copy that is thrown away.
-            ("GIT_CONFIG_COUNT".to_string(), "2".to_string()),
-            ("GIT_CONFIG_KEY_0".to_string(), "gc.auto".to_string()),
-            ("GIT_CONFIG_VALUE_0".to_string(), "0".to_string()),
-            ("GIT_CONFIG_KEY_1".to_string(), "maintenance.auto".to_string()),
-            ("GIT_CONFIG_VALUE_1".to_string(), "false".to_string()),
-            ("GIT_SWARM_SANDBOXED".to_string(), "1".to_string()),
-        ]);
+        // The agent's own `GIT_CONFIG_*` (the excludes of `hooks::agent::exclude_env`) are its only ones: the
+        // copy's config says no background maintenance.
+        env.push(("GIT_SWARM_SANDBOXED".to_string(), "1".to_string()));
         let clone_top = self.swarm.local.repo.workdir().map(Path::to_path_buf);
         let mut writable = vec![cwd.to_path_buf(), run.clone()];
         writable.extend(settings.write.iter().cloned());

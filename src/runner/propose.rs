@@ -74,7 +74,7 @@ fn with_known<T>(f: impl FnOnce(&mut Known) -> T) -> T {
 /// A forge client for the swarm's repository.
 enum Client {
     Github(crate::github::api::Client, crate::github::RepoSlug),
-    Gitlab(forge::gitlab::Client, String),
+    Gitlab(crate::gitlab::api::Client, crate::gitlab::Project),
 }
 
 /// What a forge said of the request.
@@ -109,18 +109,20 @@ impl Client {
                 Ok(Client::Github(crate::github::api::Client::new(&api, &token).map_err(|e| e.to_string())?, repo))
             }
             Kind::Gitlab => {
-                let derived = url.as_deref().and_then(forge::gitlab::project_of_remote);
-                let project = s.repo.clone().or_else(|| derived.as_ref().map(|d| d.0.clone())).ok_or_else(|| {
-                    "the remote's URL names no GitLab project: set [forge] repo = \"group/project\"".to_string()
-                })?;
+                let derived = url.as_deref().and_then(crate::gitlab::RemoteProject::from_remote_url);
+                let project = match &s.repo {
+                    Some(r) => r.parse()?,
+                    None => derived.as_ref().map(|d| d.project.clone()).ok_or_else(|| {
+                        "the remote's URL names no GitLab project: set [forge] repo = \"group/project\"".to_string()
+                    })?,
+                };
                 let api = s
                     .api_url
                     .clone()
                     .or_else(|| std::env::var("GITLAB_API_URL").ok().filter(|u| !u.is_empty()))
-                    .or_else(|| derived.map(|d| d.1))
-                    .unwrap_or_else(|| forge::gitlab::DEFAULT_API_URL.to_string());
-                let var = vars.first().cloned().unwrap_or_default();
-                Ok(Client::Gitlab(forge::gitlab::Client::new(&api, &token, &var).map_err(|e| e.to_string())?, project))
+                    .or_else(|| derived.map(|d| d.api))
+                    .unwrap_or_else(|| crate::gitlab::DEFAULT_API_URL.to_string());
+                Ok(Client::Gitlab(crate::gitlab::api::Client::new(&api, &token).map_err(|e| e.to_string())?, project))
             }
         }
     }
@@ -188,7 +190,7 @@ fn gh_state(p: crate::github::api::Pull) -> State {
     }
 }
 
-fn gl_state(m: forge::gitlab::MergeRequest) -> State {
+fn gl_state(m: crate::gitlab::api::MergeRequest) -> State {
     State {
         open: m.open,
         merged: m.merged,

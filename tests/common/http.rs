@@ -50,11 +50,23 @@ pub struct Lighttpd {
     dir: PathBuf,
     backend: PathBuf,
     root: PathBuf,
+    /// `user:password` a push must authenticate with (HTTP basic), as a forge asks; fetches stay anonymous.
+    push_auth: Option<String>,
 }
 
 impl Lighttpd {
     /// Start it on a free port; `dir` holds its configuration and error log.
     pub fn start(env: &Env, program: &Path, root: &Path, dir: &Path) -> Lighttpd {
+        Lighttpd::start_with(env, program, root, dir, None)
+    }
+
+    /// [`Lighttpd::start`], with pushes refused unless they authenticate as `user:password` (HTTP basic; `git
+    /// http-backend` then takes them with `REMOTE_USER` set, which a pre-receive hook can read). Fetches need none.
+    pub fn start_with_push_auth(env: &Env, program: &Path, root: &Path, dir: &Path, user_password: &str) -> Lighttpd {
+        Lighttpd::start_with(env, program, root, dir, Some(user_password.to_string()))
+    }
+
+    fn start_with(env: &Env, program: &Path, root: &Path, dir: &Path, push_auth: Option<String>) -> Lighttpd {
         std::fs::create_dir_all(dir).expect("lighttpd dir");
         let exec_path = env.git(root, &["--exec-path"]);
         let backend = Path::new(&exec_path).join("git-http-backend");
@@ -66,6 +78,7 @@ impl Lighttpd {
             dir: dir.to_path_buf(),
             backend,
             root: root.to_path_buf(),
+            push_auth,
         };
         for _ in 0..20 {
             s.port = free_port();
@@ -91,16 +104,35 @@ impl Lighttpd {
         let q = |p: &Path| format!("{:?}", p.display().to_string());
         // The trailing slash makes lighttpd pass the rest of the URL as PATH_INFO (`/origin.git/info/refs`).
         let backend = PathBuf::from(format!("{}/", self.backend.display()));
+        let auth = match &self.push_auth {
+            None => String::new(),
+            Some(up) => {
+                std::fs::write(self.dir.join("users"), format!("{up}\n")).expect("write the users file");
+                let require =
+                    r#"auth.require = ("" => ("method" => "basic", "realm" => "git", "require" => "valid-user"))"#;
+                format!(
+                    "auth.backend = \"plain\"\nauth.backend.plain.userfile = {users}\n\
+                     $HTTP[\"querystring\"] =~ \"service=git-receive-pack\" {{ {require} }}\n\
+                     $HTTP[\"url\"] =~ \"/git-receive-pack$\" {{ {require} }}\n",
+                    users = q(&self.dir.join("users"))
+                )
+            }
+        };
+        let modules = if self.push_auth.is_some() {
+            r#""mod_alias", "mod_setenv", "mod_auth", "mod_authn_file", "mod_cgi""#
+        } else {
+            r#""mod_alias", "mod_setenv", "mod_cgi""#
+        };
         let conf = format!(
             r#"server.document-root = {root}
 server.bind = "127.0.0.1"
 server.port = {port}
-server.modules = ("mod_alias", "mod_setenv", "mod_cgi")
+server.modules = ({modules})
 server.errorlog = {log}
 server.max-request-size = 0
 server.max-connections = 1024
 alias.url = ("/git/" => {backend})
-$HTTP["url"] =~ "^/git/" {{
+{auth}$HTTP["url"] =~ "^/git/" {{
     cgi.assign = ("" => "")
     setenv.set-environment = (
         "GIT_PROJECT_ROOT" => {root},

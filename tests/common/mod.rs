@@ -425,3 +425,23 @@ pub fn file_url(p: &Path) -> String {
 pub fn path_url(p: &Path) -> String {
     p.display().to_string()
 }
+
+/// The program `tool` on the PATH, or None with a line saying why the test is skipped; a failure instead when
+/// `GIT_SWARM_REQUIRE_ALL=1` (CI, where `.ci/run` installs it: `install` says how).
+pub fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => Some(p),
+        None if std::env::var("GIT_SWARM_REQUIRE_ALL").is_ok_and(|v| v == "1") => {
+            panic!("{test}: {tool} is not installed and GIT_SWARM_REQUIRE_ALL=1 ({install})")
+        }
+        None => {
+            println!("{test}: skipped: {tool} not installed ({install}; GIT_SWARM_REQUIRE_ALL=1 fails instead)");
+            None
+        }
+    }
+}
