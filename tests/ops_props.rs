@@ -1315,7 +1315,8 @@ fn the_goals_ops_hold(max_attempts: u32, script: &[Op], stop: bool) -> Result<()
         .collect();
     prop_assert_eq!(roots.len(), 1, "one open goal plan, not {:?}", roots.iter().map(|t| &t.id).collect::<Vec<_>>());
     prop_assert_eq!(&roots[0].id, &plan);
-    prop_assert!(roots[0].labels.contains(&format!("cycle-{}", ended + 1)));
+    let cycle_label = format!("cycle-{}", ended + 1);
+    prop_assert!(roots[0].labels.contains(&cycle_label), "labels {:?}", roots[0].labels);
     Ok(())
 }
 
