@@ -90,7 +90,7 @@ pub fn open_swarm(
         },
         Some(spec) => match url_of(spec) {
             Some(url) => (spec.to_string(), Some(spec.to_string()), Some(url)),
-            None => (remote::redact(spec), None, Some(spec.to_string())),
+            None => (crate::secrets::redact(spec), None, Some(spec.to_string())),
         },
     };
     // What a read learns about trees is kept in this clone, whichever store it reads (store.rs, *layout*).

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
+use crate::secrets::redact;
 use crate::store::{GitContext, Store, StoreError};
 
 /// How a URL remote is fetched.
@@ -165,17 +166,6 @@ fn unreachable(url: &str, e: impl std::fmt::Display) -> RemoteError {
 /// A gix error with its causes (the step that failed says little alone), the URL's credentials left out.
 fn gix_failed(url: &str, e: &(dyn std::error::Error + 'static)) -> String {
     crate::with_causes(e).replace(url, &redact(url))
-}
-
-/// A URL fit for messages and logs: credentials (`https://user:token@host/…`) removed.
-pub fn redact(url: &str) -> String {
-    let Some(i) = url.find("://") else { return url.to_string() };
-    let rest = &url[i + 3..];
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..host_end].rfind('@') {
-        Some(at) => format!("{}://{}", &url[..i], &rest[at + 1..]),
-        None => url.to_string(),
-    }
 }
 
 /// Fetch by gix through `repo` (this clone, or a fresh handle on it); the mirrors are set in `local`.

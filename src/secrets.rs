@@ -266,6 +266,17 @@ fn token_prefixes(text: &str) -> String {
     res
 }
 
+/// A URL fit for messages and logs: credentials (`https://user:token@host/…`) removed.
+pub fn redact(url: &str) -> String {
+    let Some(i) = url.find("://") else { return url.to_string() };
+    let rest = &url[i + 3..];
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..host_end].rfind('@') {
+        Some(at) => format!("{}://{}", &url[..i], &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,7 +70,7 @@ pub struct Board {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokenSettings {
     /// `swarm.toml` (path and commit) and what is wrong with it.
-    pub problem: crate::store::Problem,
+    pub problem: Problem,
     /// The commit whose settings the board shows instead: the newest of the ref's first-parent history whose
     /// `swarm.toml` reads; `None` when none does (the defaults).
     pub fallback: Option<String>,
@@ -202,4 +202,29 @@ pub fn note_path(id: &str) -> String {
 /// A prompt of the swarm's own: `prompts/<name>.md`.
 pub(crate) fn prompt_path(name: &str) -> String {
     format!("{PROMPTS_DIR}/{name}.md")
+}
+
+/// A file of the state ref that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    pub path: String,
+    pub commit: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The message may quote the file (a TOML error does): escape it like the path.
+        write!(
+            f,
+            "{} in commit {}: {}",
+            crate::escape::line(&self.path),
+            short(&self.commit),
+            crate::escape::line(&self.message)
+        )
+    }
+}
+
+pub fn short(hex: &str) -> &str {
+    hex.get(..12).unwrap_or(hex)
 }

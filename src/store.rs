@@ -49,30 +49,7 @@ impl<T, E: std::error::Error + 'static> GitContext<T> for Result<T, E> {
     }
 }
 
-/// A file of the state ref that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Problem {
-    pub path: String,
-    pub commit: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The message may quote the file (a TOML error does): escape it like the path.
-        write!(
-            f,
-            "{} in commit {}: {}",
-            crate::escape::line(&self.path),
-            short(&self.commit),
-            crate::escape::line(&self.message)
-        )
-    }
-}
-
-pub fn short(hex: &str) -> &str {
-    hex.get(..12).unwrap_or(hex)
-}
+pub use crate::state::{Problem, short};
 
 /// The board at one commit of the state ref.
 #[derive(Debug, Clone)]

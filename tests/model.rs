@@ -1,8 +1,9 @@
 //! Model check of the protocol with `stateright` (see `docs/model.md`).
 //!
-//! Worker processes, a planner, the state ref and a clock are one state machine; the checker visits every state
-//! they can reach and checks the protocol's rules in each. The transitions run the REAL pure ops of
-//! `git_swarm::ops` (claim, renew, release, done, fail, add, and a landing's fold of `done` with the next claim) on
+//! Worker processes, a planner, judges, the state ref and a clock are one state machine; the checker visits every
+//! state they can reach and checks the protocol's rules in each. The transitions run the REAL pure ops of
+//! `git_swarm::ops` (the worker's claim `ops::claim::next_work`, renew, release, done, fail, add, a landing's fold
+//! of `done` with the next claim, a batch of two landings, and the judge's verdict `ops::cycle::verdict`) on
 //! a real `ops::Board` built from a small abstract board, and `ops::claim::idle` for a worker's decision to exit, so the
 //! model checks the code, not a paraphrase of it. Abstracted: git (a commit is a board; the CAS is one atomic step),
 //! the agents' work (it ends in done or fail, or never), and absolute time (a lease is the ticks it has left, which
@@ -14,7 +15,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use git_swarm::model::{Claim, Kind, Status, Task};
+use git_swarm::model::{Claim, CycleRecord, Kind, Status, Task, Verdict};
+use git_swarm::ops::claim::Claimed;
 use git_swarm::ops::{self, Actor, Board, Change, Closed, DomainError, NewTask, Stored};
 use git_swarm::time::Timestamp;
 use stateright::{Checker, HasDiscoveries, Model, Property};
@@ -29,6 +31,8 @@ const MAX_TASKS: usize = 4;
 /// The planner's agent number (never renamed by the symmetry reduction, never a claim's agent).
 const PLANNER_NO: u8 = u8::MAX;
 const PLANNER: &str = "planner";
+/// Judges are agents `judge0`, `judge1`, … numbered from here (outside the workers' symmetry, as the planner).
+const JUDGE_NO: u8 = 200;
 
 // -----------------------------------------------------------------------------------------------------------------
 // Configuration.
@@ -69,6 +73,11 @@ struct Cfg {
     roll_forward: bool,
     /// Batches of two landings (`runner::desk`: two holders of one runner process land in one atomic update), in all.
     batches: u8,
+    /// Judges, each saying `stop` at the end of cycle 1 (`ops::cycle::verdict`) whenever it likes.
+    judges: u8,
+    /// Claims read the judge's stop on the board they claim from (`ops::claim::next_work`, a landing's next claim)
+    /// (off: a mutant that reads it once, before).
+    claims_read_the_stop: bool,
 }
 
 impl Cfg {
@@ -90,7 +99,15 @@ impl Cfg {
             half_landings: 0,
             roll_forward: true,
             batches: 0,
+            judges: 0,
+            claims_read_the_stop: true,
         }
+    }
+
+    /// Two judges that race to say `stop` while 2 workers claim, land and fail (and a planner adds), with a lost
+    /// push answer and a crash: the stop is recorded once, and no claim lands after it.
+    fn judges() -> Cfg {
+        Cfg { workers: 2, judges: 2, lost_answers: 1, faults: 1, ..Cfg::base() }
     }
 
     /// Batches of two landings beside single ones, a crash and a renewal: a holder whose lease ran out leaves the
@@ -177,6 +194,8 @@ enum Op {
     Release,
     /// The planner's `add` of one task.
     Add,
+    /// A judge's `stop` for cycle 1.
+    Verdict,
 }
 
 impl Op {
@@ -198,6 +217,24 @@ struct Out {
     done: u8,
     /// The tasks whose code was on the target when the op read it.
     code_seen: u8,
+    /// The judge's stop is on the state after this commit.
+    stop: bool,
+}
+
+/// Why an op published nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Refusal {
+    Domain(DomainError),
+    /// A worker's claim found the judge's stop (`Claimed::Stopped`): it exits.
+    Stopped,
+    /// A judge found the cycle judged already: its verdict does not stand, and it exits.
+    Spoken,
+}
+
+impl From<DomainError> for Refusal {
+    fn from(e: DomainError) -> Refusal {
+        Refusal::Domain(e)
+    }
 }
 
 /// Where a process is in its loop (`runner::worker::run_loop` around `txn::Swarm::transact`).
@@ -244,6 +281,10 @@ impl P {
         self.agent == PLANNER_NO
     }
 
+    fn judge(&self) -> bool {
+        (JUDGE_NO..PLANNER_NO).contains(&self.agent)
+    }
+
     fn gone(&self) -> bool {
         matches!(self.pc, Pc::Exited | Pc::Dead)
     }
@@ -266,7 +307,14 @@ struct Ghost {
     broke: u8,
     /// A batch of two landed ([`BATCH_LANDED`]), a batch's landing left it, refused ([`BATCH_LEFT`]).
     batched: u8,
+    /// Stop verdicts of cycle 1 that landed (counted up to 2).
+    verdicts: u8,
+    /// A judge found the cycle judged ([`JUDGED_SECOND`]); a worker's claim found the stop ([`CLAIM_STOPPED`]).
+    judged: u8,
 }
+
+const JUDGED_SECOND: u8 = 1;
+const CLAIM_STOPPED: u8 = 2;
 
 const BATCH_LANDED: u8 = 1;
 const BATCH_LEFT: u8 = 2;
@@ -280,6 +328,7 @@ const BROKE_EPOCH_BACK: u8 = 4;
 const BROKE_UNFINAL: u8 = 8;
 const BROKE_STALE_LANDED: u8 = 16;
 const BROKE_FAILED_LANDED: u8 = 32;
+const BROKE_CLAIM_AFTER_STOP: u8 = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct S {
@@ -287,6 +336,8 @@ struct S {
     tip: Vec<T>,
     /// A bit per task whose code (a commit with its `Swarm-Task:` trailer) is on the target branch.
     code: u8,
+    /// The judge's stop of cycle 1 is on the state ref (`cycles/1.toml`).
+    stopped: bool,
     /// The processes, sorted (their order means nothing; see [`Swarm::canonical`]).
     procs: Vec<P>,
     faults: u8,
@@ -330,7 +381,11 @@ fn task_index(id: &str) -> usize {
 }
 
 fn agent_name(a: u8) -> String {
-    if a == PLANNER_NO { PLANNER.to_string() } else { format!("w{a}") }
+    match a {
+        PLANNER_NO => PLANNER.to_string(),
+        JUDGE_NO.. => format!("judge{}", a - JUDGE_NO),
+        _ => format!("w{a}"),
+    }
 }
 
 fn agent_no(name: &str) -> u8 {
@@ -450,30 +505,69 @@ impl Swarm {
     }
 
     /// Run `op` of process `p` on the board `base` with the real ops, as `transact` does (read → apply).
-    fn compute(&self, base: &[T], code: u8, p: &P, op: Op) -> Result<Out, DomainError> {
+    fn compute(&self, base: &[T], code: u8, stopped: bool, p: &P, op: Op) -> Result<Out, Refusal> {
         let board = to_board(&self.cfg, base);
+        // What a claim reads of the judge's stop: the board it claims from (a mutant: never).
+        let seen_stop = stopped && self.cfg.claims_read_the_stop;
         let actor = Actor { agent: agent_name(p.agent), now: NOW };
         let lease = self.cfg.lease();
         let held_id = || task_id(usize::from(p.held.expect("a holder's op needs a claim").task));
         let epoch = p.held.filter(|_| self.cfg.fence_with_epoch).map(|h| u64::from(h.epoch));
         let (ch, next): (Change, Option<Task>) = match op {
             Op::Claim => {
-                // The worker loop looks up the expired claims a sweep would fail, on the target as it reads it now.
-                let landed = ops::claim::sweep_candidates(&board, NOW)
+                // The worker loop looks up the expired claims a sweep would fail, on the target as it reads it now
+                // (`Claimed::LookUp`, answered at once here).
+                let code_of = gix::ObjectId::from_hex(&[b'c'; 40]).expect("hex");
+                let looked_up = ops::claim::sweep_candidates(&board, NOW)
                     .into_iter()
-                    .filter(|id| self.cfg.roll_forward && code & (1 << task_index(id)) != 0)
-                    .map(|id| (id, "c0de".to_string()))
+                    .map(|id| {
+                        let on_target = self.cfg.roll_forward && code & (1 << task_index(&id)) != 0;
+                        (id, on_target.then_some(code_of))
+                    })
                     .collect();
-                ops::claim::claim_work(&board, &actor, lease, &landed)?
+                let budget = git_swarm::usage::Limit::default();
+                match ops::claim::next_work(&board, &actor, seen_stop.then_some(1), &looked_up, &budget)? {
+                    (_, Claimed::Stopped(_)) => return Err(Refusal::Stopped),
+                    (ch, Claimed::Task(t)) => (ch, t.map(|t| *t)),
+                    (_, other) => panic!("the model does not expect {other:?}"),
+                }
             }
             Op::Finish => {
                 let (ch, _) = ops::done(&board, &actor, &held_id(), epoch, Some("c0de".into()), None)?;
-                ops::land::then_claim(&board, &actor, ch, true, lease, None)
+                ops::land::then_claim(&board, &actor, ch, !seen_stop, lease, None)
             }
             Op::Fail => {
                 let id = held_id();
                 let (ch, _) = ops::fail(&board, &actor, &id, epoch, "the agent failed".into())?;
-                ops::land::then_claim(&board, &actor, ch, true, lease, Some(&id))
+                ops::land::then_claim(&board, &actor, ch, !seen_stop, lease, Some(&id))
+            }
+            Op::Verdict => {
+                // What the judge reads of the cycles: the record of cycle 1, when one is on the ref.
+                let last = stopped.then(|| CycleRecord {
+                    cycle: 1,
+                    verdict: Verdict::Stop,
+                    reasons: String::new(),
+                    by: String::new(),
+                    at: NOW,
+                    tasks_done: 0,
+                    tasks_failed: 0,
+                    usage: None,
+                    spent: None,
+                });
+                let said = ops::cycle::Said {
+                    cycle: 1,
+                    verdict: Verdict::Stop,
+                    reasons: "enough",
+                    tasks_done: 0,
+                    tasks_failed: 0,
+                    usage: None,
+                };
+                let mut mint = || unreachable!("a stop files no plan");
+                let (ch, stands) = ops::cycle::verdict(&board, &actor, &said, last.as_ref(), None, &mut mint)?;
+                if !stands {
+                    return Err(Refusal::Spoken);
+                }
+                (ch, None)
             }
             Op::Renew => {
                 let (ch, tasks) = ops::renew(&board, &actor, Some(&held_id()), epoch, lease)?;
@@ -503,30 +597,36 @@ impl Swarm {
             .filter(|(i, t)| t.status == Status::Done && base.get(*i).is_none_or(|b| b.status != Status::Done))
             .fold(0u8, |m, (i, _)| m | (1 << i));
         let next = if matches!(op, Op::Release | Op::Add) { None } else { next.as_ref().and_then(held_of) };
-        Ok(Out { board, next, epoch: ch.epoch.map(|e| small(e, "epoch")), done, code_seen: code })
+        let stop = stopped || op == Op::Verdict;
+        Ok(Out { board, next, epoch: ch.epoch.map(|e| small(e, "epoch")), done, code_seen: code, stop })
     }
 
     /// [`Swarm::compute`], remembered: the same few boards come up again and again.
-    fn compute_cached(&self, base: &[T], code: u8, p: &P, op: Op) -> Result<Out, DomainError> {
-        type Key = (u64, Vec<T>, u8, u8, Option<H>, Op);
+    fn compute_cached(&self, base: &[T], code: u8, stopped: bool, p: &P, op: Op) -> Result<Out, Refusal> {
+        type Key = (u64, Vec<T>, u8, bool, u8, Option<H>, Op);
         thread_local! {
-            static SEEN: std::cell::RefCell<std::collections::HashMap<Key, Result<Out, DomainError>>> =
+            static SEEN: std::cell::RefCell<std::collections::HashMap<Key, Result<Out, Refusal>>> =
                 Default::default();
         }
-        let key = (self.cfg_key, base.to_vec(), code, p.agent, p.held, op);
+        let key = (self.cfg_key, base.to_vec(), code, stopped, p.agent, p.held, op);
         if let Some(hit) = SEEN.with(|m| m.borrow().get(&key).cloned()) {
             return hit;
         }
-        let res = self.compute(base, code, p, op);
+        let res = self.compute(base, code, stopped, p, op);
         SEEN.with(|m| m.borrow_mut().insert(key, res.clone()));
         res
     }
 
     /// Process `i` reads the tip and applies `op`: a commit in flight, or a refusal handled as the runner does.
     fn start(&self, s: &mut S, i: usize, op: Op) {
-        match self.compute_cached(&s.tip, s.code, &s.procs[i], op) {
+        match self.compute_cached(&s.tip, s.code, s.stopped, &s.procs[i], op) {
             Ok(out) => s.procs[i].pc = Pc::InFlight { op, out, stale: false, acked_since: false },
-            Err(e) => refused(&mut s.procs[i], op, e),
+            Err(Refusal::Domain(e)) => refused(&mut s.procs[i], op, e),
+            Err(why) => {
+                s.ghost.judged |= if why == Refusal::Stopped { CLAIM_STOPPED } else { JUDGED_SECOND };
+                s.procs[i].held = None;
+                s.procs[i].pc = Pc::Exited;
+            }
         }
     }
 
@@ -576,6 +676,13 @@ impl Swarm {
         if *op == Op::Claim && out.done != 0 {
             g.rolled |= ROLLED_BY_SWEEP;
         }
+        // A claim (a worker's, or a landing's next one) on a state that holds the judge's stop.
+        if s.stopped && matches!(op, Op::Claim | Op::Finish | Op::Fail) && out.next.is_some() {
+            g.broke |= BROKE_CLAIM_AFTER_STOP;
+        }
+        if *op == Op::Verdict {
+            g.verdicts = (g.verdicts + 1).min(2);
+        }
         if *op == Op::Finish {
             let t = usize::from(s.procs[i].held.expect("a landing holds its task").task);
             if s.code & (1 << t) != 0 && self.cfg.roll_forward {
@@ -587,6 +694,7 @@ impl Swarm {
             }
         }
         s.tip = out.board.clone();
+        s.stopped = out.stop;
         // Every other commit in flight was computed on a board that is no longer the tip.
         for (j, p) in s.procs.iter_mut().enumerate() {
             if let (true, Pc::InFlight { op, stale, .. }) = (j != i, &mut p.pc) {
@@ -623,7 +731,8 @@ impl Swarm {
             };
             (agents[k].as_str(), record)
         };
-        match ops::land::land_batch(&board, NOW, false, &[landing(0, hi), landing(1, hj)]) {
+        let seen_stop = s.stopped && self.cfg.claims_read_the_stop;
+        match ops::land::land_batch(&board, NOW, seen_stop, &[landing(0, hi), landing(1, hj)]) {
             Err((k, e)) => {
                 s.ghost.batched |= BATCH_LEFT;
                 let (out, alone) = if k == 0 { (i, j) } else { (j, i) };
@@ -643,7 +752,10 @@ impl Swarm {
                 if s.tip[tj].epoch != hj.epoch {
                     s.ghost.broke |= BROKE_STALE_LANDED;
                 }
-                let out = Out { board: tip, next: ni, epoch: Some(hi.epoch), done, code_seen: s.code };
+                if s.stopped && nj.is_some() {
+                    s.ghost.broke |= BROKE_CLAIM_AFTER_STOP;
+                }
+                let out = Out { board: tip, next: ni, epoch: Some(hi.epoch), done, code_seen: s.code, stop: s.stopped };
                 s.procs[i].pc = Pc::InFlight { op: Op::Finish, out: out.clone(), stale: false, acked_since: false };
                 assert!(self.cas(s, i), "a batch's CAS is a step");
                 self.succeeded(s, i, Op::Finish, &out);
@@ -669,7 +781,7 @@ impl Swarm {
                 p.held = out.next;
                 p.pc = if p.held.is_some() { Pc::Holding } else { Pc::Idle };
             }
-            Op::Release | Op::Add => {
+            Op::Release | Op::Add | Op::Verdict => {
                 p.held = None;
                 p.pc = Pc::Exited;
             }
@@ -706,7 +818,7 @@ impl Swarm {
         for (rank, sig) in sigs.iter().enumerate() {
             to[usize::from(sig.2)] = small(rank as u64, "agent");
         }
-        let r = |a: u8| if a == PLANNER_NO { a } else { to[usize::from(a)] };
+        let r = |a: u8| if usize::from(a) >= n { a } else { to[usize::from(a)] };
         let rb = |b: &mut Vec<T>| b.iter_mut().filter_map(|t| t.claim.as_mut()).for_each(|c| c.agent = r(c.agent));
         rb(&mut s.tip);
         for p in &mut s.procs {
@@ -778,10 +890,12 @@ impl Model for Swarm {
         if cfg.planned > 0 {
             procs.push(P { agent: PLANNER_NO, pc: Pc::Idle, held: None });
         }
+        procs.extend((0..cfg.judges).map(|k| P { agent: JUDGE_NO + k, pc: Pc::Idle, held: None }));
         let open = T { status: Status::Open, epoch: 0, attempts: 0, claim: None };
         let s = S {
             tip: vec![open; usize::from(cfg.tasks_at_start)],
             code: 0,
+            stopped: false,
             procs,
             faults: cfg.faults,
             spawns: cfg.spawns,
@@ -893,11 +1007,19 @@ impl Model for Swarm {
                 let landed = self.cas(&mut s, i);
                 // What the process will learn if it finds its commit: only `next` is read, so the board is dropped
                 // (it would only tell otherwise equal states apart).
-                let out = Out { board: vec![], epoch: None, done: 0, code_seen: 0, next: out.next.filter(|_| landed) };
+                let out = Out {
+                    board: vec![],
+                    epoch: None,
+                    done: 0,
+                    code_seen: 0,
+                    next: out.next.filter(|_| landed),
+                    stop: false,
+                };
                 s.procs[i].pc = Pc::Doubt { op, landed, out };
             }
             Action::Step(i, choice) => match s.procs[i].pc.clone() {
                 Pc::Idle if s.procs[i].planner() => self.start(&mut s, i, Op::Add),
+                Pc::Idle if s.procs[i].judge() => self.start(&mut s, i, Op::Verdict),
                 Pc::Idle => self.start(&mut s, i, Op::Claim),
                 Pc::IdleCheck => {
                     // `run_loop`: after "nothing ready", read again; exit when idle, else wait for a change. While
@@ -946,15 +1068,24 @@ impl Model for Swarm {
             Property::always(
                 "a finished run leaves every task whose code landed done (but for a raced sweep)",
                 |_, s: &S| {
+                    // After the judge's stop nobody claims, so nobody sweeps: what is left is a person's (doctor).
                     !ended(s)
+                        || s.stopped
                         || s.tip.iter().enumerate().all(|(t, x)| {
                             s.code & (1 << t) == 0 || x.status == Status::Done || s.ghost.raced & (1 << t) != 0
                         })
                 },
             ),
-            Property::always("a finished run leaves every task done or failed", |_, s: &S| {
-                !ended(s) || s.tip.iter().all(|t| matches!(t.status, Status::Done | Status::Failed))
+            Property::always(
+                "a finished run leaves every task done or failed (unless the judge stopped it)",
+                |_, s: &S| {
+                    !ended(s) || s.stopped || s.tip.iter().all(|t| matches!(t.status, Status::Done | Status::Failed))
+                },
+            ),
+            Property::always("no claim lands after the judge's stop", |_, s: &S| {
+                s.ghost.broke & BROKE_CLAIM_AFTER_STOP == 0
             }),
+            Property::always("a cycle's verdict is recorded once", |_, s: &S| s.ghost.verdicts <= 1),
             Property::always("the ref moves only by a CAS from its tip", |_, s: &S| s.ghost.broke & BROKE_REWOUND == 0),
             Property::always("an op seen to succeed stays in the history", |_, s: &S| {
                 s.ghost.broke & BROKE_LOST_ACK == 0
@@ -1016,6 +1147,19 @@ impl Model for Swarm {
                     .iter()
                     .any(|p| p.pc == Pc::Holding && p.held.is_some_and(|h| s.code & (1 << h.task) != 0 && h.epoch > 1))
             }));
+        }
+        if cfg.judges > 0 {
+            rules.push(Property::sometimes("the judge's stop ended the run with work left", |_, s: &S| {
+                ended(s) && s.stopped && s.tip.iter().any(|t| !t.status.is_final())
+            }));
+            rules.push(Property::sometimes("a worker's claim found the stop", |_, s: &S| {
+                s.ghost.judged & CLAIM_STOPPED != 0
+            }));
+            if cfg.judges > 1 {
+                rules.push(Property::sometimes("a judge found the cycle judged by another", |_, s: &S| {
+                    s.ghost.judged & JUDGED_SECOND != 0
+                }));
+            }
         }
         if cfg.batches > 0 {
             rules.push(Property::sometimes("a batch of two landed", |_, s: &S| s.ghost.batched & BATCH_LANDED != 0));
@@ -1195,6 +1339,7 @@ fn explore() {
             "lost" => cfg.lost_answers = n,
             "renews" => cfg.renews = n,
             "half" => cfg.half_landings = n,
+            "judges" => cfg.judges = n,
             "symmetry" => symmetry = n == 1,
             _ => panic!("unknown key {k}"),
         }
@@ -1286,4 +1431,23 @@ fn replaying_a_push_whose_answer_was_lost_is_caught() {
     let (rule, story) = first_failure(Cfg { settle_in_doubt: false, lost_answers: 1, ..Cfg::base() }, &[]);
     eprintln!("no settle: '{rule}' broken by\n{story}");
     assert_eq!(rule, "an add lands once", "{story}");
+}
+
+/// 2 workers, a planner and 2 judges that race to say `stop`, with a lost push answer and a crash: the verdict is
+/// recorded once, a claim that lost its race to the stop reads it on the new state and claims nothing (nor does a
+/// landing's next claim), and the workers exit.
+#[test]
+fn the_protocol_holds_when_judges_race_to_stop() {
+    let r = check_all(Swarm::new(Cfg::judges()), usize::MAX);
+    assert!(r.unique > 20_000, "the model explored too little: {r}");
+    eprintln!("judges: {r}");
+}
+
+/// Mutant: claims that do not read the stop on the board they claim from (a stop read once, before the loop).
+#[test]
+fn a_claim_that_does_not_read_the_stop_is_caught() {
+    let rule = "no claim lands after the judge's stop";
+    let (broken, story) = first_failure(Cfg { claims_read_the_stop: false, ..Cfg::judges() }, &[rule]);
+    eprintln!("stop not read: '{broken}' broken by\n{story}");
+    assert_eq!(broken, rule, "{story}");
 }

@@ -118,7 +118,7 @@ fn request(
     let key = key.map(str::trim).filter(|k| !k.is_empty());
     let scrub = Scrub { key };
     let url = endpoint(agent.api, &agent.base_url);
-    let shown_url = scrub.clean(&crate::escape::line(&crate::remote::redact(&url)));
+    let shown_url = scrub.clean(&crate::escape::line(&crate::secrets::redact(&url)));
     let request_error = |message: String| HttpError::Request { url: shown_url.clone(), message };
 
     // The key goes only where nobody on the way can read it: https, or a server on this machine.

@@ -457,7 +457,7 @@ pub fn repo_slug(ctx: &Ctx, flag: Option<&str>) -> CliResult<RepoSlug> {
         CliError::usage(format!(
             "cannot tell the GitHub repository: the remote '{}' is {}, not a github.com URL",
             git_swarm::escape::line(&remote),
-            git_swarm::escape::line(&git_swarm::remote::redact(&url))
+            git_swarm::escape::line(&git_swarm::secrets::redact(&url))
         ))
         .hint("name it with --repo owner/name")
     })

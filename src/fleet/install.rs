@@ -135,7 +135,7 @@ pub fn validate_git_url(url: &str) -> Result<(), String> {
             return Err(format!(
                 "'{}' carries a password: the workflow file would publish it (runners read a public repository \
                  without one)",
-                crate::escape::line(&crate::remote::redact(url))
+                crate::escape::line(&crate::secrets::redact(url))
             ));
         }
     } else if !url.contains(':') {

@@ -27,7 +27,7 @@ pub(crate) struct Rest {
 impl std::fmt::Debug for Rest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("base", &crate::remote::redact(&self.base))
+            .field("base", &crate::secrets::redact(&self.base))
             .field("token", &"[redacted]")
             .finish()
     }
@@ -42,7 +42,7 @@ impl Rest {
             return Err(SetupError::NoToken);
         }
         let base = base.trim().trim_end_matches('/').to_string();
-        let shown = crate::escape::line(&crate::remote::redact(&base));
+        let shown = crate::escape::line(&crate::secrets::redact(&base));
         let bad = |message: &str| SetupError::BadBase { url: shown.clone(), message: message.into() };
         let parsed = reqwest::Url::parse(&base).map_err(|_| bad("not a URL"))?;
         if !matches!(parsed.scheme(), "http" | "https") {
@@ -66,7 +66,7 @@ impl Rest {
 
     /// A URL of this API as messages show it: credentials in the base removed, control characters escaped.
     pub(crate) fn shown(&self, path: &str) -> String {
-        crate::escape::line(&crate::remote::redact(&format!("{}{path}", self.base)))
+        crate::escape::line(&crate::secrets::redact(&format!("{}{path}", self.base)))
     }
 
     /// What removes the token from text headed for a message (a server may echo it back).
@@ -101,7 +101,7 @@ impl Rest {
     pub(crate) fn redirect_message(&self, location: Option<&str>, why: &str) -> String {
         format!(
             "a redirect to {} ({why}), not followed",
-            location.map(|l| self.quote(&crate::remote::redact(l))).unwrap_or_else(|| "?".into())
+            location.map(|l| self.quote(&crate::secrets::redact(l))).unwrap_or_else(|| "?".into())
         )
     }
 }

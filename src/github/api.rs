@@ -145,7 +145,7 @@ impl Client {
     }
 
     fn call_url(&self, method: reqwest::Method, url: &str, body: Option<&Value>) -> Result<String, ApiError> {
-        let shown = crate::escape::line(&crate::remote::redact(url));
+        let shown = crate::escape::line(&crate::secrets::redact(url));
         let mut req = self.rest.http.request(method, url).headers(self.headers()?);
         if let Some(b) = body {
             req = req.json(b);

@@ -78,7 +78,7 @@ pub fn sweep_candidates(board: &Board, now: Timestamp) -> Vec<String> {
 /// First finish the expired claims whose code is on the target (`landed`: task → commit, a landing whose state half
 /// failed and whose holder is gone), then claim the best ready work task, sweeping the other exhausted claims as
 /// failed.
-pub fn claim_work(
+pub(crate) fn claim_work(
     board: &Board,
     actor: &Actor,
     lease: Duration,

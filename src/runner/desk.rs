@@ -21,7 +21,8 @@ use std::time::Duration;
 use gix::ObjectId;
 
 use super::Runner;
-use super::worker::{Abort, claim_op};
+use super::claim::claim_op;
+use super::landing::{Abort, Alone, Landed, Landing, Publisher, Recording};
 use crate::model::Task;
 use crate::ops::claim::Claimed;
 use crate::ops::land::{Record, land_batch};
@@ -107,7 +108,7 @@ pub(super) struct LandSpec {
 
 /// An idle agent's claim of the next work task.
 pub(super) struct ClaimSpec {
-    /// The expired claims with no attempts left that the agent looked up on the target (see `worker::claim_op`).
+    /// The expired claims with no attempts left that the agent looked up on the target (see `claim::claim_op`).
     pub looked_up: BTreeMap<String, Option<ObjectId>>,
     pub cycle_budget: Limit,
     /// `[run] batch_window`.
@@ -376,7 +377,7 @@ fn rebased_here(r: &Runner<'_>, what: &What, at: ObjectId) -> Option<(ObjectId, 
     } else {
         // The task's code there already (or a commit that only names the task, to be said): the agent's own
         // prepare sees to it.
-        let landed = store.landed_commit(at, id, Some(spec.base), 1..=epoch, super::worker::ROLL_FORWARD_DEPTH);
+        let landed = store.landed_commit(at, id, Some(spec.base), 1..=epoch, super::landing::ROLL_FORWARD_DEPTH);
         if !matches!(landed, Ok(ref l) if l.code.is_none() && l.refused.is_empty()) {
             return None;
         }
@@ -422,7 +423,7 @@ fn publish(
         let built = std::cell::Cell::new(None::<ObjectId>);
         let failed_at = std::cell::Cell::new(None::<usize>);
         let state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
-            let stopped = super::worker::judge_stopped(store, snap);
+            let stopped = super::claim::judge_stopped(store, snap);
             let prepared = prepared.borrow();
             let codes: Vec<String> = prepared.iter().map(|(_, code, _)| code.to_string()).collect();
             let mut landings = Vec::new();
@@ -555,4 +556,51 @@ fn publish(
         }
     }
     out.into_inner().into_iter().map(|o| o.unwrap_or(Outcome::Alone)).collect()
+}
+
+/// With other agents in this process, a landing goes in the desk's next batch; one whose rebase needs the agent (a
+/// conflict run), or whose batch met an error that is the agent's to meet, is published alone.
+impl Publisher for Desk {
+    fn publish(&self, landing: &mut Landing<'_, '_>, rec: &Recording<'_>) -> Landed {
+        let (r, task, epoch, keeper) = landing.parts();
+        let (base, head, stamped, settings) = landing.work();
+        let id = task.id.clone();
+        let spec = LandSpec {
+            branch: rec.branch.to_string(),
+            id: id.clone(),
+            epoch,
+            note: rec.note.map(str::to_string),
+            claim_next: rec.claim_next,
+            lease: rec.lease,
+            cycle_budget: rec.cycle_budget,
+            window: settings.batch_window,
+            base,
+            head,
+            stamped,
+            here: settings.check.is_none(),
+            who: r.who.clone(),
+            usage: r.spent.of(&id, epoch),
+        };
+        landing.batched = true;
+        let (outcome, abort) = {
+            let mut own = Own {
+                prepare: &mut |tip| landing.prepare(tip),
+                usage: &|| r.spent.of(&id, epoch),
+                keep: &|| keeper.keep(r),
+                abort: None,
+            };
+            (self.land(r, spec, &mut own), own.abort)
+        };
+        landing.batched = false;
+        match (outcome, abort) {
+            (Outcome::Landed { code, next, lost_races }, _) => {
+                Landed::Published { code, next, lost_races, alone: false }
+            }
+            (Outcome::Lost(e), _) => Landed::Failed(TxnError::Domain(e)),
+            // A rebase that needs the agent (a conflict) goes on alone, with its conflict run.
+            (Outcome::Out, Some(Abort::Conflicted) | None) => Alone.publish(landing, rec),
+            (Outcome::Out, Some(a)) => Landed::Aborted(a),
+            (Outcome::Alone | Outcome::Claimed(_), _) => Alone.publish(landing, rec),
+        }
+    }
 }

@@ -239,7 +239,7 @@ fn judge_once(
     let check = match (&settings.check, tip) {
         (Some(cmd), Some(t)) => {
             let guard = r.guard(&cwd);
-            let (ok, tail) = super::worker::run_check(r, &cwd, cmd, settings.task_timeout, config, &|| true);
+            let (ok, tail) = super::landing::run_check(r, &cwd, cmd, settings.task_timeout, config, &|| true);
             for p in guard.restore() {
                 r.emit(Event::Warning(p));
             }

@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use gix::ObjectId;
 
-use super::worker::{Abort, Job, MAX_CHECK_RUNS, ROLL_FORWARD_DEPTH, resolve_conflict, run_check};
-use super::{Event, RunError, Runner, git};
+use super::{Event, Role, RunError, RunSettings, Runner, git, prompts};
+use crate::agent::{Backend, Exit, Prepared};
 use crate::model::Task;
+use crate::ops::{self, Actor, Board, Change, DomainError};
 use crate::time::Timestamp;
 use crate::txn::{TargetCheck, TxnError};
+use crate::usage::Limit;
 
 /// Keeps the lease of one claim alive while something long runs: [`LeaseKeeper::keep`] is its poll (renew when a
 /// third of the lease is left). What it has to report is kept for the caller to emit ([`LeaseKeeper::drain`]), and
@@ -177,9 +179,23 @@ impl<'a, 'r> Landing<'a, 'r> {
         Ok(self.head)
     }
 
-    /// What is left to report, once the landing is over.
-    pub(super) fn into_events(self) -> Vec<Event> {
-        self.events
+    /// Land the work through `publisher`: how it ended, and what is left to report (conflict runs, renewals —
+    /// those of the lease keeper while the landing waited in a batch too —, files the check planted).
+    pub(super) fn land(mut self, publisher: &dyn Publisher, rec: &Recording<'_>) -> (Landed, Vec<Event>) {
+        let landed = publisher.publish(&mut self, rec);
+        let mut events = self.events;
+        events.extend(self.keeper.drain());
+        (landed, events)
+    }
+
+    /// What a batch of the landing desk needs of this landing: the runner, the task's claim and its lease keeper.
+    pub(super) fn parts(&self) -> (&'a Runner<'r>, &'a Task, u64, &'a LeaseKeeper) {
+        (self.r, self.task, self.keeper.epoch, self.keeper)
+    }
+
+    /// The work as the landing started: its base, its tip, whether it is stamped; and the settings it runs with.
+    pub(super) fn work(&self) -> (ObjectId, ObjectId, bool, &'a RunSettings) {
+        (self.base, self.head, self.stamped, self.job.settings)
     }
 
     /// Put the work tree at the work's tip (after an in-process rebase moved it, or a check dirtied it).
@@ -365,6 +381,74 @@ impl<'a, 'r> Landing<'a, 'r> {
     }
 }
 
+/// What the state half of a landing records with the code: the `done` (with the agent's hand-off as its note) and
+/// the claim of the next task in the same update, unless the judge stopped the swarm or the cycle spent its budget.
+pub(super) struct Recording<'a> {
+    /// The target branch (`refs/heads/…`).
+    pub(super) branch: &'a str,
+    pub(super) note: Option<&'a str>,
+    pub(super) claim_next: bool,
+    pub(super) lease: Duration,
+    pub(super) cycle_budget: Limit,
+}
+
+/// How a landing ended.
+pub(super) enum Landed {
+    /// The code is on the target and the `done` on the state ref, in one atomic update; `next` the task claimed
+    /// with it. `alone`: this runner's own update (a batch of the desk records what it saw of the target itself).
+    Published { code: ObjectId, next: Option<Box<Task>>, lost_races: u32, alone: bool },
+    /// Nothing was published: why.
+    Aborted(Abort),
+    /// The update failed: the claim is gone (`TxnError::Domain`), the remote refused it or could not be reached.
+    Failed(TxnError),
+}
+
+/// Who publishes a landing, chosen once per landing: the runner alone ([`Alone`]: one atomic push of the branch
+/// and the state) or the landing desk's next batch (`desk::Desk`, with the other agents of this process).
+pub(super) trait Publisher {
+    fn publish(&self, landing: &mut Landing<'_, '_>, rec: &Recording<'_>) -> Landed;
+}
+
+/// The runner publishes the landing itself (`txn::Swarm::land`).
+pub(super) struct Alone;
+
+impl Publisher for Alone {
+    fn publish(&self, landing: &mut Landing<'_, '_>, rec: &Recording<'_>) -> Landed {
+        let r = landing.r;
+        let (id, epoch) = (landing.task.id.clone(), landing.keeper.epoch);
+        let store = r.swarm.store();
+        let published =
+            r.swarm.land(&r.retry, &r.who, r.clock, rec.branch, &mut |tip| landing.prepare(tip), |snap, now, code| {
+                let actor = Actor { agent: r.agent.clone(), now };
+                let stopped = rec.claim_next && super::claim::judge_stopped(store, snap);
+                let code_s = code.to_string();
+                let l = ops::land::Record {
+                    id: &id,
+                    epoch,
+                    code: &code_s,
+                    note: rec.note,
+                    claim_next: rec.claim_next,
+                    lease: rec.lease,
+                    // What the attempt spent, its conflict runs included: read when the landing is made.
+                    usage: r.spent.of(&id, epoch),
+                    cycle_budget: rec.cycle_budget,
+                };
+                let (ch, next) = landing_op(&snap.board, &actor, stopped, &l)?;
+                Ok((ch, (next, code)))
+            });
+        match published {
+            Ok(Ok(c)) => Landed::Published {
+                code: c.value.1,
+                next: c.value.0.map(Box::new),
+                lost_races: c.lost_races,
+                alone: c.commit.is_some(),
+            },
+            Ok(Err(a)) => Landed::Aborted(a),
+            Err(e) => Landed::Failed(e),
+        }
+    }
+}
+
 fn fail(e: impl std::fmt::Display) -> Abort {
     Abort::Fail(e.to_string())
 }
@@ -407,4 +491,186 @@ pub(super) fn refused_warnings(id: &str, target: &str, refused: &[(ObjectId, Str
             ))
         })
         .collect()
+}
+
+/// Runs of the check for one landing before it gives up (each lost race to a moved target re-runs it).
+pub(super) const MAX_CHECK_RUNS: u32 = 8;
+
+/// Why landing gave up before publishing anything.
+pub(super) enum Abort {
+    /// A rebase conflict the agent could not resolve, a failing check, a broken work tree…: fail the task.
+    Fail(String),
+    /// A conflict run stopped at the task's budget: fail the task for good.
+    Budget(String),
+    /// A signal arrived.
+    Interrupted,
+    /// In a batch of the landing desk: the task leaves the batch and lands alone — its rebase needs a conflict run,
+    /// or its check failed on top of the batch's other landings.
+    Conflicted,
+    /// The claim was taken over while the check or a conflict run went on.
+    LostClaim(String),
+    /// The conflict run's agent could not start (exit 126/127): a runner error, no attempt spent.
+    CannotStart(RunError),
+    /// The target lost the code of done tasks since this clone saw it (`TxnError::TargetRewound`): nothing lands on
+    /// it; the runner stops, the claim given back unspent, the work kept aside.
+    Stop(RunError),
+    /// The target holds this task's code already (`Swarm-Task:` on a commit since the work's base): a landing whose
+    /// state half failed (the remote took the branch and not the state ref). It is finished, never landed again.
+    AlreadyLanded(ObjectId),
+}
+
+/// How far back (first-parent commits of the target) a takeover looks for the task's code before it runs an agent.
+pub(super) const ROLL_FORWARD_DEPTH: usize = 10_000;
+
+/// The state half of a landing on `board` ([`ops::land::record`]), scrubbed of the runner's secrets.
+pub(super) fn landing_op(
+    board: &Board,
+    actor: &Actor,
+    stopped: bool,
+    l: &ops::land::Record<'_>,
+) -> Result<(Change, Option<Task>), DomainError> {
+    let (ch, next) = ops::land::record(board, actor, stopped, l)?;
+    Ok((super::scrub(ch), next))
+}
+
+/// What `finish` needs of the task's start: settings, config and the state it was read from (no second read).
+pub(super) struct Job<'a> {
+    pub(super) settings: &'a RunSettings,
+    pub(super) config: &'a crate::model::Config,
+    pub(super) state: ObjectId,
+    pub(super) backend: &'a Prepared,
+}
+
+/// Run the agent again in the stopped rebase with the conflict prompt, up to `tries` times.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn resolve_conflict(
+    r: &Runner<'_>,
+    job: &Job<'_>,
+    wt: &Path,
+    task: &Task,
+    mut files: Vec<String>,
+    tries: u32,
+    events: &mut Vec<Event>,
+    keep_lease: &dyn Fn() -> bool,
+) -> Result<(), Abort> {
+    let (backend, timeout, target) = (job.backend, job.settings.task_timeout, &job.config.target);
+    let template = prompts::load(r.swarm.store(), job.state, "conflict").0;
+    for attempt in 1..=tries {
+        events.push(Event::Conflict { task: task.id.clone(), files: files.clone(), attempt });
+        let try_s = format!("{attempt} of {tries}");
+        let list = files.join("\n");
+        let prompt = prompts::render(
+            &template,
+            &[
+                ("task_id", &task.id),
+                ("task_title", &task.title),
+                ("task_body", &task.body),
+                ("target", target),
+                ("conflict_files", &list),
+                ("try", &try_s),
+            ],
+        );
+        let mut env = r.base_env(Role::Worker);
+        env.push(("GIT_SWARM_TASK_ID".into(), task.id.clone()));
+        env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));
+        env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
+        env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
+        // The agents' own files stay out of what a conflict run stages, as out of the work itself.
+        if let Some(excludes) = crate::hooks::agent::write_excludes(wt, &r.run_dir()) {
+            env.extend(crate::hooks::agent::exclude_env(&excludes));
+        }
+        let before = git::contents(wt, &files);
+        let epoch = task.claim.as_ref().map_or(task.epoch, |c| c.epoch);
+        let (out, planted) = r
+            .run_agent(backend, wt, &prompt, env, timeout, Some((task, epoch)), (Role::Worker, job.config), &mut || {
+                keep_lease()
+            })
+            .map_err(|e| Abort::Fail(e.to_string()))?;
+        events.extend(planted.into_iter().map(Event::Warning));
+        if let Err(e) = super::cannot_start(Role::Worker, backend, &out) {
+            git::abort_rebase(wt);
+            return Err(Abort::CannotStart(e));
+        }
+        if let Exit::OverBudget(why) = &out.exit {
+            git::abort_rebase(wt);
+            return Err(Abort::Budget(format!("the task spent its budget ({why}) in a conflict run")));
+        }
+        if out.exit == Exit::Stopped {
+            git::abort_rebase(wt);
+            return Err(if r.stopping() {
+                Abort::Interrupted
+            } else {
+                Abort::LostClaim("taken over during a conflict run".into())
+            });
+        }
+        if !git::rebase_in_progress(wt) {
+            if out.exit.success() {
+                return Ok(());
+            }
+            return Err(Abort::Fail(super::reason_from(
+                &format!("the conflict run {} and the rebase is no longer in progress", out.exit),
+                &out.tail,
+            )));
+        }
+        if !out.exit.success() {
+            git::abort_rebase(wt);
+            return Err(Abort::Fail(super::reason_from(
+                &format!("a rebase conflict in {} was not resolved: the agent {}", files.join(", "), out.exit),
+                &out.tail,
+            )));
+        }
+        // The agent resolved the files but left the rebase stopped (no `git rebase --continue`): go on for it.
+        match git::continue_rebase(wt, &r.commit_ident, &before) {
+            Ok(git::Rebased::Clean) => return Ok(()),
+            Ok(git::Rebased::Conflict(left)) => files = left,
+            Err(e) => {
+                git::abort_rebase(wt);
+                return Err(Abort::Fail(format!("the rebase could not go on after the conflict run: {e}")));
+            }
+        }
+    }
+    git::abort_rebase(wt);
+    Err(Abort::Fail(format!("a rebase conflict was still unresolved after {tries} agent runs")))
+}
+
+/// Run the check command in the work tree: (passed, last lines of its output).
+/// Run the check `cmd` in `wt` (contained as the worker's agent is: it runs the change's code), for at most
+/// `timeout`: whether it passed, and the last lines it printed.
+pub(crate) fn run_check(
+    r: &Runner<'_>,
+    wt: &Path,
+    cmd: &str,
+    timeout: Duration,
+    config: &crate::model::Config,
+    keep_going: &dyn Fn() -> bool,
+) -> (bool, Vec<String>) {
+    let contained = match r.contain_run(wt, Role::Worker, None, config) {
+        Ok(c) => c,
+        Err(e) => return (false, vec![e.to_string()]),
+    };
+    let mut env = r.commit_ident.clone();
+    env.extend(contained.env.iter().cloned());
+    let inv = crate::agent::Invocation {
+        cwd: wt,
+        prompt: "",
+        prompt_file: r.run_dir().join("check-input.txt"),
+        env,
+        log: None,
+        timeout: Some(timeout),
+        grace: Duration::from_secs(5),
+        report: crate::agent::report::Report::Nothing,
+        live: None,
+        budget: None,
+        contain: Some(contained.contain),
+    };
+    match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || keep_going()) {
+        Ok(out) => {
+            let mut tail = out.tail;
+            if !out.exit.success() {
+                tail.push(format!("(the check {})", out.exit));
+            }
+            (out.exit.success(), tail)
+        }
+        Err(e) => (false, vec![e.to_string()]),
+    }
 }

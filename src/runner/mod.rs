@@ -6,6 +6,7 @@
 //! directory), never in the user's. It does no terminal I/O: what happens is reported as [`Event`]s to the caller.
 
 mod baseline;
+mod claim;
 pub mod contained;
 pub mod desk;
 pub mod git;

@@ -6,13 +6,16 @@ use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
-use super::landing::{Landing, LeaseKeeper};
+use super::claim::{claim_op, judge_stopped};
+use super::landing::{
+    Abort, Alone, Job, Landed, Landing, LeaseKeeper, Publisher, ROLL_FORWARD_DEPTH, Recording, landing_op,
+};
 use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, git, prompts};
-use crate::agent::{Backend, Exit, Prepared};
+use crate::agent::{Exit, Prepared};
 use crate::model::{Kind, Task};
 use crate::ops::claim::Claimed;
 use crate::ops::land::{Finish, Outcome};
-use crate::ops::{self, Actor, Board, Change, DomainError};
+use crate::ops::{self, DomainError};
 use crate::store::Snapshot;
 use crate::time::Timestamp;
 use crate::txn::{Reach, TxnError};
@@ -48,9 +51,6 @@ impl Held {
     }
 }
 
-/// Runs of the check for one landing before it gives up (each lost race to a moved target re-runs it).
-pub(super) const MAX_CHECK_RUNS: u32 = 8;
-
 /// How one task ended.
 enum TaskEnd {
     Landed,
@@ -59,29 +59,6 @@ enum TaskEnd {
     Gone,
     /// A signal: the claim was released.
     Interrupted,
-}
-
-/// Why landing gave up before publishing anything.
-pub(super) enum Abort {
-    /// A rebase conflict the agent could not resolve, a failing check, a broken work tree…: fail the task.
-    Fail(String),
-    /// A conflict run stopped at the task's budget: fail the task for good.
-    Budget(String),
-    /// A signal arrived.
-    Interrupted,
-    /// In a batch of the landing desk: the task leaves the batch and lands alone — its rebase needs a conflict run,
-    /// or its check failed on top of the batch's other landings.
-    Conflicted,
-    /// The claim was taken over while the check or a conflict run went on.
-    LostClaim(String),
-    /// The conflict run's agent could not start (exit 126/127): a runner error, no attempt spent.
-    CannotStart(RunError),
-    /// The target lost the code of done tasks since this clone saw it (`TxnError::TargetRewound`): nothing lands on
-    /// it; the runner stops, the claim given back unspent, the work kept aside.
-    Stop(RunError),
-    /// The target holds this task's code already (`Swarm-Task:` on a commit since the work's base): a landing whose
-    /// state half failed (the remote took the branch and not the state ref). It is finished, never landed again.
-    AlreadyLanded(ObjectId),
 }
 
 pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
@@ -123,75 +100,11 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
         let want_more = |n: u64| opts.mode != Mode::Once && opts.max_tasks.is_none_or(|m| n < m);
         let h = match held.take() {
             Some(h) => h,
-            None => {
-                // Where main is protected: take it back into the swarm's branch when it moved (`runner::propose`).
-                if let Err(e) = r.sync_target(&config) {
-                    r.emit(Event::Warning(format!("the swarm's branch was not brought up to date: {e}")));
-                }
-                // One read: the claim's own. A stop of the judge is seen there, and nothing is claimed then.
-                let cycle_budget = r.spent.budgets().1;
-                let classic = |r: &Runner<'_>| {
-                    let store = r.swarm.store();
-                    r.transact(|snap, actor| {
-                        claim_op(store, snap.commit, &snap.board, actor, &looked_up, &cycle_budget)
-                    })
-                    .map(|c| c.value)
-                };
-                // With other agents in this process, the claim goes with whatever they publish next.
-                let claimed = match r.desk.clone() {
-                    Some(desk) => {
-                        let spec = super::desk::ClaimSpec { looked_up: looked_up.clone(), cycle_budget, window };
-                        match desk.claim(r, spec) {
-                            super::desk::Outcome::Claimed(res) => res.map_err(TxnError::Domain),
-                            _ => classic(r),
-                        }
-                    }
-                    None => classic(r),
-                };
-                match claimed {
-                    Ok(c) => match c {
-                        Claimed::Stopped(cycle) => return Ok((RunEnd::SwarmStopped { cycle }, stats)),
-                        Claimed::Budget(why) => return Ok((RunEnd::BudgetSpent { why }, stats)),
-                        Claimed::LookUp(ids) => {
-                            let target = format!("refs/heads/{}", config.target);
-                            let tip = super::landing::fetch_target(r, &target)?
-                                .ok_or_else(|| missing_target(r, &config.target))?;
-                            for (id, epoch) in ids {
-                                // Only a landing of one of its claims (the expired one's, or an earlier one's).
-                                let code = landed_code(r, tip, &id, None, 1..=epoch, &config.target)?;
-                                if let Some(code) = code {
-                                    r.emit(Event::Warning(format!(
-                                        "{id}: its claim ran out with no attempts left, and its code is on {} \
-                                         ({code}): finishing it as done",
-                                        config.target
-                                    )));
-                                }
-                                looked_up.insert(id, code);
-                            }
-                            continue;
-                        }
-                        Claimed::Task(t) => match t.and_then(|t| Held::from(*t)) {
-                            Some(h) => h,
-                            None => continue, // a sweep of exhausted claims; look again
-                        },
-                    },
-                    Err(TxnError::Domain(DomainError::NothingReady { .. })) => {
-                        // Idle: what landed is in the request before the runner waits (or goes).
-                        r.propose(true);
-                        if opts.mode == Mode::Once {
-                            return Ok((RunEnd::NothingReady, stats));
-                        }
-                        let snap = r.read(false)?;
-                        if opts.mode == Mode::UntilIdle && ops::claim::idle(&snap.board, (r.clock)()) {
-                            return Ok((RunEnd::Idle, stats));
-                        }
-                        r.emit(Event::Waiting { why: "no ready work task".into() });
-                        r.wait_for_change(snap.commit, Duration::from_secs(30), &mut backoff)?;
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            None => match claim_next_task(r, &config, window, opts.mode, &mut looked_up, &mut backoff)? {
+                Next::Task(h) => *h,
+                Next::Again => continue,
+                Next::End(end) => return Ok((end, stats)),
+            },
         };
         r.emit(Event::Claimed {
             task: h.task.id.clone(),
@@ -226,18 +139,87 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     }
 }
 
-/// The worker loop's claim on `board` (of the state commit `commit`, whose cycles say whether the judge stopped
-/// the swarm): [`ops::claim::next_work`].
-pub(super) fn claim_op(
-    store: &crate::store::Store,
-    commit: ObjectId,
-    board: &Board,
-    actor: &Actor,
-    looked_up: &std::collections::BTreeMap<String, Option<ObjectId>>,
-    cycle_budget: &Limit,
-) -> Result<(Change, Claimed), DomainError> {
-    let stopped = super::last_cycle(store, commit).filter(|c| c.verdict == super::Verdict::Stop).map(|c| c.cycle);
-    ops::claim::next_work(board, actor, stopped, looked_up, cycle_budget)
+/// What the worker loop does next, once it looked for a claim.
+enum Next {
+    Task(Box<Held>),
+    /// Look again (a sweep, a lookup of exhausted claims, a change of the ref after a wait).
+    Again,
+    End(RunEnd),
+}
+
+/// Claim the next work task (through the desk when other agents share this process), or say why not: the judge
+/// stopped the swarm, the cycle spent its budget, nothing is ready (`mode` says whether to wait for a change of the
+/// state ref); expired claims with no attempts left are looked up on the target first (`looked_up`).
+fn claim_next_task(
+    r: &mut Runner<'_>,
+    config: &crate::model::Config,
+    window: Duration,
+    mode: Mode,
+    looked_up: &mut std::collections::BTreeMap<String, Option<ObjectId>>,
+    backoff: &mut Duration,
+) -> Result<Next, RunError> {
+    // Where main is protected: take it back into the swarm's branch when it moved (`runner::propose`).
+    if let Err(e) = r.sync_target(config) {
+        r.emit(Event::Warning(format!("the swarm's branch was not brought up to date: {e}")));
+    }
+    // One read: the claim's own. A stop of the judge is seen there, and nothing is claimed then.
+    let cycle_budget = r.spent.budgets().1;
+    let classic = |r: &Runner<'_>| {
+        let store = r.swarm.store();
+        r.transact(|snap, actor| claim_op(store, snap.commit, &snap.board, actor, looked_up, &cycle_budget))
+            .map(|c| c.value)
+    };
+    // With other agents in this process, the claim goes with whatever they publish next.
+    let claimed = match r.desk.clone() {
+        Some(desk) => {
+            let spec = super::desk::ClaimSpec { looked_up: looked_up.clone(), cycle_budget, window };
+            match desk.claim(r, spec) {
+                super::desk::Outcome::Claimed(res) => res.map_err(TxnError::Domain),
+                _ => classic(r),
+            }
+        }
+        None => classic(r),
+    };
+    match claimed {
+        Ok(c) => match c {
+            Claimed::Stopped(cycle) => Ok(Next::End(RunEnd::SwarmStopped { cycle })),
+            Claimed::Budget(why) => Ok(Next::End(RunEnd::BudgetSpent { why })),
+            Claimed::LookUp(ids) => {
+                let target = format!("refs/heads/{}", config.target);
+                let tip = super::landing::fetch_target(r, &target)?.ok_or_else(|| missing_target(r, &config.target))?;
+                for (id, epoch) in ids {
+                    // Only a landing of one of its claims (the expired one's, or an earlier one's).
+                    let code = landed_code(r, tip, &id, None, 1..=epoch, &config.target)?;
+                    if let Some(code) = code {
+                        r.emit(Event::Warning(format!(
+                            "{id}: its claim ran out with no attempts left, and its code is on {} \
+                             ({code}): finishing it as done",
+                            config.target
+                        )));
+                    }
+                    looked_up.insert(id, code);
+                }
+                Ok(Next::Again)
+            }
+            // None: a sweep of exhausted claims; look again.
+            Claimed::Task(t) => Ok(t.and_then(|t| Held::from(*t)).map_or(Next::Again, |h| Next::Task(Box::new(h)))),
+        },
+        Err(TxnError::Domain(DomainError::NothingReady { .. })) => {
+            // Idle: what landed is in the request before the runner waits (or goes).
+            r.propose(true);
+            if mode == Mode::Once {
+                return Ok(Next::End(RunEnd::NothingReady));
+            }
+            let snap = r.read(false)?;
+            if mode == Mode::UntilIdle && ops::claim::idle(&snap.board, (r.clock)()) {
+                return Ok(Next::End(RunEnd::Idle));
+            }
+            r.emit(Event::Waiting { why: "no ready work task".into() });
+            r.wait_for_change(snap.commit, Duration::from_secs(30), backoff)?;
+            Ok(Next::Again)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// With the repository itself as the remote, landing moves the target branch in this repository: refuse when it is
@@ -309,9 +291,6 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
     finish(r, &job, &mut h, &wt, base, &branch, outcome, claim_next)
 }
 
-/// How far back (first-parent commits of the target) a takeover looks for the task's code before it runs an agent.
-pub(super) const ROLL_FORWARD_DEPTH: usize = 10_000;
-
 /// The code of task `id` on the target at `tip` (since `stop`): a runner's landing of one of its claims whose epoch
 /// is in `epochs` ([`crate::store::Store::landed_commit`]). Commits that only name the task are said, never taken.
 fn landed_code(
@@ -331,17 +310,6 @@ fn landed_code(
         r.emit(w);
     }
     Ok(found.code.map(|(code, _)| code))
-}
-
-/// The state half of a landing on `board` ([`ops::land::record`]), scrubbed of the runner's secrets.
-pub(super) fn landing_op(
-    board: &Board,
-    actor: &Actor,
-    stopped: bool,
-    l: &ops::land::Record<'_>,
-) -> Result<(Change, Option<Task>), DomainError> {
-    let (ch, next) = ops::land::record(board, actor, stopped, l)?;
-    Ok((super::scrub(ch), next))
 }
 
 /// Finish a task whose code is on the target already (`code`): `done` alone, in one update of the state ref.
@@ -424,14 +392,6 @@ fn say_landed(
     next
 }
 
-/// What `finish` needs of the task's start: settings, config and the state it was read from (no second read).
-pub(super) struct Job<'a> {
-    pub(super) settings: &'a RunSettings,
-    pub(super) config: &'a crate::model::Config,
-    pub(super) state: ObjectId,
-    pub(super) backend: &'a Prepared,
-}
-
 fn missing_target(r: &Runner<'_>, target: &str) -> RunError {
     RunError::Setup(format!(
         "{} has no branch {target} to work on: push it first (the target is set in swarm.toml)",
@@ -446,20 +406,18 @@ enum AgentRun {
     Interrupted,
 }
 
-fn run_worker_agent(
+/// The worker prompt of task `t` (the template on the state ref, or the built-in one), rendered.
+fn worker_prompt(
     r: &mut Runner<'_>,
-    backend: &Prepared,
     settings: &RunSettings,
     snap: &Snapshot,
-    h: &mut Held,
-    wt: &Path,
+    t: &Task,
     config: &crate::model::Config,
-) -> Result<AgentRun, RunError> {
+) -> String {
     let (template, warn) = prompts::load(r.swarm.store(), snap.commit, "worker");
     if let Some(w) = warn {
         r.emit(Event::Warning(w));
     }
-    let t = &h.task;
     let goal = super::goal(r.swarm.store(), snap.commit).unwrap_or_else(|| "(no goal recorded)".into());
     let failures = if t.failures.is_empty() {
         "none".to_string()
@@ -470,7 +428,7 @@ fn run_worker_agent(
     let scope = if t.scope.is_empty() { "(not given)".to_string() } else { t.scope.join(", ") };
     let acceptance = if t.acceptance.is_empty() { "(not given)" } else { t.acceptance.as_str() };
     let check = settings.check.clone().unwrap_or_else(|| "none".into());
-    let prompt = prompts::render(
+    prompts::render(
         &template,
         &[
             ("task_id", &t.id),
@@ -484,7 +442,20 @@ fn run_worker_agent(
             ("previous_failures", &failures),
             ("check", &check),
         ],
-    );
+    )
+}
+
+fn run_worker_agent(
+    r: &mut Runner<'_>,
+    backend: &Prepared,
+    settings: &RunSettings,
+    snap: &Snapshot,
+    h: &mut Held,
+    wt: &Path,
+    config: &crate::model::Config,
+) -> Result<AgentRun, RunError> {
+    let prompt = worker_prompt(r, settings, snap, &h.task, config);
+    let t = &h.task;
     let handoff = r.run_dir().join("handoff.md");
     let _ = std::fs::remove_file(&handoff);
     let _ = std::fs::remove_file(crate::hooks::agent::auto_marker(&handoff));
@@ -597,6 +568,32 @@ fn read_handoff(r: &mut Runner<'_>, file: &Path) -> Option<String> {
     }
 }
 
+/// How a finished agent run ends for its task, once decided: what [`conclude`] records.
+enum End {
+    /// Landed: the code on the target, `done` on the state ref, the next task claimed with it.
+    Landed { code: ObjectId, lost_races: u32, next: Option<Box<Task>> },
+    /// Nothing to land, and `empty_is_done`: `done` on the state ref alone.
+    Empty { note: Option<String> },
+    /// The code is on the target already (a landing whose state half failed): finish it, never land it again.
+    RollForward { code: ObjectId, note: Option<String> },
+    /// An attempt of the task (for good: no attempt after it), with the agent's hand-off as its note.
+    Fail { reason: String, note: Option<String>, for_good: bool },
+    /// A signal: the claim goes back.
+    Released,
+    /// The claim was lost (taken over): nothing recorded by us.
+    Gone(String),
+    /// An error that ends the runner (the caller gives the claim back, no attempt spent).
+    Stop(RunError),
+}
+
+impl End {
+    fn fail(reason: impl Into<String>) -> End {
+        End::Fail { reason: reason.into(), note: None, for_good: false }
+    }
+}
+
+/// The task's end after its agent ran: the agent's run judged, what it left committed, then landed through the
+/// desk or alone ([`Landing::land`]), and recorded ([`conclude`]).
 #[allow(clippy::too_many_arguments)]
 fn finish(
     r: &mut Runner<'_>,
@@ -609,16 +606,11 @@ fn finish(
     claim_next: bool,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
     let (settings, lease) = (job.settings, job.config.lease);
-    let id = h.task.id.clone();
     let (exit, tail, exited_at) = match outcome {
         AgentRun::LostClaim(why) => {
-            r.emit(Event::LostClaim { task: id, why });
-            return Ok((TaskEnd::Gone, None));
+            return conclude(r, h, None, false, End::Gone(why), claim_next, lease, Instant::now());
         }
-        AgentRun::Interrupted => {
-            r.release(&id, h.epoch);
-            return Ok((TaskEnd::Interrupted, None));
-        }
+        AgentRun::Interrupted => return conclude(r, h, None, false, End::Released, claim_next, lease, Instant::now()),
         AgentRun::Exited { exit, tail, at } => (exit, tail, at),
     };
     let over_budget = match &exit {
@@ -632,21 +624,48 @@ fn finish(
             }
             other => format!("the agent {other}"),
         };
-        return fail(r, h, super::reason_from(&what, &tail), claim_next, lease);
+        return conclude(r, h, None, false, End::fail(super::reason_from(&what, &tail)), claim_next, lease, exited_at);
     }
     // An agent that removed its work tree (or its `.git`) left nothing to land, and would do it again: an attempt
     // of the task, and the next task gets a fresh work tree.
     let head_ok = git::head_fast(wt).is_ok_and(|h| r.swarm.local.repo.find_commit(h).is_ok());
     if !wt.join(".git").exists() || !head_ok {
         let why = "the agent removed its work tree (or the work tree's .git): nothing to land";
-        return fail(r, h, why.into(), claim_next, lease);
+        return conclude(r, h, None, false, End::fail(why), claim_next, lease, exited_at);
     }
+    let work_tip = commit_work(r, &h.task, h.epoch, wt, base)?;
+    let handoff = read_handoff(r, &r.run_dir().join("handoff.md"))
+        // At most 64 KiB (bytes: what every reader of `notes/<id>.md` reads), cut at a character.
+        .map(|t| {
+            let t = super::redact_secrets(&t);
+            t[..t.floor_char_boundary(64 * 1024 - 1)].to_string()
+        });
+    let mine = !own_commits(&r.swarm.local, base, work_tip).is_empty();
+    let (keep, end) = if let Some(reason) = over_budget {
+        // Another attempt would start past the budget: the task fails for good, what the agent did kept aside.
+        (mine, End::Fail { reason, note: handoff, for_good: true })
+    } else if let Some(reason) = handoff.as_deref().and_then(reported_failure) {
+        // The agent said it failed (`Status: failed: <reason>`, the line the worker prompt asks for), whatever its
+        // exit status: what it did is kept aside, not landed.
+        (mine, End::Fail { reason: format!("the agent reported: failed: {reason}"), note: handoff, for_good: false })
+    } else if !mine && settings.empty_is_done {
+        (false, End::Empty { note: handoff })
+    } else if !mine {
+        (false, End::fail("the agent exited 0 without changing anything"))
+    } else {
+        land_work(r, job, h, wt, base, work_tip, branch, handoff, claim_next)?
+    };
+    conclude(r, h, Some((wt, work_tip)), keep, end, claim_next, lease, exited_at)
+}
+
+/// Commit what the agent left in `wt` as its work, stamped as the landing of this claim (`Swarm-Task` and
+/// `Swarm-Epoch`, `hooks::trailer`), with its tools' files taken out: the work's tip.
+fn commit_work(r: &Runner<'_>, task: &Task, epoch: u64, wt: &Path, base: ObjectId) -> Result<ObjectId, RunError> {
     // Whatever the agent left uncommitted is part of its work. A rebase it left half done is not.
     git::abort_rebase(wt);
-    // Stamped as the landing of this claim: `Swarm-Task` and `Swarm-Epoch` (`hooks::trailer`).
-    let message = crate::hooks::trailer::stamp(&one_line(&h.task.title), &id, h.epoch);
+    let message = crate::hooks::trailer::stamp(&one_line(&task.title), &task.id, epoch);
     let excludes = r.run_dir().join("agent-excludes");
-    let scope = &h.task.scope;
+    let scope = &task.scope;
     // Agent files the task's scope names are the task's (`--scope .claude/commands/review.md`).
     let wanted = |p: &str| crate::hooks::agent::is_agent_artifact(p) && crate::hooks::agent::in_scope(p, scope);
     let wanted = crate::hooks::agent::scope_names_artifacts(scope).then_some(&wanted as &dyn Fn(&str) -> bool);
@@ -660,245 +679,171 @@ fn finish(
     if let Some(stripped) = stripped {
         git::run(wt, &["reset", "--hard", "--quiet", &stripped.to_string()])?;
     }
-    let handoff_file = r.run_dir().join("handoff.md");
-    let handoff = read_handoff(r, &handoff_file)
-        // At most 64 KiB (bytes: what every reader of `notes/<id>.md` reads), cut at a character.
-        .map(|t| {
-            let t = super::redact_secrets(&t);
-            t[..t.floor_char_boundary(64 * 1024 - 1)].to_string()
-        });
-    let work_tip = git::head_fast(wt)?;
-    let mine = own_commits(&r.swarm.local, base, work_tip);
-    // Another attempt would start past the budget: the task fails for good, what the agent did (committed here
-    // with the rest) kept aside.
-    if let Some(reason) = over_budget {
-        if !mine.is_empty() {
-            keep_aside(r, h, wt, work_tip);
-        }
-        return fail_noted(r, h, reason, handoff.as_deref(), claim_next, lease, true);
-    }
-    // The agent said it failed (`Status: failed: <reason>`, the line the worker prompt asks for), whatever its exit
-    // status: what it did is kept aside, not landed.
-    if let Some(reason) = handoff.as_deref().and_then(reported_failure) {
-        if !mine.is_empty() {
-            keep_aside(r, h, wt, work_tip);
-        }
-        let reason = format!("the agent reported: failed: {reason}");
-        return fail_noted(r, h, reason, handoff.as_deref(), claim_next, lease, false);
-    }
-    if mine.is_empty() {
-        if !settings.empty_is_done {
-            return fail(r, h, "the agent exited 0 without changing anything".into(), claim_next, lease);
-        }
-        // Nothing to land: mark it done on the state ref alone.
-        let note = handoff.clone();
-        let epoch = h.epoch;
-        let usage = r.spent.of(&id, epoch);
-        let c = r.transact(|snap, actor| {
-            let f = Finish {
-                id: &id,
-                epoch,
-                outcome: Outcome::Done { code: None },
-                note: note.as_deref(),
-                usage,
-                claim_next: false,
-                stopped: false,
-                cycle_budget: Limit::default(),
-                lease,
-            };
-            ops::land::finish(&snap.board, actor, &f).map(|(ch, _)| (ch, ()))
-        });
-        return match c {
-            Ok(_) => {
-                r.spent.forget(&id, epoch);
-                r.emit(Event::Landed {
-                    task: id,
-                    commit: "(no change)".into(),
-                    lost_races: 0,
-                    exit_to_landed: exited_at.elapsed(),
-                    next: None,
-                });
-                Ok((TaskEnd::Landed, None))
-            }
-            Err(TxnError::Domain(e)) => {
-                r.emit(Event::LostClaim { task: id, why: e.to_string() });
-                Ok((TaskEnd::Gone, None))
-            }
-            Err(e) => Err(e.into()),
-        };
-    }
-    // Land: rebase onto the newest target (stamping every commit on the first pass), check, then one atomic push
-    // of the branch and the state (done + hand-off + the next claim).
-    let epoch = h.epoch;
+    Ok(git::head_fast(wt)?)
+}
+
+/// Land the agent's work (`base..work_tip` in `wt`): rebase onto the newest target (stamping every commit on the
+/// first pass), check, then one atomic update of the branch and the state (done + hand-off + the next claim),
+/// published by the desk's next batch when other agents share this process, else alone. Whether to keep the work
+/// aside, and the task's end.
+#[allow(clippy::too_many_arguments)]
+fn land_work(
+    r: &mut Runner<'_>,
+    job: &Job<'_>,
+    h: &Held,
+    wt: &Path,
+    base: ObjectId,
+    work_tip: ObjectId,
+    branch: &str,
+    handoff: Option<String>,
+    claim_next: bool,
+) -> Result<(bool, End), RunError> {
+    let (id, epoch) = (h.task.id.as_str(), h.epoch);
     // Only the agent's own work on the target lands: an unrelated history it merged in (a second root) fails the
     // task, its work kept aside (invariant 22).
     let foreign = super::rebase::foreign_history(&r.swarm.local, base, work_tip, base)
         .map_err(|e| RunError::Setup(format!("cannot read the work of {id}: {e}")))?;
     if let Some(why) = foreign {
-        keep_aside(r, h, wt, work_tip);
-        return fail(
-            r,
-            h,
-            format!("the work is not the agent's own history on {}: {why}", job.config.target),
-            claim_next,
-            lease,
-        );
+        let why = format!("the work is not the agent's own history on {}: {why}", job.config.target);
+        return Ok((true, End::fail(why)));
     }
     // Commits stamped already (the runner's own commit of what the agent left) need no rewrite; any other message
     // is stamped by the rebase, whatever `Swarm-*` lines the agent wrote.
-    let stamped = super::rebase::unstamped(&r.swarm.local, base, work_tip, &h.task.id, epoch)
+    let stamped = super::rebase::unstamped(&r.swarm.local, base, work_tip, id, epoch)
         .map_err(|e| RunError::Setup(format!("cannot read the work of {id}: {e}")))?
         .is_none();
     // The lease is renewed while the check and conflict runs go on, as while the agent worked.
-    let keeper = LeaseKeeper::new(&id, epoch, h.until, lease);
-    let note = handoff.clone();
-    let cycle_budget = r.spent.budgets().1;
-    let (landed, events) = {
-        let mut landing = Landing::new(r, job, wt, &h.task, &keeper, base, work_tip, stamped);
-        let (agent, store, spent) = (r.agent.clone(), r.swarm.store(), &r.spent);
-        let alone = |landing: &mut Landing<'_, '_>| {
-            r.swarm.land(&r.retry, &r.who, r.clock, branch, &mut |tip| landing.prepare(tip), |snap, now, code| {
-                let actor = Actor { agent: agent.clone(), now };
-                let stopped = claim_next && judge_stopped(store, snap);
-                let code_s = code.to_string();
-                let l = ops::land::Record {
-                    id: &id,
-                    epoch,
-                    code: &code_s,
-                    note: note.as_deref(),
-                    claim_next,
-                    lease,
-                    // What the attempt spent, its conflict runs included: read when the landing is made.
-                    usage: spent.of(&id, epoch),
-                    cycle_budget,
-                };
-                let (ch, next) = landing_op(&snap.board, &actor, stopped, &l)?;
-                Ok((ch, (next, code)))
-            })
-        };
-        let landed = match r.desk.clone() {
-            // With other agents in this process, the landing goes in the desk's next batch (super::desk).
-            Some(desk) => {
-                let spec = super::desk::LandSpec {
-                    branch: branch.to_string(),
-                    id: id.clone(),
-                    epoch,
-                    note: note.clone(),
-                    claim_next,
-                    lease,
-                    cycle_budget,
-                    window: settings.batch_window,
-                    base,
-                    head: work_tip,
-                    stamped,
-                    here: settings.check.is_none(),
-                    who: r.who.clone(),
-                    usage: spent.of(&id, epoch),
-                };
-                landing.batched = true;
-                let (outcome, abort) = {
-                    let mut own = super::desk::Own {
-                        prepare: &mut |tip| landing.prepare(tip),
-                        usage: &|| spent.of(&id, epoch),
-                        keep: &|| keeper.keep(r),
-                        abort: None,
-                    };
-                    (desk.land(r, spec, &mut own), own.abort)
-                };
-                landing.batched = false;
-                match (outcome, abort) {
-                    (super::desk::Outcome::Landed { code, next, lost_races }, _) => {
-                        let next = next.map(|t| *t);
-                        Ok(Ok(crate::txn::Committed {
-                            value: (next, code),
-                            commit: None,
-                            lost_races,
-                            problems: vec![],
-                        }))
-                    }
-                    (super::desk::Outcome::Lost(e), _) => Err(TxnError::Domain(e)),
-                    // A rebase that needs the agent (a conflict) goes on alone, with its conflict run.
-                    (super::desk::Outcome::Out, Some(Abort::Conflicted)) | (super::desk::Outcome::Out, None) => {
-                        alone(&mut landing)
-                    }
-                    (super::desk::Outcome::Out, Some(a)) => Ok(Err(a)),
-                    (_, _) => alone(&mut landing),
-                }
-            }
-            None => alone(&mut landing),
-        };
-        let mut events = landing.into_events();
-        // What the lease keeper said while the landing waited in a batch.
-        events.extend(keeper.drain());
-        (landed, events)
+    let keeper = LeaseKeeper::new(id, epoch, h.until, job.config.lease);
+    let rec = Recording {
+        branch,
+        note: handoff.as_deref(),
+        claim_next,
+        lease: job.config.lease,
+        cycle_budget: r.spent.budgets().1,
     };
+    let desk = r.desk.clone();
+    let publisher: &dyn Publisher = match &desk {
+        Some(desk) => desk.as_ref(),
+        None => &Alone,
+    };
+    let (landed, events) = Landing::new(r, job, wt, &h.task, &keeper, base, work_tip, stamped).land(publisher, &rec);
     for e in events {
         r.emit(e);
     }
-    match landed {
-        Ok(Ok(c)) => {
-            // Recorded with the landing (other ends record it with their own op, or give the claim back with it).
-            r.spent.forget(&id, epoch);
-            let (next, code) = c.value;
+    Ok(match landed {
+        Landed::Published { code, next, lost_races, alone } => {
             // What this clone saw of the target is what it landed (a batch of the desk records its own), so that
             // a force-push that drops it is noticed next time.
-            if c.commit.is_some() {
+            if alone {
                 r.swarm.landed_on_target(branch, code);
             }
-            let next = say_landed(r, id, code, c.lost_races, exited_at, next);
-            Ok((TaskEnd::Landed, next))
+            (false, End::Landed { code, lost_races, next })
         }
-        Ok(Err(Abort::AlreadyLanded(code))) => {
-            roll_forward(r, h, code, handoff, Some((wt, work_tip)), claim_next, lease, exited_at)
-        }
-        Ok(Err(Abort::CannotStart(e) | Abort::Stop(e))) => {
-            // The caller gives the claim back (no attempt spent) and the runner stops.
-            keep_aside(r, h, wt, work_tip);
-            Err(e)
-        }
-        Ok(Err(Abort::Interrupted)) => {
-            r.release(&id, epoch);
-            Ok((TaskEnd::Interrupted, None))
-        }
-        Ok(Err(Abort::Fail(reason))) => {
-            keep_aside(r, h, wt, work_tip);
-            fail(r, h, reason, claim_next, lease)
-        }
+        Landed::Aborted(Abort::AlreadyLanded(code)) => (false, End::RollForward { code, note: handoff }),
+        // The caller gives the claim back (no attempt spent) and the runner stops.
+        Landed::Aborted(Abort::CannotStart(e) | Abort::Stop(e)) => (true, End::Stop(e)),
+        Landed::Aborted(Abort::Interrupted) => (false, End::Released),
+        Landed::Aborted(Abort::Fail(reason)) => (true, End::fail(reason)),
         // Only a batch's prepare says so, and its task then lands alone: never here.
-        Ok(Err(Abort::Conflicted)) => {
-            keep_aside(r, h, wt, work_tip);
-            fail(r, h, "a rebase conflict left unresolved".into(), claim_next, lease)
-        }
-        Ok(Err(Abort::Budget(reason))) => {
-            keep_aside(r, h, wt, work_tip);
-            fail_noted(r, h, reason, None, claim_next, lease, true)
-        }
-        Ok(Err(Abort::LostClaim(why))) => {
-            keep_aside(r, h, wt, work_tip);
-            r.emit(Event::LostClaim { task: id, why });
-            Ok((TaskEnd::Gone, None))
-        }
-        Err(TxnError::Domain(e)) => {
-            // Our claim is gone (taken over after our lease ran out): our code must not land.
-            keep_aside(r, h, wt, work_tip);
-            r.emit(Event::LostClaim { task: id, why: e.to_string() });
-            Ok((TaskEnd::Gone, None))
-        }
-        Err(TxnError::Remote(crate::remote::RemoteError::Refused { remote, refname, reason }))
+        Landed::Aborted(Abort::Conflicted) => (true, End::fail("a rebase conflict left unresolved")),
+        Landed::Aborted(Abort::Budget(reason)) => (true, End::Fail { reason, note: None, for_good: true }),
+        Landed::Aborted(Abort::LostClaim(why)) => (true, End::Gone(why)),
+        // Our claim is gone (taken over after our lease ran out): our code must not land.
+        Landed::Failed(TxnError::Domain(e)) => (true, End::Gone(e.to_string())),
+        Landed::Failed(TxnError::Remote(crate::remote::RemoteError::Refused { remote, refname, reason }))
             if !crate::remote::is_storage_refusal(&reason) =>
         {
             // A refusal that retrying will not change (a protected branch, a hook): an attempt of the task, and
             // the runner goes on. If the remote refuses the state ref too, recording the failure fails as well,
             // and that error ends the runner.
-            keep_aside(r, h, wt, work_tip);
-            let why = format!("{remote} refused the landing: {refname}: {reason}");
-            fail(r, h, why, claim_next, lease)
+            (true, End::fail(format!("{remote} refused the landing: {refname}: {reason}")))
         }
-        Err(e) => {
-            // The agent's work is not lost with the error: keep it where a person (or a retry) finds it.
-            keep_aside(r, h, wt, work_tip);
-            Err(e.into())
+        // The agent's work is not lost with the error: kept where a person (or a retry) finds it.
+        Landed::Failed(e) => (true, End::Stop(e.into())),
+    })
+}
+
+/// Record the task's end `end`, the one place where the work (`work`: the work tree and the work's tip) is kept
+/// aside when `keep` says so, before the end is recorded (a roll-forward keeps it too when the code on the target
+/// turns out to be a twin's). `since`: when the agent exited.
+#[allow(clippy::too_many_arguments)]
+fn conclude(
+    r: &mut Runner<'_>,
+    h: &Held,
+    work: Option<(&Path, ObjectId)>,
+    keep: bool,
+    end: End,
+    claim_next: bool,
+    lease: Duration,
+    since: Instant,
+) -> Result<(TaskEnd, Option<Held>), RunError> {
+    if let (true, Some((wt, tip))) = (keep, work) {
+        keep_aside(r, h, wt, tip);
+    }
+    let id = h.task.id.clone();
+    match end {
+        End::Landed { code, lost_races, next } => {
+            // Recorded with the landing (other ends record it with their own op, or give the claim back with it).
+            r.spent.forget(&id, h.epoch);
+            let next = say_landed(r, id, code, lost_races, since, next.map(|t| *t));
+            Ok((TaskEnd::Landed, next))
         }
+        End::Empty { note } => done_empty(r, h, note, lease, since),
+        End::RollForward { code, note } => roll_forward(r, h, code, note, work, claim_next, lease, since),
+        End::Fail { reason, note, for_good } => fail_noted(r, h, reason, note.as_deref(), claim_next, lease, for_good),
+        End::Released => {
+            r.release(&id, h.epoch);
+            Ok((TaskEnd::Interrupted, None))
+        }
+        End::Gone(why) => {
+            r.emit(Event::LostClaim { task: id, why });
+            Ok((TaskEnd::Gone, None))
+        }
+        End::Stop(e) => Err(e),
+    }
+}
+
+/// Nothing to land: the task is done on the state ref alone.
+fn done_empty(
+    r: &mut Runner<'_>,
+    h: &Held,
+    note: Option<String>,
+    lease: Duration,
+    since: Instant,
+) -> Result<(TaskEnd, Option<Held>), RunError> {
+    let (id, epoch) = (h.task.id.clone(), h.epoch);
+    let usage = r.spent.of(&id, epoch);
+    let c = r.transact(|snap, actor| {
+        let f = Finish {
+            id: &id,
+            epoch,
+            outcome: Outcome::Done { code: None },
+            note: note.as_deref(),
+            usage,
+            claim_next: false,
+            stopped: false,
+            cycle_budget: Limit::default(),
+            lease,
+        };
+        ops::land::finish(&snap.board, actor, &f).map(|(ch, _)| (ch, ()))
+    });
+    match c {
+        Ok(_) => {
+            r.spent.forget(&id, epoch);
+            r.emit(Event::Landed {
+                task: id,
+                commit: "(no change)".into(),
+                lost_races: 0,
+                exit_to_landed: since.elapsed(),
+                next: None,
+            });
+            Ok((TaskEnd::Landed, None))
+        }
+        Err(TxnError::Domain(e)) => {
+            r.emit(Event::LostClaim { task: id, why: e.to_string() });
+            Ok((TaskEnd::Gone, None))
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -916,11 +861,6 @@ fn own_commits(store: &crate::store::Store, base: ObjectId, tip: ObjectId) -> Ve
         }
     }
     out
-}
-
-/// Has the judge said stop (as of `snap`)?
-pub(super) fn judge_stopped(store: &crate::store::Store, snap: &Snapshot) -> bool {
-    super::last_cycle(store, snap.commit).is_some_and(|c| c.verdict == super::Verdict::Stop)
 }
 
 fn one_line(s: &str) -> String {
@@ -945,18 +885,8 @@ pub(crate) fn reported_failure(handoff: &str) -> Option<String> {
     Some(if reason.is_empty() { "no reason given".to_string() } else { one_line(reason).chars().take(300).collect() })
 }
 
-/// Record a failure of my claim (and claim the next task in the same push).
-fn fail(
-    r: &mut Runner<'_>,
-    h: &Held,
-    reason: String,
-    claim_next: bool,
-    lease: Duration,
-) -> Result<(TaskEnd, Option<Held>), RunError> {
-    fail_noted(r, h, reason, None, claim_next, lease, false)
-}
-
-/// [`fail`], with the agent's hand-off recorded as the task's note.
+/// Record a failure of my claim (and claim the next task in the same push), with the agent's hand-off as the
+/// task's note.
 fn fail_noted(
     r: &mut Runner<'_>,
     h: &Held,
@@ -1008,140 +938,6 @@ fn keep_aside(r: &mut Runner<'_>, h: &Held, wt: &Path, work_tip: ObjectId) {
     match r.swarm.push_aside(&refname, work_tip) {
         Ok(()) => r.emit(Event::KeptAside { task: id.to_string(), refname }),
         Err(e) => r.emit(Event::Warning(format!("could not keep the work of {id} at {refname}: {e}"))),
-    }
-}
-
-/// Run the agent again in the stopped rebase with the conflict prompt, up to `tries` times.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn resolve_conflict(
-    r: &Runner<'_>,
-    job: &Job<'_>,
-    wt: &Path,
-    task: &Task,
-    mut files: Vec<String>,
-    tries: u32,
-    events: &mut Vec<Event>,
-    keep_lease: &dyn Fn() -> bool,
-) -> Result<(), Abort> {
-    let (backend, timeout, target) = (job.backend, job.settings.task_timeout, &job.config.target);
-    let template = prompts::load(r.swarm.store(), job.state, "conflict").0;
-    for attempt in 1..=tries {
-        events.push(Event::Conflict { task: task.id.clone(), files: files.clone(), attempt });
-        let try_s = format!("{attempt} of {tries}");
-        let list = files.join("\n");
-        let prompt = prompts::render(
-            &template,
-            &[
-                ("task_id", &task.id),
-                ("task_title", &task.title),
-                ("task_body", &task.body),
-                ("target", target),
-                ("conflict_files", &list),
-                ("try", &try_s),
-            ],
-        );
-        let mut env = r.base_env(Role::Worker);
-        env.push(("GIT_SWARM_TASK_ID".into(), task.id.clone()));
-        env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));
-        env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
-        env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
-        // The agents' own files stay out of what a conflict run stages, as out of the work itself.
-        if let Some(excludes) = crate::hooks::agent::write_excludes(wt, &r.run_dir()) {
-            env.extend(crate::hooks::agent::exclude_env(&excludes));
-        }
-        let before = git::contents(wt, &files);
-        let epoch = task.claim.as_ref().map_or(task.epoch, |c| c.epoch);
-        let (out, planted) = r
-            .run_agent(backend, wt, &prompt, env, timeout, Some((task, epoch)), (Role::Worker, job.config), &mut || {
-                keep_lease()
-            })
-            .map_err(|e| Abort::Fail(e.to_string()))?;
-        events.extend(planted.into_iter().map(Event::Warning));
-        if let Err(e) = super::cannot_start(Role::Worker, backend, &out) {
-            git::abort_rebase(wt);
-            return Err(Abort::CannotStart(e));
-        }
-        if let Exit::OverBudget(why) = &out.exit {
-            git::abort_rebase(wt);
-            return Err(Abort::Budget(format!("the task spent its budget ({why}) in a conflict run")));
-        }
-        if out.exit == Exit::Stopped {
-            git::abort_rebase(wt);
-            return Err(if r.stopping() {
-                Abort::Interrupted
-            } else {
-                Abort::LostClaim("taken over during a conflict run".into())
-            });
-        }
-        if !git::rebase_in_progress(wt) {
-            if out.exit.success() {
-                return Ok(());
-            }
-            return Err(Abort::Fail(super::reason_from(
-                &format!("the conflict run {} and the rebase is no longer in progress", out.exit),
-                &out.tail,
-            )));
-        }
-        if !out.exit.success() {
-            git::abort_rebase(wt);
-            return Err(Abort::Fail(super::reason_from(
-                &format!("a rebase conflict in {} was not resolved: the agent {}", files.join(", "), out.exit),
-                &out.tail,
-            )));
-        }
-        // The agent resolved the files but left the rebase stopped (no `git rebase --continue`): go on for it.
-        match git::continue_rebase(wt, &r.commit_ident, &before) {
-            Ok(git::Rebased::Clean) => return Ok(()),
-            Ok(git::Rebased::Conflict(left)) => files = left,
-            Err(e) => {
-                git::abort_rebase(wt);
-                return Err(Abort::Fail(format!("the rebase could not go on after the conflict run: {e}")));
-            }
-        }
-    }
-    git::abort_rebase(wt);
-    Err(Abort::Fail(format!("a rebase conflict was still unresolved after {tries} agent runs")))
-}
-
-/// Run the check command in the work tree: (passed, last lines of its output).
-/// Run the check `cmd` in `wt` (contained as the worker's agent is: it runs the change's code), for at most
-/// `timeout`: whether it passed, and the last lines it printed.
-pub(crate) fn run_check(
-    r: &Runner<'_>,
-    wt: &Path,
-    cmd: &str,
-    timeout: Duration,
-    config: &crate::model::Config,
-    keep_going: &dyn Fn() -> bool,
-) -> (bool, Vec<String>) {
-    let contained = match r.contain_run(wt, Role::Worker, None, config) {
-        Ok(c) => c,
-        Err(e) => return (false, vec![e.to_string()]),
-    };
-    let mut env = r.commit_ident.clone();
-    env.extend(contained.env.iter().cloned());
-    let inv = crate::agent::Invocation {
-        cwd: wt,
-        prompt: "",
-        prompt_file: r.run_dir().join("check-input.txt"),
-        env,
-        log: None,
-        timeout: Some(timeout),
-        grace: Duration::from_secs(5),
-        report: crate::agent::report::Report::Nothing,
-        live: None,
-        budget: None,
-        contain: Some(contained.contain),
-    };
-    match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || keep_going()) {
-        Ok(out) => {
-            let mut tail = out.tail;
-            if !out.exit.success() {
-                tail.push(format!("(the check {})", out.exit));
-            }
-            (out.exit.success(), tail)
-        }
-        Err(e) => (false, vec![e.to_string()]),
     }
 }
 

@@ -212,7 +212,7 @@ fn project_of(ctx: &Ctx, flag: Option<&str>) -> CliResult<(Project, String)> {
         None => Err(CliError::usage(format!(
             "cannot tell the GitLab project: the remote '{}' is {}, not the URL of a project on a GitLab server",
             line(&remote),
-            line(&git_swarm::remote::redact(&url))
+            line(&git_swarm::secrets::redact(&url))
         ))
         .hint("name it with --project group/name (or its numeric id), and the server with GITLAB_API_URL")),
     }
