@@ -240,7 +240,7 @@ pub fn set_stop_flag(flag: std::sync::Arc<AtomicBool>) {
     let _ = STOP.set(flag);
 }
 
-fn stopping() -> bool {
+pub(crate) fn stopping() -> bool {
     STOP.get().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
 }
 
@@ -748,7 +748,10 @@ mod tests {
     fn credentials_never_reach_a_message() {
         assert_eq!(redact("https://x-access-token:s3cr3t@github.com/o/r.git"), "https://github.com/o/r.git");
         assert_eq!(redact("https://github.com/o/r.git"), "https://github.com/o/r.git");
-        assert_eq!(redact("ssh://git@host:22/r.git"), "ssh://host:22/r.git");
+        // An ssh URL keeps its user (the account to check), never a password.
+        assert_eq!(redact("ssh://git@host:22/r.git"), "ssh://git@host:22/r.git");
+        assert_eq!(redact("ssh://git:pw@host/r.git"), "ssh://git@host/r.git");
+        assert_eq!(redact("https://ghp_token@github.com/o/r.git"), "https://github.com/o/r.git");
         assert_eq!(redact("git@github.com:o/r.git"), "git@github.com:o/r.git");
         let e = unreachable("https://u:pw@h/r", "failed to reach https://u:pw@h/r");
         assert!(!e.to_string().contains("pw"), "{e}");

@@ -266,15 +266,19 @@ fn token_prefixes(text: &str) -> String {
     res
 }
 
-/// A URL fit for messages and logs: credentials (`https://user:token@host/…`) removed.
+/// A URL fit for messages and logs: credentials (`https://user:token@host/…`, `https://token@host/…`) removed. An
+/// ssh URL keeps its user (`ssh://git@host/…`: the account, not a secret; a password after it goes).
 pub fn redact(url: &str) -> String {
     let Some(i) = url.find("://") else { return url.to_string() };
     let rest = &url[i + 3..];
     let host_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..host_end].rfind('@') {
-        Some(at) => format!("{}://{}", &url[..i], &rest[at + 1..]),
-        None => url.to_string(),
+    let Some(at) = rest[..host_end].rfind('@') else { return url.to_string() };
+    let scheme = &url[..i];
+    if scheme.eq_ignore_ascii_case("ssh") || scheme.eq_ignore_ascii_case("git+ssh") {
+        let user = rest[..at].split(':').next().unwrap_or_default();
+        return format!("{scheme}://{user}@{}", &rest[at + 1..]);
     }
+    format!("{scheme}://{}", &rest[at + 1..])
 }
 
 #[cfg(test)]

@@ -71,15 +71,8 @@ fn fixture(url_of: fn(&Path) -> String) -> Fixture {
 /// Write `cycles/1.toml` into the state ref of the bare remote with git plumbing, as a judge's commit would.
 fn write_cycle(env: &Env, bare: &Path, text: &str) {
     let git = |args: &[&str], stdin: Option<&str>, index: Option<&Path>| -> String {
-        let mut cmd = Command::new("git");
-        cmd.env("HOME", &env.home)
-            .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .arg("--git-dir")
-            .arg(bare)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
+        let mut cmd = env.command("git");
+        cmd.arg("--git-dir").arg(bare).args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
         if let Some(i) = index {
             cmd.env("GIT_INDEX_FILE", i);
         }

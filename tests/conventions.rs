@@ -198,14 +198,8 @@ fn zsh_and_fish_load_the_completions() {
 
 /// Real git (so `git swarm` is found on `path`), in the test's hermetic environment.
 fn env_git(env: &Env, dir: &Path, path: &str, args: &[&str]) -> Out {
-    let mut cmd = Command::new("git");
-    cmd.current_dir(dir)
-        .args(args)
-        .env("PATH", path)
-        .env("HOME", env.path("home"))
-        .env("GIT_CONFIG_GLOBAL", env.path("home/.gitconfig"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("GIT_SWARM_AGENT");
+    let mut cmd = env.command("git");
+    cmd.current_dir(dir).args(args).env("PATH", path);
     Out::from(cmd.output().expect("git"))
 }
 

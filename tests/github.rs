@@ -1063,11 +1063,9 @@ fn the_workflow_installs_git_swarm_and_works_a_board_on_a_fresh_machine() {
     assert!(installed.is_file(), "cargo install put it where the cache takes it from");
 
     // The binary built on the runner knows its commit: it would write the same install step again.
-    let o = Command::new(&installed)
+    let o = env
+        .command(&installed)
         .current_dir(&seed)
-        .env("HOME", &env.home)
-        .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
         .args(["ci", "github", "--stdout"])
         .output()
         .expect("run the installed git-swarm");

@@ -527,11 +527,9 @@ fn cursor_and_codex_handlers_write_the_handoff_but_never_over_the_agents_own() {
         r#"{"type":"agent-turn-complete","turn-id":"1","input-messages":["go"],"last-assistant-message":"codex says"}"#;
     let mut all: Vec<&str> = argv.iter().map(String::as_str).collect();
     all.push(payload);
-    let mut cmd = std::process::Command::new(all[0]);
+    let mut cmd = env.command(all[0]);
     cmd.args(&all[1..])
         .current_dir(&c)
-        .env("HOME", &env.home)
-        .env("GIT_CONFIG_GLOBAL", &env.gitconfig)
         .env("GIT_SWARM_AGENT", "w1")
         .env("GIT_SWARM_TASK_ID", &id)
         .env("GIT_SWARM_HANDOFF_FILE", &handoff)

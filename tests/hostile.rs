@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use common::{Env, Out, path_url};
 use serde_json::Value;
@@ -78,15 +78,7 @@ impl Fx {
 
     /// git in the bare remote; stdout as bytes.
     fn git_raw(&self, args: &[&str], stdin: &[u8], extra: &[(&str, &Path)]) -> Vec<u8> {
-        let mut cmd = Command::new("git");
-        cmd.env("HOME", &self.env.home)
-            .env("GIT_CONFIG_GLOBAL", &self.env.gitconfig)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-            .env("LC_ALL", "C")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_INDEX_FILE");
+        let mut cmd = self.env.command("git");
         for (k, v) in extra {
             cmd.env(k, v);
         }

@@ -143,8 +143,8 @@ impl From<TxnError> for CliError {
             TxnError::Contention { .. } => {
                 CliError::io(msg).hint("many agents are writing at once; try again, or raise GIT_SWARM_MAX_RETRY_SECS")
             }
-            TxnError::Remote(RemoteError::Unreachable { .. }) => {
-                CliError::io(msg).hint("check the remote's URL and your access with `git ls-remote <remote>`")
+            TxnError::Remote(RemoteError::Unreachable { remote, message }) => {
+                CliError::io(msg).hint(unreachable_hint(&remote, &message))
             }
             TxnError::BrokenSettings { fallback, .. } => {
                 let repair = match fallback {
@@ -176,6 +176,55 @@ impl From<TxnError> for CliError {
                     .hint(format!("the remote's hooks or protection rules must let the swarm's runners push {what}"))
             }
             _ => CliError::io(msg),
+        }
+    }
+}
+
+/// What a person should look at when `remote` could not be reached, from what git or the transport said: the
+/// server is down (a refused connection, a timeout), its name does not resolve, the credentials were refused, or
+/// there is no repository at the URL.
+fn unreachable_hint(remote: &str, message: &str) -> String {
+    let m = message.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| m.contains(w));
+    let check = format!("`git ls-remote {remote}`");
+    if has(&["connection refused", "timed out", "connection reset", "no route to host", "network is unreachable"]) {
+        format!("the server did not answer (is it up? a runner rides out an outage of a third of its lease): {check}")
+    } else if has(&["could not resolve", "name or service not known", "temporary failure in name resolution"]) {
+        format!("the server's name does not resolve (DNS, or a typo in the URL): {check}")
+    } else if has(&[
+        "permission denied",
+        "authentication failed",
+        "could not read username",
+        "401",
+        "403",
+        "access denied",
+        "host key verification failed",
+    ]) {
+        format!("the server refused the credentials (a token, an ssh key, its rights on this repository): {check}")
+    } else if has(&["does not appear to be a git repository", "not found", "no such file or directory"]) {
+        format!("there is no repository at that URL: check `git remote -v` and {check}")
+    } else {
+        format!("check the remote's URL and your access with {check}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unreachable_hint;
+
+    #[test]
+    fn an_unreachable_remote_is_named_by_what_happened() {
+        let cases = [
+            ("fatal: unable to connect to 127.0.0.1:9418: Connection refused", "did not answer"),
+            ("ssh: Could not resolve hostname gitlab.example: Name or service not known", "does not resolve"),
+            ("git@host: Permission denied (publickey).", "refused the credentials"),
+            ("remote: HTTP Basic: Access denied; fatal: Authentication failed for 'https://h/r.git/'", "credentials"),
+            ("fatal: '/srv/gone.git' does not appear to be a git repository", "no repository at that URL"),
+            ("something else", "check the remote's URL"),
+        ];
+        for (message, said) in cases {
+            let hint = unreachable_hint("origin", message);
+            assert!(hint.contains(said) && hint.contains("git ls-remote origin"), "{message}: {hint}");
         }
     }
 }

@@ -476,8 +476,9 @@ impl Runner<'_> {
     }
 
     /// The state's newest snapshot, in full (every task) when `full`.
+    /// The newest state, read through an outage of the remote (`Retry::outage`).
     pub fn read(&self, full: bool) -> Result<Snapshot, RunError> {
-        Ok(self.swarm.read(full)?)
+        Ok(self.swarm.riding_out(&self.retry, || self.swarm.read(full))?)
     }
 
     /// The judge's last verdict, when it is `stop`.
@@ -629,7 +630,8 @@ impl Runner<'_> {
         }
         let id = task.to_string();
         // Not paced: a renewal keeps a claim alive; the budget waits for everything else.
-        let unpaced = Retry { paced: false, ..self.retry.clone() };
+        // Nor does it wait out an outage: the next poll tries again, and the lease has two thirds left.
+        let unpaced = Retry { paced: false, outage: Duration::ZERO, ..self.retry.clone() };
         let usage = self.spent.of(task, epoch);
         match self.transact_with(&unpaced, |snap, actor| {
             ops::renew_reporting(&snap.board, actor, &id, Some(epoch), lease, usage)

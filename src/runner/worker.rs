@@ -77,6 +77,8 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     let snap = r.read(false)?;
     r.check_trust(&snap, Role::Worker)?;
     let config = snap.board.config;
+    // The remote may be away for a while: ops ride it out for a third of the lease (the claims outlive it).
+    r.retry.outage = config.lease / 3;
     let window = r.settings(&config)?.batch_window;
     r.backend(&config, Role::Worker)?;
     r.say_containment();
@@ -935,7 +937,7 @@ fn keep_aside(r: &mut Runner<'_>, h: &Held, wt: &Path, work_tip: ObjectId) {
     git::abort_rebase(wt);
     let id = h.task.id.as_str();
     let refname = r.swarm.kept_work_ref(id, h.epoch);
-    match r.swarm.push_aside(&refname, work_tip) {
+    match r.swarm.riding_out(&r.retry, || r.swarm.push_aside(&refname, work_tip)) {
         Ok(()) => r.emit(Event::KeptAside { task: id.to_string(), refname }),
         Err(e) => r.emit(Event::Warning(format!("could not keep the work of {id} at {refname}: {e}"))),
     }

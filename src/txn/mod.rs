@@ -72,8 +72,11 @@ pub struct Retry {
     /// The shortest backoff unit, and the least cap of the backoff (see [`Retry::backoff`]).
     pub base: Duration,
     pub cap: Duration,
-    /// Network errors tried again before giving up (a remote briefly unreachable).
+    /// Network errors tried again before giving up (a remote briefly unreachable)…
     pub transient_retries: u32,
+    /// …or, whichever is longer, for as long as this since the first of them in a row: a runner rides out an
+    /// outage of the remote for a third of its lease (`runner::Runner::ride_out`), with backoff from 250 ms to 5 s.
+    pub outage: Duration,
     /// How many round trips the ceiling of the backoff spans (at most 2 s; see [`Retry::backoff`]).
     pub spread: u32,
     /// Wait for this process's share of a push budget before each attempt ([`Pacer`]). Lease renewals do not:
@@ -89,6 +92,7 @@ impl Default for Retry {
             base: Duration::from_millis(20),
             cap: Duration::from_millis(250),
             transient_retries: 3,
+            outage: Duration::ZERO,
             spread: 32,
             paced: true,
         }
@@ -110,6 +114,54 @@ impl Retry {
         let ceiling = unit.saturating_mul(1u32 << n.min(16)).min(cap);
         Duration::from_micros(fastrand::u64(0..=ceiling.as_micros() as u64))
     }
+}
+
+/// A remote that stopped answering, as one op (or one read) meets it: the network errors in a row since it last
+/// answered, and since when.
+#[derive(Default)]
+struct Away {
+    errors: u32,
+    since: Option<Instant>,
+}
+
+impl Away {
+    fn answered(&mut self) {
+        *self = Away::default();
+    }
+
+    /// After `e`: wait and try again (`true`), or give up. A network error (unreachable, a failed fetch) is tried
+    /// again `Retry::transient_retries` times at once-ish, then for as long as `Retry::outage` since the first of
+    /// them, with [`outage_wait`]s; any other error is an answer, and ends the outage.
+    fn again(&mut self, retry: &Retry, e: &TxnError) -> bool {
+        if !matches!(e, TxnError::Remote(RemoteError::Unreachable { .. } | RemoteError::Fetch { .. })) {
+            self.answered();
+            return false;
+        }
+        let since = *self.since.get_or_insert_with(Instant::now);
+        self.errors += 1;
+        if self.errors <= retry.transient_retries {
+            std::thread::sleep(retry.backoff(self.errors + 3, retry.base));
+            return true;
+        }
+        // A runner that is told to stop does not wait for the remote to come back.
+        if since.elapsed() >= retry.outage || crate::remote::stopping() {
+            return false;
+        }
+        let wait = outage_wait(self.errors - retry.transient_retries).min(retry.outage.saturating_sub(since.elapsed()));
+        let until = Instant::now() + wait;
+        while Instant::now() < until && !crate::remote::stopping() {
+            std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
+        }
+        true
+    }
+}
+
+/// The wait before try `n` against a remote that does not answer: 250 ms doubling to 5 s, with jitter (half to the
+/// whole of it), so that the runners of a fleet do not all knock again at once when it comes back.
+fn outage_wait(n: u32) -> Duration {
+    let full = Duration::from_millis(250).saturating_mul(1u32 << n.min(5)).min(Duration::from_secs(5));
+    let half = full / 2;
+    half + Duration::from_micros(fastrand::u64(0..=half.as_micros() as u64))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -520,6 +572,18 @@ impl Swarm {
     }
 
     /// Where `branch` (`refs/heads/<target>`) is on the remote, fetched into the local repository.
+    /// `f` (a read of the remote, a push aside) tried again through an outage of the remote, as the ops of
+    /// [`Swarm::transact`] are: for `retry.outage` since the remote last answered.
+    pub fn riding_out<T>(&self, retry: &Retry, mut f: impl FnMut() -> Result<T, TxnError>) -> Result<T, TxnError> {
+        let mut away = Away::default();
+        loop {
+            match f() {
+                Err(e) if away.again(retry, &e) => continue,
+                done => return done,
+            }
+        }
+    }
+
     pub fn fetch_branch(&self, branch: &str) -> Result<Option<ObjectId>, TxnError> {
         let tip = self.remote.fetch(&self.local, &[(branch, &self.branch_mirror(branch))])?.pop().flatten();
         if let Some(tip) = tip {
@@ -583,12 +647,16 @@ impl Swarm {
         mut attempt: impl FnMut(&mut Guard<T>) -> Result<Attempt<T, E>, TxnError>,
     ) -> Result<Result<Committed<T>, E>, TxnError> {
         let started = Instant::now();
-        let mut transient = 0u32;
+        let mut away = Away::default();
         let mut guard = Guard { in_doubt: Vec::new(), last_lost: None, unmoved: 0, lost: 0, excluded: Duration::ZERO };
         loop {
             let attempt_started = Instant::now();
             let excluded_before = guard.excluded;
-            let err = match attempt(&mut guard) {
+            let outcome = attempt(&mut guard);
+            if outcome.is_ok() {
+                away.answered();
+            }
+            let err = match outcome {
                 Ok(Attempt::Published(done)) => return Ok(Ok(done)),
                 Ok(Attempt::Aborted(e)) if guard.in_doubt.is_empty() => return Ok(Err(e)),
                 Ok(Attempt::Aborted(_)) => TxnError::OutcomeUnknown {
@@ -614,13 +682,7 @@ impl Swarm {
                         continue;
                     }
                 }
-                Err(TxnError::Remote(RemoteError::Unreachable { .. } | RemoteError::Fetch { .. }))
-                    if transient < retry.transient_retries =>
-                {
-                    transient += 1;
-                    std::thread::sleep(retry.backoff(transient + 3, retry.base));
-                    continue;
-                }
+                Err(e) if away.again(retry, &e) => continue,
                 Err(e) => e,
             };
             // Giving up while a push of ours may have landed: say so, so that nobody blindly runs the op again.

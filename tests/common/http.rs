@@ -155,7 +155,7 @@ alias.url = ("/git/" => {backend})
     /// Start the server with the current configuration and wait until it listens.
     fn spawn(&self, env: &Env) -> Option<Child> {
         let mut cmd = Command::new(&self.program);
-        env.env(&mut cmd);
+        env.hermetic(&mut cmd);
         let child = cmd
             .arg("-D")
             .arg("-f")

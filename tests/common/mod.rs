@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_git-swarm");
 
+/// What a test's commands get of the suite's own environment ([`Env::hermetic`]).
+const PASSED: &[&str] = &["PATH", "TMPDIR", "RUST_BACKTRACE", "RUST_LIB_BACKTRACE", "LLVM_PROFILE_FILE"];
+
 /// The scripted agent of `tests/agents/scripted.sh` as an `exec` command.
 pub fn scripted_agent() -> String {
     format!("sh '{}/tests/agents/scripted.sh'", env!("CARGO_MANIFEST_DIR"))
@@ -92,13 +95,15 @@ impl Env {
         self.root.path().join(name)
     }
 
-    fn env(&self, cmd: &mut Command) {
-        // Nothing of the environment the suite runs in reaches what it runs but what is set here: an agent that
-        // runs `cargo test` passes down its task (`GIT_SWARM_TASK_ID`, `…_EPOCH`, `…_HANDOFF_FILE`), a git hook
-        // its `GIT_DIR` and `GIT_INDEX_FILE`, a shell its `GIT_TRACE`.
-        for (key, _) in std::env::vars_os() {
-            if key.to_str().is_some_and(|k| k.starts_with("GIT_") || ["XDG_CACHE_HOME", "IS_SANDBOX"].contains(&k)) {
-                cmd.env_remove(key);
+    /// The environment of everything a test runs: nothing of the one the suite runs in but `PATH` (where git and
+    /// the tools are), `TMPDIR` and a Rust backtrace switch — no `GIT_*` of a hook or an agent that runs `cargo
+    /// test` (its task, its `GIT_DIR`), no `XDG_CONFIG_HOME`, no token (`GH_TOKEN`, `GITHUB_API_URL`), no
+    /// `IS_SANDBOX` —, then the test's own home and git config, a fixed author date, and what every test assumes.
+    pub fn hermetic(&self, cmd: &mut Command) {
+        cmd.env_clear();
+        for key in PASSED {
+            if let Some(v) = std::env::var_os(key) {
+                cmd.env(key, v);
             }
         }
         cmd.env("HOME", &self.home)
@@ -116,11 +121,18 @@ impl Env {
             .stdin(Stdio::null());
     }
 
+    /// `program` in the test's environment ([`Env::hermetic`]).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        self.hermetic(&mut cmd);
+        cmd
+    }
+
     /// Run git in `dir`; panics on failure.
     #[track_caller]
     pub fn git(&self, dir: &Path, args: &[&str]) -> String {
         let mut cmd = Command::new("git");
-        self.env(&mut cmd);
+        self.hermetic(&mut cmd);
         let o = cmd.current_dir(dir).args(args).output().expect("run git");
         let out = Out::from(o);
         assert_eq!(out.code, 0, "git {args:?} in {}: {}", dir.display(), out.stderr);
@@ -130,14 +142,14 @@ impl Env {
     /// Run git in `dir`, whatever it returns.
     pub fn git_out(&self, dir: &Path, args: &[&str]) -> Out {
         let mut cmd = Command::new("git");
-        self.env(&mut cmd);
+        self.hermetic(&mut cmd);
         Out::from(cmd.current_dir(dir).args(args).output().expect("run git"))
     }
 
     /// Run git in `dir` with extra environment (a `PATH` that finds `git-swarm` for hooks, …), whatever it returns.
     pub fn git_env(&self, dir: &Path, extra: &[(&str, &str)], args: &[&str]) -> Out {
         let mut cmd = Command::new("git");
-        self.env(&mut cmd);
+        self.hermetic(&mut cmd);
         for (k, v) in extra {
             cmd.env(k, v);
         }
@@ -167,7 +179,7 @@ impl Env {
     /// A `git swarm` command in `dir`.
     pub fn cmd(&self, dir: &Path) -> Command {
         let mut cmd = Command::new(BIN);
-        self.env(&mut cmd);
+        self.hermetic(&mut cmd);
         cmd.current_dir(dir);
         cmd
     }
@@ -278,7 +290,7 @@ impl Daemon {
     /// Start the daemon on `port` and wait until it listens; `None` when it exits (port taken) or never listens.
     fn spawn_on(env: &Env, program: &Path, base: &Path, port: u16) -> Option<Child> {
         let mut cmd = Command::new(program);
-        env.env(&mut cmd);
+        env.hermetic(&mut cmd);
         let child = cmd
             .args(["--reuseaddr", "--listen=127.0.0.1", "--export-all", "--enable=receive-pack"])
             .arg(format!("--port={port}"))
