@@ -1213,7 +1213,7 @@ fn the_workers_claim_holds(max_attempts: u32, script: &[Op], stop_at: usize) -> 
             let found: BTreeMap<String, Option<gix::ObjectId>> = candidates
                 .iter()
                 .enumerate()
-                .map(|(i, id)| (id.clone(), (i % 2 == 0).then(|| gix::ObjectId::from_hex(&[b'a'; 40]).unwrap())))
+                .map(|(i, id)| (id.clone(), (i % 2 == 0).then(|| gix::ObjectId::from_hex(&[b'a'; 40]).expect("hex"))))
                 .collect();
             let again = next_work(&board, &actor, None, &found, &no_budget);
             if let Ok((ch, claimed)) = again {
