@@ -588,6 +588,35 @@ fn a_planner_stops_on_sigterm_mid_run_and_one_that_prints_no_block_fails_its_rou
 }
 
 #[test]
+fn a_planner_keeps_the_lease_of_every_plan_it_holds_while_a_slow_sub_planner_runs() {
+    // The root plan files an area (a plan) and waits on it; the same planner takes the area, whose agent outlives
+    // the lease: both plans are renewed meanwhile, and neither is taken over.
+    let env = Env::new();
+    let exec = r#"if [ "$GIT_SWARM_DEPTH" = 1 ]; then sleep 5; printf '```toml\n```\n'; elif [ "$GIT_SWARM_ROUND" = 1 ]; then printf '```toml\n[[task]]\ntitle = "area"\nkind = "plan"\n```\n'; else printf '```toml\n```\n'; fi"#;
+    let config = format!("lease = \"3s\"\n[roles.planner]\nexec = {exec:?}\n");
+    let (_bare, clones) = swarm(&env, path_url, 1, &config);
+    let c = &clones[0];
+    let o = env.sw(c, &["--agent", "p1", "run", "planner", "--until-idle", "--goal", "plan an area"]).ok();
+    let list = by_title(&tasks(&env, c));
+    let area = &list["area"];
+    let root = list.values().find(|t| t["kind"] == "plan" && t["title"] != "area").expect("the root plan");
+    // What the planner said while the area's agent ran.
+    let area_id = area["id"].as_str().unwrap_or_default();
+    let during = o
+        .stderr
+        .split(&format!("agent started (plan) on {area_id}"))
+        .nth(1)
+        .and_then(|rest| rest.split(&format!("agent on {area_id} ")).next())
+        .unwrap_or_default();
+    for t in [root, area] {
+        let id = t["id"].as_str().unwrap_or_default();
+        assert_eq!((t["status"].as_str(), t["epoch"].as_u64()), (Some("done"), Some(1)), "{t}\n{}", o.stderr);
+        assert!(during.contains(&format!("renewed {id} ")), "{id} was not renewed meanwhile:\n{}", o.stderr);
+    }
+    assert!(!o.stderr.contains("lost the claim"), "{}", o.stderr);
+}
+
+#[test]
 fn the_judges_stop_ends_a_worker_that_chains_claims_and_failed_dependencies_do_not_hang_the_cycle() {
     let env = Env::new();
     // The cycle ends after one finished task; the scripted judge says stop.

@@ -390,6 +390,13 @@ fn rebased_here(r: &Runner<'_>, what: &What, at: ObjectId) -> Option<(ObjectId, 
     (ours && new != at && store.has_ancestor(new, at, 100_000).unwrap_or(false)).then_some((new, spec.usage))
 }
 
+/// The landings a batch carries, as one `prepare` made them: each one's slot, the commit it lands as (its work
+/// rebased onto the one before it) and what its attempt spent.
+type Prepared = Vec<(usize, ObjectId, Option<Usage>)>;
+
+/// What a batch's state commit did: each landing's slot, code and next claim; each idle claim's slot and claim.
+type Published = (Vec<(usize, ObjectId, Option<Task>)>, Vec<(usize, Result<Claimed, DomainError>)>);
+
 /// Publish one batch: every landing of `batch` (rebased one after another onto the target's newest tip) and every
 /// claim, in one atomic update; the outcome of each slot, in order.
 fn publish(
@@ -407,69 +414,27 @@ fn publish(
             let _ = k();
         }
     };
-    let out: RefCell<Vec<Option<Outcome>>> = RefCell::new((0..n).map(|_| None).collect());
+    let mut out: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
     let claims: Vec<usize> = (0..n).filter(|&i| matches!(batch[i].what, What::Claim(_))).collect();
-    let store = r.swarm.store();
     loop {
         let lands: Vec<usize> =
-            (0..n).filter(|&i| matches!(batch[i].what, What::Land(_)) && out.borrow()[i].is_none()).collect();
+            (0..n).filter(|&i| matches!(batch[i].what, What::Land(_)) && out[i].is_none()).collect();
         if lands.is_empty() && claims.is_empty() {
             break;
         }
-        // The landings the batch still carries, with the commit each one lands as (its work rebased onto the
-        // one before it), as the last `prepare` made them.
-        let prepared: RefCell<Vec<(usize, ObjectId, Option<Usage>)>> = RefCell::default();
-        // The commit the batch lands as, as last prepared.
-        let built = std::cell::Cell::new(None::<ObjectId>);
-        let failed_at = std::cell::Cell::new(None::<usize>);
-        let state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
-            let stopped = super::claim::judge_stopped(store, snap);
-            let prepared = prepared.borrow();
-            let codes: Vec<String> = prepared.iter().map(|(_, code, _)| code.to_string()).collect();
-            let mut landings = Vec::new();
-            for (&(i, _, usage), code) in prepared.iter().zip(&codes) {
-                let What::Land(spec) = &batch[i].what else { continue };
-                landings.push((
-                    batch[i].agent.as_str(),
-                    Record {
-                        id: &spec.id,
-                        epoch: spec.epoch,
-                        code,
-                        note: spec.note.as_deref(),
-                        claim_next: spec.claim_next,
-                        lease: spec.lease,
-                        usage,
-                        cycle_budget: spec.cycle_budget,
-                    },
-                ));
-            }
-            let (mut ch, mut after, nexts) = land_batch(&snap.board, now, stopped, &landings).map_err(|(k, e)| {
-                failed_at.set(Some(prepared[k].0));
+        // The landings the batch still carries, as the last `prepare` made them: `txn` holds the prepare and the
+        // state op at once (it calls them in turn on each try), so what the one makes the other reads through this.
+        let prepared: RefCell<Prepared> = RefCell::default();
+        // The landing whose `done` the batch's board refused.
+        let mut failed_at = None;
+        let mut state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
+            batch_change(r, batch, &claims, &prepared.borrow(), snap, now).map_err(|(i, e)| {
+                failed_at = Some(i);
                 e
-            })?;
-            let landed: Vec<(usize, ObjectId, Option<Task>)> =
-                prepared.iter().zip(nexts).map(|(&(i, code, _), next)| (i, code, next)).collect();
-            let mut claimed = Vec::new();
-            for &i in &claims {
-                let What::Claim(spec) = &batch[i].what else { continue };
-                let actor = Actor { agent: batch[i].agent.clone(), now };
-                if r.stopping() {
-                    claimed.push((i, Ok(Claimed::Task(None))));
-                    continue;
-                }
-                match claim_op(store, snap.commit, &after, &actor, &spec.looked_up, &spec.cycle_budget) {
-                    Ok((c, v)) => {
-                        ops::apply(&mut after, &c);
-                        ch = ch.then(super::scrub(c));
-                        claimed.push((i, Ok(v)));
-                    }
-                    Err(e) => claimed.push((i, Err(e))),
-                }
-            }
-            Ok((super::scrub(ch), (landed, claimed)))
+            })
         };
         let res = if lands.is_empty() {
-            r.swarm.transact(&r.retry, &r.who, r.clock, state_op).map(Ok)
+            r.swarm.transact(&r.retry, &r.who, r.clock, &mut state_op).map(Ok)
         } else {
             // Every landing of a batch goes to one branch: one that names another (the target changed while the
             // work went on) lands alone.
@@ -479,49 +444,21 @@ fn publish(
             };
             for &i in &lands {
                 if matches!(&batch[i].what, What::Land(s) if s.branch != target) {
-                    out.borrow_mut()[i] = Some(Outcome::Alone);
+                    out[i] = Some(Outcome::Alone);
                 }
             }
+            // The commit the batch lands as, as last prepared.
+            let mut built = None;
             let mut prepare = |tip: ObjectId| -> Result<ObjectId, ()> {
-                let mut p = prepared.borrow_mut();
-                p.clear();
-                // A target that lost what this clone saw of it: each landing meets that alone, in its own prepare
-                // (which stops its runner), and nothing of the batch lands.
-                if super::landing::target_checked(r, &target, tip).is_err() {
-                    for &i in &lands {
-                        out.borrow_mut()[i].get_or_insert(Outcome::Alone);
-                    }
-                    return Err(());
-                }
-                let mut at = tip;
-                built.set(None);
-                for &i in &lands {
-                    if out.borrow()[i].is_some() {
-                        continue;
-                    }
-                    let answer = match rebased_here(r, &batch[i].what, at) {
-                        Some((code, usage)) => Some((code, usage)),
-                        None if Arc::ptr_eq(&batch[i], mine) => own.as_deref_mut().and_then(|o| o.prepare(at)),
-                        None => batch[i].ask(at, &keep),
-                    };
-                    match answer {
-                        Some((code, usage)) => {
-                            p.push((i, code, usage));
-                            at = code;
-                        }
-                        None => out.borrow_mut()[i] = Some(Outcome::Out),
-                    }
-                }
-                if p.is_empty() {
-                    return Err(());
-                }
-                built.set(Some(at));
-                Ok(at)
+                let p = prepare_batch(r, batch, mine, own.as_deref_mut(), &keep, &target, &lands, &mut out, tip);
+                built = p.last().map(|&(_, code, _)| code);
+                *prepared.borrow_mut() = p;
+                built.ok_or(())
             };
             let res =
                 r.swarm.land(&r.retry, &r.who, r.clock, &target, &mut prepare, |snap, now, _| state_op(snap, now));
             // What this clone saw of the target is what the batch landed (see `Swarm::landed_on_target`).
-            if let (Ok(Ok(_)), Some(code)) = (&res, built.get()) {
+            if let (Ok(Ok(_)), Some(code)) = (&res, built) {
                 r.swarm.landed_on_target(&target, code);
             }
             res
@@ -529,7 +466,6 @@ fn publish(
         match res {
             Ok(Ok(c)) => {
                 let (landed, claimed) = c.value;
-                let mut o = out.borrow_mut();
                 if let Ok(mut f) = figures.lock() {
                     f.batches += u64::from(c.commit.is_some());
                     f.landings += landed.len() as u64;
@@ -537,25 +473,125 @@ fn publish(
                     f.widest = f.widest.max(landed.len() as u64);
                 }
                 for (i, code, next) in landed {
-                    o[i] = Some(Outcome::Landed { code, next: next.map(Box::new), lost_races: c.lost_races });
+                    out[i] = Some(Outcome::Landed { code, next: next.map(Box::new), lost_races: c.lost_races });
                 }
                 for (i, v) in claimed {
-                    o[i] = Some(Outcome::Claimed(v));
+                    out[i] = Some(Outcome::Claimed(v));
                 }
                 break;
             }
             // Every landing left the batch while it was prepared: the claims go on their own.
             Ok(Err(())) => continue,
             // A claim was gone: that landing leaves the batch, nothing was published, the rest go again.
-            Err(TxnError::Domain(e)) => match failed_at.get() {
-                Some(i) => out.borrow_mut()[i] = Some(Outcome::Lost(e)),
+            Err(TxnError::Domain(e)) => match failed_at {
+                Some(i) => out[i] = Some(Outcome::Lost(e)),
                 None => break,
             },
             // Whatever else went wrong (the remote away, a refusal), each agent meets it on its own.
             Err(_) => break,
         }
     }
-    out.into_inner().into_iter().map(|o| o.unwrap_or(Outcome::Alone)).collect()
+    out.into_iter().map(|o| o.unwrap_or(Outcome::Alone)).collect()
+}
+
+/// One `prepare` of a batch on the target's tip `tip`: the work of each landing that is still in it (`lands`, to
+/// `target`) rebased onto the one before it — by the leader where that is all it takes, else by its own agent —
+/// in order. A landing that leaves the batch gets its outcome in `out`. Empty: nothing of the batch lands.
+#[allow(clippy::too_many_arguments)]
+fn prepare_batch(
+    r: &Runner<'_>,
+    batch: &[Arc<Slot>],
+    mine: &Arc<Slot>,
+    mut own: Option<&mut Own<'_>>,
+    keep: &dyn Fn(),
+    target: &str,
+    lands: &[usize],
+    out: &mut [Option<Outcome>],
+    tip: ObjectId,
+) -> Prepared {
+    let mut p = Prepared::new();
+    // A target that lost what this clone saw of it: each landing meets that alone, in its own prepare (which
+    // stops its runner), and nothing of the batch lands.
+    if super::landing::target_checked(r, target, tip).is_err() {
+        for &i in lands {
+            out[i].get_or_insert(Outcome::Alone);
+        }
+        return p;
+    }
+    let mut at = tip;
+    for &i in lands {
+        if out[i].is_some() {
+            continue;
+        }
+        let answer = match rebased_here(r, &batch[i].what, at) {
+            Some((code, usage)) => Some((code, usage)),
+            None if Arc::ptr_eq(&batch[i], mine) => own.as_deref_mut().and_then(|o| o.prepare(at)),
+            None => batch[i].ask(at, keep),
+        };
+        match answer {
+            Some((code, usage)) => {
+                p.push((i, code, usage));
+                at = code;
+            }
+            None => out[i] = Some(Outcome::Out),
+        }
+    }
+    p
+}
+
+/// The state half of a batch on `snap`: every `done` of the landings `prepared` (with its next claim), then every
+/// idle claim of `claims`, applied in order to one board, as one change. `Err`: the slot of the landing whose
+/// `done` the board refused.
+fn batch_change(
+    r: &Runner<'_>,
+    batch: &[Arc<Slot>],
+    claims: &[usize],
+    prepared: &[(usize, ObjectId, Option<Usage>)],
+    snap: &crate::store::Snapshot,
+    now: crate::time::Timestamp,
+) -> Result<(ops::Change, Published), (usize, DomainError)> {
+    let store = r.swarm.store();
+    let stopped = super::claim::judge_stopped(store, snap);
+    let codes: Vec<String> = prepared.iter().map(|(_, code, _)| code.to_string()).collect();
+    let mut landings = Vec::new();
+    for (&(i, _, usage), code) in prepared.iter().zip(&codes) {
+        let What::Land(spec) = &batch[i].what else { continue };
+        landings.push((
+            batch[i].agent.as_str(),
+            Record {
+                id: &spec.id,
+                epoch: spec.epoch,
+                code,
+                note: spec.note.as_deref(),
+                claim_next: spec.claim_next,
+                lease: spec.lease,
+                usage,
+                cycle_budget: spec.cycle_budget,
+            },
+        ));
+    }
+    let (mut ch, mut after, nexts) =
+        land_batch(&snap.board, now, stopped, &landings).map_err(|(k, e)| (prepared[k].0, e))?;
+    let landed: Vec<(usize, ObjectId, Option<Task>)> =
+        prepared.iter().zip(nexts).map(|(&(i, code, _), next)| (i, code, next)).collect();
+    let mut claimed = Vec::new();
+    for &i in claims {
+        let What::Claim(spec) = &batch[i].what else { continue };
+        let actor = Actor { agent: batch[i].agent.clone(), now };
+        if r.stopping() {
+            claimed.push((i, Ok(Claimed::Task(None))));
+            continue;
+        }
+        match claim_op(store, snap.commit, &after, &actor, &spec.looked_up, &spec.cycle_budget) {
+            Ok((c, v)) => {
+                ops::apply(&mut after, &c);
+                ch = ch.then(super::scrub(c));
+                claimed.push((i, Ok(v)));
+            }
+            Err(e) => claimed.push((i, Err(e))),
+        }
+    }
+    Ok((super::scrub(ch), (landed, claimed)))
 }
 
 /// With other agents in this process, a landing goes in the desk's next batch; one whose rebase needs the agent (a

@@ -75,6 +75,17 @@ impl LeaseKeeper {
     pub(super) fn until(&self) -> Timestamp {
         self.until.get()
     }
+
+    /// The epoch of the claim kept.
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Renew by `lease` from now on: a holder that keeps a claim across reads of the board (the planner) renews
+    /// by the lease of the board it read last.
+    pub(super) fn set_lease(&mut self, lease: Duration) {
+        self.lease = lease;
+    }
 }
 
 /// One landing of a worker's attempt: its work in `wt`, built on `base`, and what its tries share. `txn` calls

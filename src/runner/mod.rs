@@ -596,26 +596,9 @@ impl Runner<'_> {
         Ok((out?, planted))
     }
 
-    /// Renew my claim on `task` when less than a third of its lease is left. `Err` when the claim is lost.
-    pub(crate) fn renew_if_due(
-        &mut self,
-        task: &str,
-        epoch: u64,
-        until: &mut Timestamp,
-        lease: Duration,
-    ) -> Result<(), String> {
-        match self.try_renew(task, epoch, until, lease) {
-            Ok(Some(e)) => {
-                self.emit(e);
-                Ok(())
-            }
-            Ok(None) => Ok(()),
-            Err(why) => Err(why),
-        }
-    }
-
-    /// [`Runner::renew_if_due`] without reporting: the event to report, if any. A remote that is away for a moment
-    /// is not an error (the lease still runs; the next poll tries again).
+    /// Renew my claim on `task` when less than a third of its lease is left (`until` moves with it): the event to
+    /// report, if any; `Err` when the claim is lost. A remote that is away for a moment is not an error (the lease
+    /// still runs; the next poll tries again). Holders keep their leases through `landing::LeaseKeeper`.
     pub(crate) fn try_renew(
         &self,
         task: &str,

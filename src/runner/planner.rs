@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Event, Mode, Role, RunEnd, RunError, Runner, git, prompts};
+use super::landing::LeaseKeeper;
+use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, git, prompts};
 use crate::agent::Exit;
 use crate::escape::squash;
 use crate::model::{Kind, Status, Task};
 use crate::ops::plan::{PlanRound, Proposal, Proposed, children};
 use crate::ops::{self, Board, DomainError};
 use crate::store::Snapshot;
-use crate::time::Timestamp;
 use crate::txn::TxnError;
 
 /// Options of `git swarm run planner`.
@@ -40,8 +40,8 @@ pub struct PlannerStats {
 /// A plan this planner holds.
 struct HeldPlan {
     task: Task,
-    epoch: u64,
-    until: Timestamp,
+    /// Its claim's lease: renewed when due, between rounds by the loop and during a round by the agent's poll.
+    keeper: LeaseKeeper,
     rounds: u32,
     /// Its children were filed and are not all finished yet.
     waiting: bool,
@@ -178,7 +178,7 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
     let res = run_loop(r, opts, &mut held, &mut stats);
     // Every way out gives back what is still held (an error too: another planner takes over at once).
     for h in held.drain(..) {
-        r.release(&h.task.id, h.epoch);
+        r.release(&h.task.id, h.keeper.epoch());
     }
     r.teardown();
     res.map(|end| (end, stats))
@@ -202,29 +202,13 @@ fn run_loop(
         // The cycle spent its budget: no new claim, no new round; the plans held go back for the next cycle.
         if let Some(why) = super::cycle_budget_spent(&snap.board, &r.spent.budgets().1) {
             for h in std::mem::take(held) {
-                r.release(&h.task.id, h.epoch);
+                r.release(&h.task.id, h.keeper.epoch());
             }
             return Ok(RunEnd::BudgetSpent { why });
         }
         let lease = snap.board.config.lease;
         let mut progressed = false;
-        // Keep the plans we hold; note those whose children are all finished (or can never run).
-        let mut i = 0;
-        while i < held.len() {
-            let (id, epoch, mut until) = (held[i].task.id.clone(), held[i].epoch, held[i].until);
-            let renewed = r.renew_if_due(&id, epoch, &mut until, lease);
-            held[i].until = until;
-            if let Err(why) = renewed {
-                r.emit(Event::LostClaim { task: id, why });
-                held.remove(i);
-                continue;
-            }
-            if held[i].waiting && !children_running(&snap, &id) {
-                held[i].waiting = false;
-                cancel_blocked_children(r, &snap, &id)?;
-            }
-            i += 1;
-        }
+        keep_held(r, &snap, held, lease)?;
         // Plan every held plan that is not waiting.
         let mut j = 0;
         while j < held.len() {
@@ -276,7 +260,8 @@ fn run_loop(
                     // A plan taken over (or given back after a round) whose tasks still run waits for them first.
                     let snap = r.read(false)?;
                     let waiting = children_running(&snap, &t.id);
-                    held.push(HeldPlan { task: t, epoch: cl.epoch, until: cl.lease_until, rounds, waiting });
+                    let keeper = LeaseKeeper::new(&t.id, cl.epoch, cl.lease_until, lease);
+                    held.push(HeldPlan { task: t, keeper, rounds, waiting });
                 }
                 continue;
             }
@@ -303,6 +288,38 @@ fn run_loop(
             r.wait_for_change(snap.commit, max, &mut backoff)?;
         }
     }
+}
+
+/// Keep the plans held: renew their leases when due (by the board's `lease`), let go of those whose claims were
+/// lost, and note those whose children are all finished (or can never run).
+fn keep_held(r: &mut Runner<'_>, snap: &Snapshot, held: &mut Vec<HeldPlan>, lease: Duration) -> Result<(), RunError> {
+    let mut i = 0;
+    while i < held.len() {
+        let h = &mut held[i];
+        h.keeper.set_lease(lease);
+        keep_lease(r, &h.keeper);
+        if let Some(why) = h.keeper.lost() {
+            r.emit(Event::LostClaim { task: h.task.id.clone(), why });
+            held.remove(i);
+            continue;
+        }
+        if h.waiting && !children_running(snap, &h.task.id) {
+            h.waiting = false;
+            let id = h.task.id.clone();
+            cancel_blocked_children(r, snap, &id)?;
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// One poll of a claim's lease: renew it when due and report what that did. `false` once the claim is lost.
+fn keep_lease(r: &mut Runner<'_>, keeper: &LeaseKeeper) -> bool {
+    let alive = keeper.keep(r);
+    for e in keeper.drain() {
+        r.emit(e);
+    }
+    alive
 }
 
 /// Does `plan` have a live child that can still run? (Children blocked for good by a failed dependency do not
@@ -338,6 +355,15 @@ enum RoundEnd {
     Interrupted,
 }
 
+/// What one round of a plan works from: the plan's claim, its depth, the board the round read and its settings.
+struct Round<'a> {
+    id: String,
+    epoch: u64,
+    depth: u32,
+    full: &'a Snapshot,
+    settings: &'a RunSettings,
+}
+
 fn plan_round(
     r: &mut Runner<'_>,
     h: &mut HeldPlan,
@@ -351,30 +377,86 @@ fn plan_round(
     let backend = r.backend(&config, Role::Planner)?;
     h.rounds += 1;
     stats.rounds += 1;
-    let id = h.task.id.clone();
-    let d = depth(&full.board, &h.task);
+    let round = Round {
+        id: h.task.id.clone(),
+        epoch: h.keeper.epoch(),
+        depth: depth(&full.board, &h.task),
+        full: &full,
+        settings: &settings,
+    };
+    let prompt = round_prompt(r, &round, h);
+    let children_before: BTreeSet<String> = ops::plan::children(&full.board, &round.id);
+    // Every lease held is renewed by the lease of the board this round read.
+    h.keeper.set_lease(config.lease);
+    for o in others.iter_mut() {
+        o.keeper.set_lease(config.lease);
+    }
+    let out = run_round_agent(r, &round, h, &others, &backend, &prompt)?;
+    let (id, epoch) = (round.id.as_str(), round.epoch);
+    r.emit(Event::AgentExited { task: id.to_string(), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });
+    if let Some(why) = h.keeper.lost() {
+        r.emit(Event::LostClaim { task: id.to_string(), why });
+        return Ok(RoundEnd::Gone);
+    }
+    if out.exit == Exit::Stopped {
+        r.release(id, epoch);
+        return Ok(RoundEnd::Interrupted);
+    }
+    if crate::agent::could_not_start(&out) {
+        // Nothing was planned: the plan goes back as it was, and the runner stops with the reason.
+        r.release(id, epoch);
+        super::cannot_start(Role::Planner, &backend, &out)?;
+    }
+    if !out.exit.success() {
+        let for_good = matches!(out.exit, Exit::OverBudget(_));
+        let reason = super::reason_from(&format!("the planner agent {}", out.exit), &out.tail);
+        return fail_round(r, id, epoch, for_good, reason);
+    }
+    match parse_proposals(&backend.answer(&out)) {
+        Ok(proposals) => file_round(r, &round, h.rounds, stats, proposals.as_deref(), &children_before),
+        Err(e) => fail_round(r, id, epoch, false, e),
+    }
+}
+
+/// The prompt of one round: the planner's (a root plan) or the sub-planner's, with the goal, the plan, the board
+/// and the hand-offs.
+fn round_prompt(r: &mut Runner<'_>, round: &Round<'_>, h: &HeldPlan) -> String {
+    let full = round.full;
     let goal = super::goal(r.swarm.store(), full.commit).unwrap_or_else(|| h.task.body.clone());
-    let name = if d == 0 { "planner" } else { "sub-planner" };
+    let name = if round.depth == 0 { "planner" } else { "sub-planner" };
     let (template, warn) = prompts::load(r.swarm.store(), full.commit, name);
     if let Some(w) = warn {
         r.emit(Event::Warning(w));
     }
-    let prompt = prompts::render(
+    prompts::render(
         &template,
         &[
             ("goal", &goal),
-            ("plan_id", &id),
+            ("plan_id", &round.id),
             ("plan_title", &h.task.title),
             ("plan_body", &h.task.body),
-            ("depth", &d.to_string()),
-            ("max_depth", &settings.plan_depth.to_string()),
+            ("depth", &round.depth.to_string()),
+            ("max_depth", &round.settings.plan_depth.to_string()),
             ("round", &h.rounds.to_string()),
             ("board", &super::board_text(&full.board, 60_000)),
-            ("handoffs", &super::handoffs(r.swarm.store(), &full, None, 60_000)),
-            ("target", &config.target),
+            ("handoffs", &super::handoffs(r.swarm.store(), full, None, 60_000)),
+            ("target", &full.board.config.target),
         ],
-    );
-    let children_before: BTreeSet<String> = ops::plan::children(&full.board, &id);
+    )
+}
+
+/// Run the planner agent of one round in a work tree at the target's tip, keeping the lease of every plan held
+/// meanwhile (the round's through `h`, and the `others`, which wait on their tasks); what the agent filed itself
+/// (`git swarm add`) is filed when it is over.
+fn run_round_agent(
+    r: &mut Runner<'_>,
+    round: &Round<'_>,
+    h: &HeldPlan,
+    others: &[&mut HeldPlan],
+    backend: &crate::agent::Prepared,
+    prompt: &str,
+) -> Result<crate::agent::Outcome, RunError> {
+    let (id, epoch, config) = (round.id.as_str(), round.epoch, &round.full.board.config);
     // The planner explores a work tree at the target's tip (read-only by its prompt; whatever it changes is
     // thrown away with the tree).
     let wt = r.worktree();
@@ -388,140 +470,132 @@ fn plan_round(
         None => r.run_dir(),
     };
     let mut env = r.base_env(Role::Planner);
-    env.push(("GIT_SWARM_PARENT".into(), id.clone()));
-    env.push(("GIT_SWARM_TASK_ID".into(), id.clone()));
+    env.push(("GIT_SWARM_PARENT".into(), id.to_string()));
+    env.push(("GIT_SWARM_TASK_ID".into(), id.to_string()));
     env.push(("GIT_SWARM_TASK_TITLE".into(), h.task.title.clone()));
     env.push(("GIT_SWARM_ROUND".into(), h.rounds.to_string()));
-    env.push(("GIT_SWARM_DEPTH".into(), d.to_string()));
-    r.emit(Event::AgentStarted { task: id.clone(), what: "plan" });
-    let (epoch, lease) = (h.epoch, config.lease);
-    let mut until = h.until;
-    let mut lost = None;
+    env.push(("GIT_SWARM_DEPTH".into(), round.depth.to_string()));
+    r.emit(Event::AgentStarted { task: id.to_string(), what: "plan" });
     env.extend(backend.env.iter().cloned());
     backend.clear_last_message();
-    let contained = r.contain_run(&cwd, Role::Planner, Some(&backend), &config)?;
+    let contained = r.contain_run(&cwd, Role::Planner, Some(backend), config)?;
     env.extend(contained.env.iter().cloned());
-    let out = {
-        let stop = std::sync::Arc::clone(&r.stop);
-        let (live, budget) = r.spent.watch(&id, epoch, h.task.usage);
-        let inv = crate::agent::Invocation {
-            cwd: &cwd,
-            prompt: &prompt,
-            prompt_file: r.run_dir().join("prompt.md"),
-            env,
-            log: Some(r.log_file()),
-            timeout: Some(settings.plan_timeout),
-            grace: Duration::from_secs(10),
-            report: backend.report.clone(),
-            live: Some(live),
-            budget,
-            contain: Some(contained.contain.clone()),
-        };
-        let guard = r.guard(&cwd);
-        let res = crate::agent::run(&backend.backend, &inv, &mut || {
-            if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                return false;
-            }
-            // The other plans this planner holds wait on their tasks meanwhile: keep their leases too.
-            for o in others.iter_mut() {
-                let (oid, oepoch) = (o.task.id.clone(), o.epoch);
-                let _ = r.renew_if_due(&oid, oepoch, &mut o.until, lease);
-            }
-            match r.renew_if_due(&id, epoch, &mut until, lease) {
-                Ok(()) => true,
-                Err(why) => {
-                    lost = Some(why);
-                    false
-                }
-            }
-        });
-        r.spent.ended(&id, epoch, res.as_ref().ok().and_then(|o| o.usage));
-        let planted = guard.restore();
-        git::remove_worktree(&common, &wt);
-        for p in planted {
-            r.emit(Event::Warning(p));
-        }
-        res?
+    let stop = std::sync::Arc::clone(&r.stop);
+    let (live, budget) = r.spent.watch(id, epoch, h.task.usage);
+    let inv = crate::agent::Invocation {
+        cwd: &cwd,
+        prompt,
+        prompt_file: r.run_dir().join("prompt.md"),
+        env,
+        log: Some(r.log_file()),
+        timeout: Some(round.settings.plan_timeout),
+        grace: Duration::from_secs(10),
+        report: backend.report.clone(),
+        live: Some(live),
+        budget,
+        contain: Some(contained.contain.clone()),
     };
+    let guard = r.guard(&cwd);
+    let res = crate::agent::run(&backend.backend, &inv, &mut || {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        // The other plans this planner holds wait on their tasks meanwhile: keep their leases too.
+        for o in others {
+            keep_lease(r, &o.keeper);
+        }
+        keep_lease(r, &h.keeper)
+    });
+    r.spent.ended(id, epoch, res.as_ref().ok().and_then(|o| o.usage));
+    let planted = guard.restore();
+    git::remove_worktree(&common, &wt);
+    for p in planted {
+        r.emit(Event::Warning(p));
+    }
+    let out = res?;
     // What the agent filed itself (`git swarm add`) is filed now, before the round's own write counts the plan's
     // tasks.
     for m in r.file_outbox() {
         r.emit(Event::Warning(m));
     }
-    h.until = until;
-    r.emit(Event::AgentExited { task: id.clone(), exit: out.exit.to_string(), secs: out.elapsed.as_secs_f64() });
-    if let Some(why) = lost {
-        r.emit(Event::LostClaim { task: id, why });
-        return Ok(RoundEnd::Gone);
-    }
-    if out.exit == Exit::Stopped {
-        r.release(&id, epoch);
-        return Ok(RoundEnd::Interrupted);
-    }
-    let fail = |r: &mut Runner<'_>, reason: String| -> Result<RoundEnd, RunError> {
-        let usage = r.spent.of(&id, epoch);
-        r.spent.forget(&id, epoch);
-        let for_good = matches!(out.exit, Exit::OverBudget(_));
-        let res = r.transact(|snap, actor| {
-            ops::fail_reporting(&snap.board, actor, &id, Some(epoch), reason.clone(), usage, for_good)
-        });
-        match res {
-            Ok(c) => {
-                r.emit(Event::Failed { task: id.clone(), reason, attempts_left: c.value.status == Status::Open });
-                Ok(RoundEnd::Finished)
-            }
-            Err(TxnError::Domain(e)) => {
-                r.emit(Event::LostClaim { task: id.clone(), why: e.to_string() });
-                Ok(RoundEnd::Gone)
-            }
-            Err(e) => Err(e.into()),
-        }
-    };
-    if crate::agent::could_not_start(&out) {
-        // Nothing was planned: the plan goes back as it was, and the runner stops with the reason.
-        r.release(&id, epoch);
-        super::cannot_start(Role::Planner, &backend, &out)?;
-    }
-    if !out.exit.success() {
-        return fail(r, super::reason_from(&format!("the planner agent {}", out.exit), &out.tail));
-    }
-    let proposals = match parse_proposals(&backend.answer(&out)) {
-        Ok(p) => p,
-        Err(e) => return fail(r, e),
-    };
-    let plans_allowed = d < settings.plan_depth;
-    let last_round = h.rounds >= settings.plan_rounds;
-    let round = h.rounds;
-    let usage = r.spent.of(&id, epoch);
+    Ok(out)
+}
+
+/// Fail the plan's attempt with `reason` (`for_good`: the run spent its budget): `Finished`, or `Gone` when the
+/// claim is.
+fn fail_round(r: &mut Runner<'_>, id: &str, epoch: u64, for_good: bool, reason: String) -> Result<RoundEnd, RunError> {
+    let usage = r.spent.of(id, epoch);
+    r.spent.forget(id, epoch);
     let res = r.transact(|snap, actor| {
-        let round = PlanRound {
-            plan: &id,
+        ops::fail_reporting(&snap.board, actor, id, Some(epoch), reason.clone(), usage, for_good)
+    });
+    match res {
+        Ok(c) => {
+            r.emit(Event::Failed { task: id.to_string(), reason, attempts_left: c.value.status == Status::Open });
+            Ok(RoundEnd::Finished)
+        }
+        Err(e) => gone(r, id, e),
+    }
+}
+
+/// A write about the plan that failed: a claim that is gone (the board refused it) is said, and the round is
+/// `Gone`; anything else is the runner's error.
+fn gone(r: &mut Runner<'_>, id: &str, e: TxnError) -> Result<RoundEnd, RunError> {
+    match e {
+        TxnError::Domain(e) => {
+            r.emit(Event::LostClaim { task: id.to_string(), why: e.to_string() });
+            Ok(RoundEnd::Gone)
+        }
+        e => Err(e.into()),
+    }
+}
+
+/// File what round `rounds` of the plan proposed, in one commit with the round itself: `Waiting` on the tasks
+/// filed, `Finished` (nothing more to do, only repeats, or the round limit), or the plan failed (no block, tasks
+/// that cannot be filed) or gone. (A failure here is never for good: the agent exited 0, within its budget.)
+fn file_round(
+    r: &mut Runner<'_>,
+    round: &Round<'_>,
+    rounds: u32,
+    stats: &mut PlannerStats,
+    proposals: Option<&[Proposal]>,
+    children_before: &BTreeSet<String>,
+) -> Result<RoundEnd, RunError> {
+    let (id, epoch, settings) = (round.id.as_str(), round.epoch, round.settings);
+    let plans_allowed = round.depth < settings.plan_depth;
+    let usage = r.spent.of(id, epoch);
+    let res = r.transact(|snap, actor| {
+        let filed = PlanRound {
+            plan: id,
             epoch,
-            round,
-            proposals: proposals.as_deref(),
+            round: rounds,
+            proposals,
             plans_allowed,
-            children_before: &children_before,
-            full: &full.board,
+            children_before,
+            full: &round.full.board,
             usage,
         };
-        ops::plan::plan_round(&snap.board, actor, &round, &mut ops::mint_id)
+        ops::plan::plan_round(&snap.board, actor, &filed, &mut ops::mint_id)
     });
     match res {
         Ok(c) => match c.value {
-            Proposed::NoBlock => fail(
+            Proposed::NoBlock => fail_round(
                 r,
+                id,
+                epoch,
+                false,
                 "the planner printed no ```toml block with [[task]] tables (an empty block means: nothing more to do)"
                     .into(),
             ),
             Proposed::Nothing => {
                 stats.plans_done += 1;
-                r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
+                r.emit(Event::PlanDone { plan: id.to_string(), rounds });
                 Ok(RoundEnd::Finished)
             }
             Proposed::Repeats(repeats) => {
                 report_repeats(r, &repeats);
                 stats.plans_done += 1;
-                r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
+                r.emit(Event::PlanDone { plan: id.to_string(), rounds });
                 Ok(RoundEnd::Finished)
             }
             Proposed::Filed(n, demoted, repeats) => {
@@ -534,34 +608,41 @@ fn plan_round(
                     )));
                 }
                 stats.proposed += n as u64;
-                r.emit(Event::Proposed { plan: id.clone(), count: n });
-                if last_round {
-                    // The round limit: this plan has had its say; what it filed runs without it.
-                    let note = format!("stopped after {} rounds (run.plan_rounds)", h.rounds);
-                    match r.transact(|snap, actor| {
-                        ops::done_reporting(&snap.board, actor, &id, Some(epoch), None, Some(note.clone()), usage)
-                    }) {
-                        Ok(_) => {
-                            r.emit(Event::PlanDone { plan: id, rounds: h.rounds });
-                            stats.plans_done += 1;
-                        }
-                        Err(TxnError::Domain(e)) => r.emit(Event::LostClaim { task: id, why: e.to_string() }),
-                        Err(e) => return Err(e.into()),
-                    }
-                    return Ok(RoundEnd::Finished);
+                r.emit(Event::Proposed { plan: id.to_string(), count: n });
+                if rounds >= settings.plan_rounds {
+                    return stop_at_round_limit(r, round, rounds, stats, usage);
                 }
                 Ok(RoundEnd::Waiting)
             }
         },
         Err(TxnError::Domain(e @ (DomainError::UnknownTask(_) | DomainError::DepsNotDone { .. }))) if !matches!(&e, DomainError::UnknownTask(u) if *u == id) => {
-            fail(r, format!("the planner proposed tasks that cannot be filed: {e}"))
+            fail_round(r, id, epoch, false, format!("the planner proposed tasks that cannot be filed: {e}"))
         }
-        Err(TxnError::Domain(e)) => {
-            r.emit(Event::LostClaim { task: id, why: e.to_string() });
-            Ok(RoundEnd::Gone)
-        }
-        Err(e) => Err(e.into()),
+        Err(e) => gone(r, id, e),
     }
+}
+
+/// The round limit: the plan has had its say and is done; what it filed runs without it.
+fn stop_at_round_limit(
+    r: &mut Runner<'_>,
+    round: &Round<'_>,
+    rounds: u32,
+    stats: &mut PlannerStats,
+    usage: Option<crate::usage::Usage>,
+) -> Result<RoundEnd, RunError> {
+    let (id, epoch) = (round.id.as_str(), round.epoch);
+    let note = format!("stopped after {rounds} rounds (run.plan_rounds)");
+    match r.transact(|snap, actor| {
+        ops::done_reporting(&snap.board, actor, id, Some(epoch), None, Some(note.clone()), usage)
+    }) {
+        Ok(_) => {
+            r.emit(Event::PlanDone { plan: id.to_string(), rounds });
+            stats.plans_done += 1;
+        }
+        Err(TxnError::Domain(e)) => r.emit(Event::LostClaim { task: id.to_string(), why: e.to_string() }),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(RoundEnd::Finished)
 }
 
 fn report_repeats(r: &mut Runner<'_>, repeats: &[(String, String)]) {
