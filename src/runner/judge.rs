@@ -99,6 +99,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
     let snap = r.read(false)?;
     r.check_trust(&snap, Role::Judge)?;
     let config = snap.board.config;
+    r.ride_out(&config);
     r.settings(&config)?;
     r.backend(&config, Role::Judge)?;
     r.say_containment();

@@ -476,6 +476,12 @@ impl Runner<'_> {
     }
 
     /// The state's newest snapshot, in full (every task) when `full`.
+    /// The remote may be away for a while: this runner's ops (and reads, and pushes aside) ride it out for a third
+    /// of the lease, so that its claims outlive the outage ([`crate::txn::Retry::outage`]).
+    pub(crate) fn ride_out(&mut self, config: &crate::model::Config) {
+        self.retry.outage = config.lease / 3;
+    }
+
     /// The newest state, read through an outage of the remote (`Retry::outage`).
     pub fn read(&self, full: bool) -> Result<Snapshot, RunError> {
         Ok(self.swarm.riding_out(&self.retry, || self.swarm.read(full))?)

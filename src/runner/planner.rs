@@ -161,6 +161,7 @@ pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, Planner
     let snap = r.read(false)?;
     r.check_trust(&snap, Role::Planner)?;
     let config = snap.board.config;
+    r.ride_out(&config);
     r.settings(&config)?;
     r.backend(&config, Role::Planner)?;
     r.say_containment();

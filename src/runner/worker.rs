@@ -77,8 +77,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     let snap = r.read(false)?;
     r.check_trust(&snap, Role::Worker)?;
     let config = snap.board.config;
-    // The remote may be away for a while: ops ride it out for a third of the lease (the claims outlive it).
-    r.retry.outage = config.lease / 3;
+    r.ride_out(&config);
     let window = r.settings(&config)?.batch_window;
     r.backend(&config, Role::Worker)?;
     r.say_containment();
