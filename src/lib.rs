@@ -17,6 +17,7 @@
 pub mod agent;
 pub mod board;
 pub mod check;
+pub(crate) mod child;
 pub mod config;
 pub mod doctor;
 pub mod escape;

@@ -8,7 +8,7 @@
 //!   `git push --porcelain --force-with-lease=<ref>:<base>`, whose porcelain output is parsed (never human text).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -248,59 +248,33 @@ pub(crate) fn stopping() -> bool {
 /// that, its whole process group (the `git` and what it started: `ssh`, a local `receive-pack` and its hooks) is
 /// killed and the command counts as unreachable — for a push, one whose outcome the caller does not know.
 fn output_bounded(cmd: &mut Command) -> Result<std::process::Output, RemoteError> {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
     let what = cmd
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
         .find(|a| matches!(a.as_str(), "push" | "fetch" | "ls-remote"));
     let what = format!("git {}", what.unwrap_or_else(|| "command".into()));
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    // A group of its own, so that a kill reaches what it started (a local `receive-pack`, its hooks, `ssh`) — but
-    // not at a terminal: a background group cannot ask for an ssh passphrase there (SIGTTIN), and a person at a
-    // terminal ends a hang with Ctrl-C, which reaches the foreground group.
-    let own_group = !std::io::IsTerminal::is_terminal(&std::io::stdin());
-    if own_group {
-        cmd.process_group(0);
-    }
-    let mut child = cmd.spawn().map_err(|e| RemoteError::Spawn(e.to_string()))?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            buf
-        })
+    let opts = crate::child::Options {
+        // A group of its own, so that a kill reaches what it started (a local `receive-pack`, its hooks, `ssh`) —
+        // but not at a terminal: a background group cannot ask for an ssh passphrase there (SIGTTIN), and a person
+        // at a terminal ends a hang with Ctrl-C, which reaches the foreground group.
+        own_group: !std::io::IsTerminal::is_terminal(&std::io::stdin()),
+        tick: Duration::from_millis(10),
+        ..crate::child::Options::default()
     };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let mut deadline = Deadline::new();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {}
-            Err(e) => return Err(RemoteError::Spawn(e.to_string())),
-        }
-        if deadline.passed() {
-            let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
-            if own_group {
-                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-            } else {
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-            let why = if deadline.stopped_at.is_some() {
-                format!("{what} was stopped with the runner ({}s after the stop)", STOP_GRACE.as_secs())
-            } else {
-                let limit = crate::time::format_duration(deadline.limit);
-                format!("{what} did not finish within {limit} (GIT_SWARM_GIT_TIMEOUT)")
-            };
-            return Err(RemoteError::Unreachable { remote: String::new(), message: why });
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Ok(std::process::Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() })
+    let done = crate::child::run(cmd, opts, &mut || deadline.passed().then_some(()))
+        .map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    if done.cut.is_some() {
+        let why = if deadline.stopped_at.is_some() {
+            format!("{what} was stopped with the runner ({}s after the stop)", STOP_GRACE.as_secs())
+        } else {
+            let limit = crate::time::format_duration(deadline.limit);
+            format!("{what} did not finish within {limit} (GIT_SWARM_GIT_TIMEOUT)")
+        };
+        return Err(RemoteError::Unreachable { remote: String::new(), message: why });
+    }
+    let status = done.status.map_err(|e| RemoteError::Spawn(e.to_string()))?;
+    Ok(std::process::Output { status, stdout: done.stdout, stderr: done.stderr })
 }
 
 /// When a command against the remote has run long enough: [`git_timeout`] after its start, or [`STOP_GRACE`] after

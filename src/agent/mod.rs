@@ -15,12 +15,13 @@ pub mod report;
 pub mod sandbox;
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::child;
 
 /// How an agent of a role is run.
 #[derive(Debug, Clone, PartialEq)]
@@ -483,7 +484,6 @@ fn append(path: &Path, bytes: &[u8]) {
 }
 
 fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool) -> Result<Outcome, AgentError> {
-    use std::os::unix::process::CommandExt;
     let started = Instant::now();
     let sandboxed = inv.contain.as_ref().and_then(|c| c.sandbox.as_ref());
     let mut cmd = match sandboxed {
@@ -510,12 +510,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         // The agent runs in a work tree of its own: git must find that one, not a caller's GIT_DIR.
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group: a stop reaches everything the agent started.
-        .process_group(0);
+        .env_remove("GIT_INDEX_FILE");
     for (k, v) in &inv.env {
         cmd.env(k, v);
     }
@@ -528,90 +523,68 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     if let report::Report::UsageFile(f) = &inv.report {
         cmd.env(USAGE_FILE_VAR, f);
     }
-    let mut child = cmd.spawn().map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
-    let pid = child.id();
-    let born = contain::start_of(pid);
-    // Where a later runner finds the group, should this runner be killed before it could stop the agent.
-    let pgid_file = pgid_file_of(&inv.prompt_file);
-    let _ = std::fs::write(&pgid_file, pid.to_string());
-    // Feed the prompt from a thread: an agent that does not read stdin must not block us.
-    if let Some(mut stdin) = child.stdin.take() {
-        let prompt = inv.prompt.to_string();
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(prompt.as_bytes());
-        });
-    }
     let log = inv.log.as_ref().and_then(|p| crate::secrets::private_file(p, true).ok());
     let shared = Arc::new(Shared {
         log: Mutex::new(log),
         tail: Mutex::new(VecDeque::with_capacity(TAIL_LINES)),
         stdout: Mutex::new(Vec::new()),
         stdout_tail: Mutex::new(VecDeque::new()),
-        finished: AtomicUsize::new(0),
         meter: Mutex::new(report::Meter::new(inv.report.clone())),
     });
-    let mut readers = 0;
-    if let Some(out) = child.stdout.take() {
-        readers += 1;
-        spawn_reader(out, true, Arc::clone(&shared));
-    }
-    if let Some(err) = child.stderr.take() {
-        readers += 1;
-        spawn_reader(err, false, Arc::clone(&shared));
-    }
-    let mut last_poll = Instant::now();
-    let mut stopping: Option<(Instant, Exit)> = None;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) => {}
-            Err(_) => break None,
-        }
-        let now = Instant::now();
-        if stopping.is_none() {
-            let why = if inv.timeout.is_some_and(|t| started.elapsed() >= t) {
-                Some(Exit::TimedOut)
-            } else if now.duration_since(last_poll) >= Duration::from_millis(500) {
-                last_poll = now;
-                let spent = shared.meter.lock().ok().and_then(|mut m| {
-                    m.poll();
-                    m.current()
-                });
-                if let (Some(live), Some(u)) = (&inv.live, spent)
-                    && let Ok(mut l) = live.lock()
-                {
-                    *l = Some(u);
-                }
-                let over = inv.budget.as_ref().zip(spent).and_then(|((limit, base), u)| limit.reached(&base.plus(&u)));
-                match over {
-                    Some(why) => Some(Exit::OverBudget(why)),
-                    None => (!poll()).then_some(Exit::Stopped),
-                }
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                signal_group(pid, nix::sys::signal::Signal::SIGTERM);
-                stopping = Some((now, why));
-            }
-        } else if let Some((since, _)) = &stopping
-            && now.duration_since(*since) >= inv.grace
-        {
-            signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let opts = child::Options {
+        // Its own process group: a stop reaches everything the agent started.
+        own_group: true,
+        // The prompt on stdin too.
+        stdin: Some(inv.prompt.as_bytes().to_vec()),
+        stdout: child::Pipe::Stream(Box::new(Reader::new(true, Arc::clone(&shared)))),
+        stderr: child::Pipe::Stream(Box::new(Reader::new(false, Arc::clone(&shared)))),
+        limit: inv.timeout,
+        // A time limit, a stop or a budget: SIGTERM to the group, SIGKILL after the grace.
+        grace: Some(inv.grace),
+        ..child::Options::default()
     };
+    let mut run = child::Running::spawn(&mut cmd, opts)
+        .map_err(|e| AgentError::Spawn { exec: exec.to_string(), message: e.to_string() })?;
+    let pid = run.id();
+    let born = contain::start_of(pid);
+    // Where a later runner finds the group, should this runner be killed before it could stop the agent.
+    let pgid_file = pgid_file_of(&inv.prompt_file);
+    let _ = std::fs::write(&pgid_file, pid.to_string());
+    let mut last_poll = Instant::now();
+    let ended = run.wait(&mut || {
+        let now = Instant::now();
+        if now.duration_since(last_poll) < Duration::from_millis(500) {
+            return None;
+        }
+        last_poll = now;
+        let spent = shared.meter.lock().ok().and_then(|mut m| {
+            m.poll();
+            m.current()
+        });
+        if let (Some(live), Some(u)) = (&inv.live, spent)
+            && let Ok(mut l) = live.lock()
+        {
+            *l = Some(u);
+        }
+        let over = inv.budget.as_ref().zip(spent).and_then(|((limit, base), u)| limit.reached(&base.plus(&u)));
+        match over {
+            Some(why) => Some(Exit::OverBudget(why)),
+            None => (!poll()).then_some(Exit::Stopped),
+        }
+    });
     // Whatever the agent left running in its group goes with it, and so does what left the group (`setsid`).
-    signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+    run.end_group();
     contain::end_run(&mark, &[], i32::try_from(pid).unwrap_or(-1), born);
     let _ = std::fs::remove_file(&pgid_file);
     // Let the readers drain the pipes; a grandchild that escaped the group may hold one open, so not for ever.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while shared.finished.load(Ordering::Acquire) < readers && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    run.drain(Some(Duration::from_secs(2)));
+    let stopping = ended.cut.map(|cut| match cut {
+        child::Cut::TimedOut => Exit::TimedOut,
+        child::Cut::Stopped(why) => why,
+    });
+    let status = ended.status.ok();
     let exit = match (stopping, status) {
-        (Some((_, why)), _) => why,
+        (Some(why), _) => why,
         (None, Some(st)) => {
             use std::os::unix::process::ExitStatusExt;
             match (st.code(), st.signal()) {
@@ -647,13 +620,12 @@ pub(crate) fn pgid_file_of(prompt_file: &Path) -> PathBuf {
     dir.with_file_name(name)
 }
 
-/// What the pipe readers fill: the log, the tail, stdout (capped), and how many have finished.
+/// What the pipe readers fill: the log, the tail, stdout (capped).
 struct Shared {
     log: Mutex<Option<std::fs::File>>,
     tail: Mutex<VecDeque<String>>,
     stdout: Mutex<Vec<u8>>,
     stdout_tail: Mutex<VecDeque<u8>>,
-    finished: AtomicUsize,
     /// Reads what the run reports it spent from its stdout.
     meter: Mutex<report::Meter>,
 }
@@ -664,88 +636,111 @@ pub(crate) const USAGE_FILE_VAR: &str = "GIT_SWARM_USAGE_FILE";
 /// Longest line kept in the tail.
 const MAX_TAIL_LINE: usize = 1000;
 
-/// Read a pipe in chunks into the log, the tail (whole lines, cut to [`MAX_TAIL_LINE`]) and, for stdout, the
-/// captured output (at most [`MAX_OUTPUT`]). Memory stays bounded however much the agent prints.
-fn spawn_reader(mut pipe: impl Read + Send + 'static, is_stdout: bool, shared: Arc<Shared>) {
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut line: Vec<u8> = Vec::new();
-        // Whole lines of stdout for the meter (a longer one is skipped: progress with files in it).
-        let mut full: Vec<u8> = Vec::new();
-        let mut full_overflow = false;
-        // What reaches the log is scrubbed of this process's secrets (an API key a server echoes back).
-        let mut scrubber = crate::secrets::LogScrubber::new();
-        let write_log = |bytes: &[u8]| {
-            if !bytes.is_empty()
-                && let Ok(mut g) = shared.log.lock()
-                && let Some(f) = g.as_mut()
-            {
-                let _ = f.write_all(bytes);
-            }
-        };
-        let push_line = |line: &mut Vec<u8>| {
-            if let Ok(mut t) = shared.tail.lock() {
-                if t.len() == TAIL_LINES {
-                    t.pop_front();
-                }
-                t.push_back(String::from_utf8_lossy(line).trim_end().to_string());
-            }
-            line.clear();
-        };
-        loop {
-            let n = match pipe.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            let chunk = &buf[..n];
-            write_log(&scrubber.feed(chunk));
-            if is_stdout && let Ok(mut out) = shared.stdout.lock() {
-                let room = MAX_OUTPUT.saturating_sub(out.len());
-                out.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            }
-            if is_stdout && let Ok(mut t) = shared.stdout_tail.lock() {
-                t.extend(chunk);
-                let over = t.len().saturating_sub(MAX_STDOUT_TAIL);
-                t.drain(..over);
-            }
-            if is_stdout {
-                for piece in chunk.split_inclusive(|b| *b == b'\n') {
-                    if full.len() + piece.len() > report::MAX_LINE {
-                        full_overflow = true;
-                        full.clear();
-                    } else {
-                        full.extend_from_slice(piece);
-                    }
-                    if piece.ends_with(b"\n") {
-                        if !full_overflow && let Ok(mut m) = shared.meter.lock() {
-                            m.line(&String::from_utf8_lossy(&full));
-                        }
-                        full.clear();
-                        full_overflow = false;
-                    }
-                }
-            }
-            for piece in chunk.split_inclusive(|b| *b == b'\n') {
-                let room = MAX_TAIL_LINE.saturating_sub(line.len());
-                line.extend_from_slice(&piece[..piece.len().min(room)]);
-                if piece.ends_with(b"\n") {
-                    push_line(&mut line);
-                }
-            }
+/// One pipe's reader: its chunks into the log, the tail (whole lines, cut to [`MAX_TAIL_LINE`]) and, for stdout,
+/// the captured output (at most [`MAX_OUTPUT`]). Memory stays bounded however much the agent prints.
+struct Reader {
+    is_stdout: bool,
+    shared: Arc<Shared>,
+    line: Vec<u8>,
+    /// Whole lines of stdout for the meter (a longer one is skipped: progress with files in it).
+    full: Vec<u8>,
+    full_overflow: bool,
+    /// What reaches the log is scrubbed of this process's secrets (an API key a server echoes back).
+    scrubber: crate::secrets::LogScrubber,
+}
+
+impl Reader {
+    fn new(is_stdout: bool, shared: Arc<Shared>) -> Reader {
+        Reader {
+            is_stdout,
+            shared,
+            line: Vec::new(),
+            full: Vec::new(),
+            full_overflow: false,
+            scrubber: crate::secrets::LogScrubber::new(),
         }
-        if !line.is_empty() {
-            push_line(&mut line);
-        }
-        if is_stdout
-            && !full.is_empty()
-            && !full_overflow
-            && let Ok(mut m) = shared.meter.lock()
+    }
+
+    fn write_log(&self, bytes: &[u8]) {
+        if !bytes.is_empty()
+            && let Ok(mut g) = self.shared.log.lock()
+            && let Some(f) = g.as_mut()
         {
-            m.line(&String::from_utf8_lossy(&full));
+            let _ = f.write_all(bytes);
         }
-        write_log(&scrubber.finish());
-        shared.finished.fetch_add(1, Ordering::Release);
-    });
+    }
+
+    fn push_line(&mut self) {
+        if let Ok(mut t) = self.shared.tail.lock() {
+            if t.len() == TAIL_LINES {
+                t.pop_front();
+            }
+            t.push_back(String::from_utf8_lossy(&self.line).trim_end().to_string());
+        }
+        self.line.clear();
+    }
+}
+
+impl child::Sink for Reader {
+    fn feed(&mut self, chunk: &[u8]) {
+        let scrubbed = self.scrubber.feed(chunk);
+        self.write_log(&scrubbed);
+        let shared = Arc::clone(&self.shared);
+        if self.is_stdout
+            && let Ok(mut out) = shared.stdout.lock()
+        {
+            let room = MAX_OUTPUT.saturating_sub(out.len());
+            out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        }
+        if self.is_stdout
+            && let Ok(mut t) = shared.stdout_tail.lock()
+        {
+            t.extend(chunk);
+            let over = t.len().saturating_sub(MAX_STDOUT_TAIL);
+            t.drain(..over);
+        }
+        if self.is_stdout {
+            for piece in chunk.split_inclusive(|b| *b == b'\n') {
+                if self.full.len() + piece.len() > report::MAX_LINE {
+                    self.full_overflow = true;
+                    self.full.clear();
+                } else {
+                    self.full.extend_from_slice(piece);
+                }
+                if piece.ends_with(b"\n") {
+                    if !self.full_overflow
+                        && let Ok(mut m) = shared.meter.lock()
+                    {
+                        m.line(&String::from_utf8_lossy(&self.full));
+                    }
+                    self.full.clear();
+                    self.full_overflow = false;
+                }
+            }
+        }
+        for piece in chunk.split_inclusive(|b| *b == b'\n') {
+            let room = MAX_TAIL_LINE.saturating_sub(self.line.len());
+            self.line.extend_from_slice(&piece[..piece.len().min(room)]);
+            if piece.ends_with(b"\n") {
+                self.push_line();
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.line.is_empty() {
+            self.push_line();
+        }
+        if self.is_stdout
+            && !self.full.is_empty()
+            && !self.full_overflow
+            && let Ok(mut m) = self.shared.meter.lock()
+        {
+            m.line(&String::from_utf8_lossy(&self.full));
+        }
+        let rest = self.scrubber.finish();
+        self.write_log(&rest);
+    }
 }
 
 /// Kill the process group of an agent that a killed runner left behind: its pid is in `pgid_file`, and it still runs
@@ -759,13 +754,6 @@ pub(crate) fn kill_leftover(pgid_file: &Path, worktree: &Path) {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
     }
     let _ = std::fs::remove_file(pgid_file);
-}
-
-/// Send `sig` to the process group `pgid` (the agent's); a group that is gone already is fine.
-fn signal_group(pgid: u32, sig: nix::sys::signal::Signal) {
-    if let Ok(pid) = i32::try_from(pgid) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig);
-    }
 }
 
 #[cfg(test)]

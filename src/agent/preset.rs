@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::report::Report;
 
@@ -426,51 +426,26 @@ pub(crate) fn run_bounded(program: &str, args: &[&str], limit: Duration) -> Resu
     let Some(path) = which(program) else { return Err(ProbeError::NotFound { program: program.to_string() }) };
     let what = format!("{program} {}", args.join(" "));
     let failed = |how: String| ProbeError::Failed { command: what.clone(), how };
-    let mut child = std::os::unix::process::CommandExt::process_group(&mut Command::new(&path), 0)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| failed(format!("cannot start: {e}")))?;
-    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
-    let kill_group = || {
-        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    let mut cmd = Command::new(&path);
+    cmd.args(args).stdin(Stdio::null());
+    let opts = crate::child::Options {
+        // Both pipes read while it runs (a long help page must not fill a pipe and stall the child), for at most
+        // the rest of the limit once it ended: a helper it started that keeps a pipe open must not hold us past it.
+        stdout: crate::child::Pipe::Keep(256 * 1024),
+        stderr: crate::child::Pipe::Keep(256 * 1024),
+        limit: Some(limit),
+        drain: Some(Duration::from_secs(1)),
+        // Whatever it left running goes with it.
+        end_group: true,
+        ..crate::child::Options::default()
     };
-    // Read both pipes while it runs (a long help page must not fill a pipe and stall the child), into channels:
-    // a helper it started that keeps a pipe open must not hold us past the limit either.
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(p) = pipe {
-                let _ = std::io::Read::read_to_string(&mut std::io::Read::take(p, 256 * 1024), &mut text);
-            }
-            let _ = tx.send(text);
-        });
-        rx
-    };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if started.elapsed() > limit => {
-                kill_group();
-                let _ = child.wait();
-                return Err(failed(format!("gave no answer within {}s", limit.as_secs())));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(failed(e.to_string())),
-        }
-    };
-    let rest = |rx: std::sync::mpsc::Receiver<String>| {
-        rx.recv_timeout(limit.saturating_sub(started.elapsed()).max(Duration::from_secs(1))).unwrap_or_default()
-    };
-    let (out, err) = (rest(out), rest(err));
-    // Whatever it left running goes with it.
-    kill_group();
+    let done =
+        crate::child::run(&mut cmd, opts, &mut || None::<()>).map_err(|e| failed(format!("cannot start: {e}")))?;
+    if done.cut.is_some() {
+        return Err(failed(format!("gave no answer within {}s", limit.as_secs())));
+    }
+    let status = done.status.map_err(|e| failed(e.to_string()))?;
+    let (out, err) = (String::from_utf8_lossy(&done.stdout), String::from_utf8_lossy(&done.stderr));
     if !status.success() {
         let last = err.lines().chain(out.lines()).map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
         return Err(failed(format!("failed ({status}): {}", crate::escape::line(last))));
