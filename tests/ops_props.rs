@@ -1213,7 +1213,7 @@ fn the_workers_claim_holds(max_attempts: u32, script: &[Op], stop_at: usize) -> 
             let found: BTreeMap<String, Option<gix::ObjectId>> = candidates
                 .iter()
                 .enumerate()
-                .map(|(i, id)| (id.clone(), (i % 2 == 0).then(|| gix::ObjectId::from_hex(&[b'a'; 40]).unwrap())))
+                .map(|(i, id)| (id.clone(), (i % 2 == 0).then(|| gix::ObjectId::from_hex(&[b'a'; 40]).expect("hex"))))
                 .collect();
             let again = next_work(&board, &actor, None, &found, &no_budget);
             if let Ok((ch, claimed)) = again {
@@ -1315,7 +1315,8 @@ fn the_goals_ops_hold(max_attempts: u32, script: &[Op], stop: bool) -> Result<()
         .collect();
     prop_assert_eq!(roots.len(), 1, "one open goal plan, not {:?}", roots.iter().map(|t| &t.id).collect::<Vec<_>>());
     prop_assert_eq!(&roots[0].id, &plan);
-    prop_assert!(roots[0].labels.contains(&format!("cycle-{}", ended + 1)));
+    let cycle_label = format!("cycle-{}", ended + 1);
+    prop_assert!(roots[0].labels.contains(&cycle_label), "labels {:?}", roots[0].labels);
     Ok(())
 }
 

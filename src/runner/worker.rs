@@ -687,7 +687,7 @@ fn finish(
         return fail_noted(r, h, reason, handoff.as_deref(), claim_next, lease, false);
     }
     if mine.is_empty() {
-        if !settings.empty_is_done {
+        if settings.empty == crate::config::Empty::Fail {
             return fail(r, h, "the agent exited 0 without changing anything".into(), claim_next, lease);
         }
         // Nothing to land: mark it done on the state ref alone.
