@@ -11,30 +11,34 @@
 
 use crate::model::Config;
 
-/// Every `git config` key this tool reads, with what it sets (for the manual page and `docs/configuration.md`).
-pub const KEYS: &[(&str, &str)] = &[
-    ("swarm.remote", "the shared remote holding the swarm (as --remote)."),
-    ("swarm.name", "which swarm: refs/swarm/<name> (as --swarm)."),
-    ("swarm.agent", "this clone's agent id (as --agent; $GIT_SWARM_AGENT wins over it)."),
-    (
-        "swarm.transport",
-        "auto, git or git-fetch: in-process for a local path (auto), git's transport for every remote (git), git fetch subprocesses too (git-fetch); $GIT_SWARM_TRANSPORT wins over it.",
-    ),
-    (
-        "swarm.trusted",
-        "digests of shared settings this clone's runners may run (one entry each; `git swarm trust` adds them).",
-    ),
-    (
-        "swarm.run.<key>",
-        "a [run] setting of swarm.toml for this clone's runners: check, checkBaseline, checkReport, sandbox, network, sandboxRead, sandboxWrite, taskTimeout, planTimeout, conflictTries, planDepth, planRounds, empty, pushesPerMinute, batchWindow, agentHooks.",
-    ),
-    ("swarm.run.cycle.<key>", "a [run.cycle] setting: maxTasks, maxTime."),
-    ("swarm.run.budget.<key>", "a [run.budget] setting: taskTokens, taskUsd, cycleTokens, cycleUsd."),
-    (
-        "swarm.roles.<role>.<key>",
-        "the agent of a role (default, worker, planner, judge) for this clone's runners: preset, exec, backend, api, baseUrl, model, apiKeyEnv, maxTokens, temperature, env, homeFiles. Setting exec or preset replaces both of them from swarm.toml; a list (env, homeFiles) is one value, its items separated by commas.",
-    ),
-];
+/// Every `git config` key this tool reads, with what it sets (for the manual page; `docs/configuration.md` is checked
+/// against it). The keys of `[run]` and the tables under it are named from their declaration (`schema`).
+pub fn keys() -> Vec<(&'static str, String)> {
+    let names = |schema: &[(&str, Kind)]| schema.iter().map(|(k, _)| camel(k)).collect::<Vec<_>>().join(", ");
+    vec![
+        ("swarm.remote", "the shared remote holding the swarm (as --remote).".into()),
+        ("swarm.name", "which swarm: refs/swarm/<name> (as --swarm).".into()),
+        ("swarm.agent", "this clone's agent id (as --agent; $GIT_SWARM_AGENT wins over it).".into()),
+        (
+            "swarm.transport",
+            "auto, git or git-fetch: in-process for a local path (auto), git's transport for every remote (git), git fetch subprocesses too (git-fetch); $GIT_SWARM_TRANSPORT wins over it.".into(),
+        ),
+        (
+            "swarm.trusted",
+            "digests of shared settings this clone's runners may run (one entry each; `git swarm trust` adds them).".into(),
+        ),
+        (
+            "swarm.run.<key>",
+            format!("a [run] setting of swarm.toml for this clone's runners: {}.", names(RunTable::KEYS)),
+        ),
+        ("swarm.run.cycle.<key>", format!("a [run.cycle] setting: {}.", names(RunCycle::KEYS))),
+        ("swarm.run.budget.<key>", format!("a [run.budget] setting: {}.", names(RunBudget::KEYS))),
+        (
+            "swarm.roles.<role>.<key>",
+            "the agent of a role (default, worker, planner, judge) for this clone's runners: preset, exec, backend, api, baseUrl, model, apiKeyEnv, maxTokens, temperature, env, homeFiles. Setting exec or preset replaces both of them from swarm.toml; a list (env, homeFiles) is one value, its items separated by commas.".into(),
+        ),
+    ]
+}
 
 /// The type a setting has in `swarm.toml`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +52,12 @@ pub(crate) enum Kind {
 }
 
 mod schema;
+mod settings;
 
 pub(crate) use schema::{Budget as RunBudget, Cycle as RunCycle, Role as RoleTable, Run as RunTable};
+pub use schema::{BudgetSettings, CycleSettings, RunSettings};
+pub use settings::{Empty, Role, backend_for};
+pub(crate) use settings::{RoleList, role_list};
 const ROLES: &[&str] = &["default", "worker", "planner", "judge"];
 /// The keys of a role that choose its agent: one of them set locally replaces the shared role table.
 const AGENT_CHOICE: &[&str] = &["exec", "preset", "backend", "api"];
@@ -303,10 +311,7 @@ mod tests {
         let l = local("[swarm \"roles.judge\"]\n exec = ./judge.sh\n").expect("ok");
         let c = l.apply(&config);
         assert_eq!(c.extra["roles"]["judge"].as_table().map(|t| t.len()), Some(1), "{:?}", c.extra["roles"]["judge"]);
-        assert!(matches!(
-            crate::runner::settings::backend_for(&c, crate::runner::Role::Judge),
-            Ok(Some(crate::agent::Backend::Command { .. }))
-        ));
+        assert!(matches!(backend_for(&c, Role::Judge), Ok(Some(crate::agent::Backend::Command { .. }))));
     }
 }
 
@@ -319,10 +324,10 @@ const TOP: &[&str] = &["target", "lease", "max_attempts", "run", "roles", "forge
 /// does not know are refused too (a typo in a shared file is a setting silently lost for the whole fleet).
 pub fn check(config: &Config) -> Result<(), String> {
     config.check()?;
-    crate::runner::RunSettings::from_config(config)?;
+    RunSettings::from_config(config)?;
     crate::forge::settings(config)?;
-    for role in [crate::runner::Role::Worker, crate::runner::Role::Planner, crate::runner::Role::Judge] {
-        crate::runner::settings::backend_for(config, role)?;
+    for role in [Role::Worker, Role::Planner, Role::Judge] {
+        backend_for(config, role)?;
     }
     if let Some(toml::Value::Table(roles)) = config.extra.get("roles")
         && let Some(bad) = roles.keys().find(|r| !ROLES.contains(&r.as_str()))
@@ -552,11 +557,16 @@ mod parameters {
     }
 }
 
-/// The keys are written once, in the tables above; the key list of the manual page and `docs/configuration.md` are
-/// checked against them here, so that neither drifts from what is read.
+/// The keys are declared once, in `schema`; the key list of the manual page and `docs/configuration.md` are
+/// generated from it or checked against it here, so that neither drifts from what is read.
 #[cfg(test)]
 mod key_list {
     use super::*;
+
+    const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
+    const BEGIN: &str =
+        "<!-- generated from src/config/schema.rs: edit there, and paste what config::key_list says -->";
+    const END: &str = "<!-- end of the generated table -->";
 
     fn doc_row(doc: &str, key: &str) -> String {
         let head = format!("| `{key}` |");
@@ -566,36 +576,90 @@ mod key_list {
             .into()
     }
 
-    #[test]
-    fn every_key_read_is_in_the_key_list_and_the_docs() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md")).expect("docs");
-        let described = |key: &str| KEYS.iter().find(|(k, _)| *k == key).map(|(_, d)| *d).unwrap_or_default();
-        for plain in PLAIN {
-            let key = format!("swarm.{plain}");
-            assert!(!described(&key).is_empty(), "{key} is read but not in config::KEYS");
-            doc_row(&doc, &key);
-        }
-        for (key, table) in [("swarm.run.<key>", RunTable::KEYS), ("swarm.run.cycle.<key>", RunCycle::KEYS)]
-            .into_iter()
-            .chain([("swarm.run.budget.<key>", RunBudget::KEYS), ("swarm.roles.<role>.<key>", RoleTable::KEYS)])
-        {
-            let row = doc_row(&doc, key);
-            for (name, _) in table {
-                let git_name = camel(name);
-                assert!(described(key).contains(&git_name), "config::KEYS for {key} does not name {git_name}");
-                assert!(
-                    row.contains(&format!("`{git_name}`")),
-                    "docs/configuration.md's {key} does not name {git_name}"
-                );
+    /// The table of the runners' settings in `docs/configuration.md`, from their declaration.
+    fn settings_table() -> String {
+        let mut out = String::from(
+            "| `swarm.toml` | `git config` | type | default | what it does |\n| --- | --- | --- | --- | --- |\n",
+        );
+        for (table, docs) in [("run", RunTable::DOCS), ("run.cycle", RunCycle::DOCS), ("run.budget", RunBudget::DOCS)] {
+            for (key, shown, default, doc) in docs {
+                assert!(!doc.contains('|') && !doc.trim().is_empty(), "the doc string of {table}.{key}: {doc:?}");
+                let default = if default.is_empty() { "unset".to_string() } else { format!("`{default}`") };
+                out.push_str(&format!(
+                    "| `{table}.{key}` | `swarm.{table}.{}` | {shown} | {default} | {} |\n",
+                    camel(key),
+                    doc.trim()
+                ));
             }
         }
+        out
+    }
+
+    #[test]
+    fn the_docs_table_of_the_runners_settings_is_their_declaration() {
+        let doc = std::fs::read_to_string(DOC).expect("docs");
+        let table = doc
+            .split_once(BEGIN)
+            .and_then(|(_, rest)| rest.split_once(END))
+            .map(|(table, _)| table.trim_start_matches('\n'))
+            .unwrap_or_else(|| panic!("docs/configuration.md has no lines {BEGIN} … {END}"));
+        let want = settings_table();
+        assert!(
+            table == want,
+            "docs/configuration.md's table of the runners' settings is not the declaration's:\n{want}"
+        );
+    }
+
+    /// A default as the docs show it is the default the runner uses.
+    #[test]
+    fn the_defaults_shown_are_the_defaults() {
+        let text = |docs: &[(&str, &str, &str, &str)]| {
+            docs.iter()
+                .filter(|(_, _, d, _)| !d.is_empty())
+                .map(|(k, _, d, _)| format!("{k} = {d}\n"))
+                .collect::<String>()
+        };
+        let run: RunTable = toml::from_str(&text(RunTable::DOCS)).expect("[run] defaults");
+        assert_eq!(RunSettings::resolve(run), Ok(RunSettings::default()));
+        let cycle: RunCycle = toml::from_str(&text(RunCycle::DOCS)).expect("[run.cycle] defaults");
+        assert_eq!(CycleSettings::resolve(cycle), Ok(CycleSettings::default()));
+        let budget: RunBudget = toml::from_str(&text(RunBudget::DOCS)).expect("[run.budget] defaults");
+        assert_eq!(BudgetSettings::resolve(budget), Ok(BudgetSettings::default()));
+        assert_eq!(RunSettings::from_config(&Config::default()), Ok(RunSettings::default()));
+    }
+
+    #[test]
+    fn every_key_read_is_in_the_key_list_and_the_docs() {
+        let doc = std::fs::read_to_string(DOC).expect("docs");
+        let keys = keys();
+        let described = |key: &str| keys.iter().find(|(k, _)| *k == key).map(|(_, d)| d.clone()).unwrap_or_default();
+        for plain in PLAIN {
+            let key = format!("swarm.{plain}");
+            assert!(!described(&key).is_empty(), "{key} is read but not in config::keys");
+            doc_row(&doc, &key);
+        }
+        for key in ["swarm.run.<key>", "swarm.run.cycle.<key>", "swarm.run.budget.<key>"] {
+            doc_row(&doc, key);
+        }
+        let row = doc_row(&doc, "swarm.roles.<role>.<key>");
+        for (name, _) in RoleTable::KEYS {
+            let git_name = camel(name);
+            assert!(
+                described("swarm.roles.<role>.<key>").contains(&git_name),
+                "config::keys for roles does not name {git_name}"
+            );
+            assert!(
+                row.contains(&format!("`{git_name}`")),
+                "docs/configuration.md's roles row does not name {git_name}"
+            );
+        }
         for role in ROLES {
-            assert!(described("swarm.roles.<role>.<key>").contains(role), "config::KEYS does not name the role {role}");
+            assert!(described("swarm.roles.<role>.<key>").contains(role), "config::keys does not name the role {role}");
         }
         // The values `swarm.transport` takes are the ones `Transport` parses.
         for t in ["auto", "git", "git-fetch"] {
             assert!(t.parse::<crate::Transport>().is_ok(), "{t}");
-            assert!(described("swarm.transport").contains(t), "config::KEYS does not name transport {t}");
+            assert!(described("swarm.transport").contains(t), "config::keys does not name transport {t}");
             assert!(doc_row(&doc, "swarm.transport").contains(&format!("`{t}`")), "docs do not name transport {t}");
         }
         assert!("gix".parse::<crate::Transport>().is_err());

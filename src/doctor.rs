@@ -94,7 +94,7 @@ pub fn agents(config: &crate::model::Config, local: &crate::config::Local, run_d
     let probes = crate::agent::Probes::default();
     let mut out = Vec::new();
     for role in [crate::runner::Role::Worker, crate::runner::Role::Planner, crate::runner::Role::Judge] {
-        let f = match crate::runner::settings::backend_for(&config, role) {
+        let f = match crate::config::backend_for(&config, role) {
             Err(e) => Finding::new(C, Severity::Error, format!("{role}: {e}")),
             Ok(None) => Finding::new(C, Severity::Info, format!("{role}: no agent configured"))
                 .hint(format!("set [roles.{role}] (or [roles.default]) in swarm.toml, or pass --exec to the runner")),

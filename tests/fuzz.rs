@@ -21,13 +21,13 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use git_swarm::config::{Role, backend_for};
 use git_swarm::model::{self, Claim, Config, Failure, Kind, Status, Task, TaskResult};
 use git_swarm::ops::plan::to_new_tasks;
 use git_swarm::ops::{self, Actor, Board, Closed, NewTask, Stored};
 use git_swarm::remote::{PushLine, RemoteError, classify, parse_porcelain};
 use git_swarm::runner::judge::parse_verdict;
 use git_swarm::runner::planner::parse_proposals;
-use git_swarm::runner::settings::{Role, backend_for};
 use git_swarm::runner::{self, CycleRecord, RunSettings, Verdict, prompts};
 use git_swarm::store::{Identity, LogEntry, Snapshot, Store, short};
 use git_swarm::time::Timestamp;

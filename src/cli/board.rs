@@ -149,7 +149,7 @@ fn serve(ctx: &mut Ctx, args: &BoardArgs) -> CliResult<()> {
             .as_ref()
             .and_then(|l| git_swarm::runner::RunSettings::from_config(&l.apply(&board.config)).ok())
             .unwrap_or_default();
-        Budgets { cycle: settings.cycle_budget, task: settings.task_budget }
+        Budgets { cycle: settings.budget.cycle(), task: settings.budget.task() }
     };
     let json = ctx.out.json;
     let on_state = |s: &State| {

@@ -111,7 +111,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     let spend = spend_json(board, &settings);
     let in_cycle = board.spend.cycle_total(board.cycle);
     let all = board.spend.grand_total();
-    if !all.is_zero() || settings.cycle_budget.is_set() {
+    if !all.is_zero() || settings.budget.cycle().is_set() {
         ctx.out.line(format!("spent: {all} in all; cycle {}: {in_cycle}", board.cycle));
         for role in git_swarm::usage::ROLES {
             if let Some(u) = board.spend.of_cycle(board.cycle).get(role) {
@@ -119,11 +119,11 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
             }
         }
     }
-    if let Some(left) = budget_line("cycle budget", &settings.cycle_budget, &in_cycle) {
+    if let Some(left) = budget_line("cycle budget", &settings.budget.cycle(), &in_cycle) {
         ctx.out.line(left);
     }
-    if settings.task_budget.is_set() {
-        ctx.out.line(format!("task budget: {}", limit_text(&settings.task_budget)));
+    if settings.budget.task().is_set() {
+        ctx.out.line(format!("task budget: {}", limit_text(&settings.budget.task())));
     }
     // Whether this clone's agents run contained: said when they do not.
     let support = git_swarm::agent::sandbox::support();
@@ -192,8 +192,8 @@ fn spend_json(board: &ops::Board, settings: &git_swarm::runner::RunSettings) -> 
             "by_role": by_role(&board.spend.of_cycle(board.cycle)),
         },
         "budget": {
-            "cycle": limit(&settings.cycle_budget, Some(&in_cycle)),
-            "task": limit(&settings.task_budget, None),
+            "cycle": limit(&settings.budget.cycle(), Some(&in_cycle)),
+            "task": limit(&settings.budget.task(), None),
         },
     })
 }

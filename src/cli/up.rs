@@ -193,7 +193,7 @@ fn preflight(
     for (role, _) in roles.into_iter().filter(|(_, runs)| *runs) {
         let backend = match &args.exec {
             Some(exec) => git_swarm::agent::Backend::Command { exec: exec.clone() },
-            None => match git_swarm::runner::settings::backend_for(&config, role) {
+            None => match git_swarm::config::backend_for(&config, role) {
                 Ok(Some(b)) => b,
                 // No agent or broken settings: each member says so with its own error and hint.
                 _ => continue,

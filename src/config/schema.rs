@@ -1,26 +1,48 @@
-//! The tables of `swarm.toml` that a clone's `git config swarm.*` can override, declared once: each is a serde
-//! struct (the runner reads `swarm.toml` through it, unknown keys refused) and the list of its keys with the type
-//! each takes (`git config` values are read by it), from the same declaration. `docs/configuration.md` and
-//! [`super::KEYS`] are checked against these lists by a test.
+//! The tables of `swarm.toml` that a clone's `git config swarm.*` can override, declared once. Each key of `[run]`,
+//! `[run.cycle]` and `[run.budget]` is one entry of [`settings!`]: its doc string, the type `swarm.toml` writes it
+//! in, the type the runner uses, the default (the value, and as the docs show it) and the check that turns the
+//! one into the other (the functions of [`super::settings`]). From that entry come the serde struct `swarm.toml`
+//! is read through (unknown keys refused), the typed key list `git config` values are read by, the runner's
+//! resolved struct with its `Default` and its `resolve`, the key list of the manual page ([`super::keys`]) and the
+//! table of `docs/configuration.md` (checked by a test). `[roles.<role>]` is read by [`super::backend_for`], so it
+//! is only a [`table!`].
+
+use std::time::Duration;
 
 use super::Kind;
+use super::settings::{Empty, duration, empty, network, pushes, report_path, sandbox_paths, tokens, usd, window};
 use crate::agent::http::Api;
+use crate::agent::sandbox::Mode;
 use crate::time::DurationText;
+use crate::usage::{Limit, Usd};
 
-/// The type of a setting as `git config` gives it (text), by the Rust type of its field.
+/// The type of a setting as `git config` gives it (text), by the Rust type of its field, and its name in the docs.
 pub(crate) trait Setting {
     const KIND: Kind;
+    #[cfg(test)]
+    const SHOWN: &'static str;
 }
 
 macro_rules! kinds {
-    ($($ty:ty => $kind:ident),* $(,)?) => {
+    ($($ty:ty => $kind:ident $shown:literal),* $(,)?) => {
         $(impl Setting for $ty {
             const KIND: Kind = Kind::$kind;
+            #[cfg(test)]
+            const SHOWN: &'static str = $shown;
         })*
     };
 }
 
-kinds! { String => Text, DurationText => Text, Vec<String> => List, Api => Text, u32 => Int, u64 => Int, f64 => Float, bool => Bool }
+kinds! {
+    String => Text "text",
+    DurationText => Text "duration",
+    Vec<String> => List "list of text",
+    Api => Text "text",
+    u32 => Int "whole number",
+    u64 => Int "whole number",
+    f64 => Float "number",
+    bool => Bool "true or false",
+}
 
 /// A table: its settings (every one optional), then the tables under it, which are subsections in `git config`.
 macro_rules! table {
@@ -40,37 +62,159 @@ macro_rules! table {
     };
 }
 
-table! {
+/// How a key's `swarm.toml` value becomes the runner's: the check given, else the value itself or the default.
+macro_rules! resolver {
+    () => {
+        |_, v, d| Ok(v.unwrap_or(d))
+    };
+    ($check:expr) => {
+        $check
+    };
+}
+
+/// A table the runner resolves: the raw table (a [`table!`]) and the resolved struct, from one entry per key:
+///
+/// ```text
+/// /// What it does (the field's doc, and the docs table's).
+/// key: <type in swarm.toml> => <type the runner uses> = <default>, "<default as swarm.toml writes it>"[, <check>];
+/// ```
+///
+/// The check is a `fn("[table] key", Option<raw>, default) -> Result<resolved, String>`; without one, the raw type
+/// is the resolved one and an unset key takes the default. An empty default text says the key has none (unset).
+/// The tables under it resolve first, then its keys in their order.
+macro_rules! settings {
+    (
+        $(#[$tdoc:meta])*
+        $label:literal $raw:ident => $resolved:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                $key:ident: $rty:ty => $ty:ty = $default:expr, $shown:literal $(, $check:expr)?;
+            )*
+        }
+        $(tables { $($sub:ident: $subraw:ident => $subres:ident),* $(,)? })?
+    ) => {
+        table! {
+            $(#[$tdoc])*
+            $raw { $($key: $rty),* } $(tables { $($sub: $subraw),* })?
+        }
+
+        impl $raw {
+            /// Each key's default as `swarm.toml` writes it (empty: unset) and its doc string.
+            #[cfg(test)]
+            pub(crate) const DOCS: &'static [(&'static str, &'static str, &'static str, &'static str)] =
+                &[$((stringify!($key), <$rty as Setting>::SHOWN, $shown, concat!($($doc),*))),*];
+        }
+
+        $(#[$tdoc])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $resolved {
+            $($(#[doc = $doc])* pub $key: $ty,)*
+            $($(pub $sub: $subres,)*)?
+        }
+
+        impl Default for $resolved {
+            fn default() -> Self {
+                $resolved { $($key: $default,)* $($($sub: $subres::default(),)*)? }
+            }
+        }
+
+        impl $resolved {
+            /// The table read from `swarm.toml`, every value checked (the error names the key), the defaults for
+            /// what it leaves out.
+            pub(crate) fn resolve(raw: $raw) -> Result<$resolved, String> {
+                let d = $resolved::default();
+                $($(let $sub = $subres::resolve(raw.$sub.unwrap_or_default())?;)*)?
+                $(
+                    let $key = {
+                        let check: fn(&str, Option<$rty>, $ty) -> Result<$ty, String> = resolver!($($check)?);
+                        check(concat!("[", $label, "] ", stringify!($key)), raw.$key, d.$key)?
+                    };
+                )*
+                Ok($resolved { $($key,)* $($($sub,)*)? })
+            }
+        }
+    };
+}
+
+settings! {
     /// `[run]`: how this swarm's runners work.
-    Run {
-        check: String,
-        check_baseline: bool,
-        check_report: String,
-        sandbox: String,
-        network: String,
-        sandbox_read: Vec<String>,
-        sandbox_write: Vec<String>,
-        task_timeout: DurationText,
-        plan_timeout: DurationText,
-        conflict_tries: u32,
-        plan_depth: u32,
-        plan_rounds: u32,
-        empty: String,
-        pushes_per_minute: f64,
-        batch_window: DurationText,
-        agent_hooks: bool,
+    "run" Run => RunSettings {
+        /// A command run in the work tree after the rebase, before landing; a non-zero exit fails the task.
+        check: String => Option<String> = None, "", |_, v, _| Ok(v.filter(|c| !c.trim().is_empty()));
+        /// Refuse a landing only for what it makes worse than the target: the check runs on the target too when it
+        /// fails on the change (docs/check.md).
+        check_baseline: bool => bool = false, "false";
+        /// Where the check writes its JUnit XML report, relative to the work tree (a file, or a folder of `*.xml`):
+        /// per-test results for the baseline.
+        check_report: String => Option<String> = None, "", |key, v, _| v.map(|p| report_path(key, &p)).transpose();
+        /// Whether agent runs are contained: `"auto"` (when this machine can), `"required"` (or the runner refuses
+        /// to start) or `"off"` (docs/agents.md).
+        sandbox: String => Mode = Mode::Auto, "\"auto\"", |_, v, d| v.map_or(Ok(d), |m| Mode::parse(&m));
+        /// `"off"`: contained agents get no network.
+        network: String => bool = true, "\"on\"", network;
+        /// More paths contained agents may read (absolute, or `~/…` in the runner's home).
+        sandbox_read: Vec<String> => Vec<String> = vec![], "[]", sandbox_paths;
+        /// More paths contained agents may write (absolute, or `~/…` in the runner's home).
+        sandbox_write: Vec<String> => Vec<String> = vec![], "[]", sandbox_paths;
+        /// A worker agent that runs longer than this is stopped, and the task fails; the check's time limit too.
+        task_timeout: DurationText => Duration = Duration::from_secs(30 * 60), "\"30m\"", duration;
+        /// The time limit of planner and judge runs.
+        plan_timeout: DurationText => Duration = Duration::from_secs(20 * 60), "\"20m\"", duration;
+        /// Agent runs allowed to resolve a rebase conflict before the task fails.
+        conflict_tries: u32 => u32 = 2, "2";
+        /// The sub-planner recursion limit (the root plan is depth 0).
+        plan_depth: u32 => u32 = 2, "2";
+        /// How many times a planner re-plans one plan task before it is done anyway (at least 1).
+        plan_rounds: u32 => u32 = 5, "5", |_, v, d| Ok(v.unwrap_or(d).max(1));
+        /// What a worker's run that exits 0 without changing anything means: `"fail"` or `"done"`.
+        empty: String => Empty = Empty::Fail, "\"fail\"", empty;
+        /// The fleet's push budget, pushes a minute to the remote (at least 0.01); unset, as fast as it goes.
+        pushes_per_minute: f64 => Option<f64> = None, "", pushes;
+        /// How long the first landing (or claim) of a batch waits for the other agents of the same runner process
+        /// to join it (`run worker --agents <n>`; `"0s"`: off; at most 1m; docs/scale.md).
+        batch_window: DurationText => Duration = Duration::from_millis(250), "\"250ms\"",
+            |key, v, d| v.map_or(Ok(d), |w| window(key, &w.0));
+        /// Put the agent hooks (Claude Code, Cursor settings) into a worker's work tree (docs/hooks.md).
+        agent_hooks: bool => bool = true, "true";
     }
-    tables { cycle: Cycle, budget: Budget }
+    tables { cycle: Cycle => CycleSettings, budget: Budget => BudgetSettings }
 }
 
-table! {
+settings! {
     /// `[run.cycle]`: when a cycle of planner, workers and judge ends.
-    Cycle { max_tasks: u64, max_time: DurationText }
+    "run.cycle" Cycle => CycleSettings {
+        /// The judge runs when this many tasks have finished in the cycle.
+        max_tasks: u64 => Option<u64> = None, "", |_, v, _| Ok(v);
+        /// The judge runs this long after the cycle began.
+        max_time: DurationText => Option<Duration> = None, "",
+            |key, v, _| v.map(|t| duration(key, Some(t), Duration::ZERO)).transpose();
+    }
 }
 
-table! {
-    /// `[run.budget]`: what a task and a cycle may spend.
-    Budget { task_tokens: u64, task_usd: f64, cycle_tokens: u64, cycle_usd: f64 }
+settings! {
+    /// `[run.budget]`: what a task and a cycle may spend, as the agents report it (docs/spend.md).
+    "run.budget" Budget => BudgetSettings {
+        /// The tokens one task may spend over all its attempts (at least 1); a task past it is stopped and failed.
+        task_tokens: u64 => Option<u64> = None, "", tokens;
+        /// The dollars one task may spend over all its attempts (above 0).
+        task_usd: f64 => Option<Usd> = None, "", usd;
+        /// The tokens the running cycle may spend, every role together; past it nothing more is claimed.
+        cycle_tokens: u64 => Option<u64> = None, "", tokens;
+        /// The dollars the running cycle may spend, every role together.
+        cycle_usd: f64 => Option<Usd> = None, "", usd;
+    }
+}
+
+impl BudgetSettings {
+    /// What one task may spend over all its attempts.
+    pub fn task(&self) -> Limit {
+        Limit { tokens: self.task_tokens, usd: self.task_usd }
+    }
+
+    /// What the running cycle may spend, every role together.
+    pub fn cycle(&self) -> Limit {
+        Limit { tokens: self.cycle_tokens, usd: self.cycle_usd }
+    }
 }
 
 table! {

@@ -182,7 +182,7 @@ pub(crate) fn pass_env(config: &Config, role: Role, agent: Option<&Prepared>, ho
             names.extend(codex_key_names(&h.join(".codex/config.toml")));
         }
     }
-    names.extend(super::settings::role_list(config, role, super::settings::RoleList::Env));
+    names.extend(crate::config::role_list(config, role, crate::config::RoleList::Env));
     names
 }
 
@@ -257,7 +257,7 @@ impl Runner<'_> {
                 .and_then(|a| a.preset)
                 .map(|p| p.home.iter().map(|s| s.to_string()).collect())
                 .unwrap_or_default();
-            files.extend(super::settings::role_list(&applied, role, super::settings::RoleList::HomeFiles));
+            files.extend(crate::config::role_list(&applied, role, crate::config::RoleList::HomeFiles));
             for f in files {
                 let rel = f.strip_prefix("~/").unwrap_or(&f);
                 if Path::new(rel).components().all(|c| matches!(c, std::path::Component::Normal(_))) {

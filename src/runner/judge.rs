@@ -121,10 +121,10 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
         let view = cycle_view(r, &full);
         let now = (r.clock)();
         let any = view.done + view.failed > 0;
-        let over_budget = super::cycle_budget_spent(&full.board, &settings.cycle_budget);
+        let over_budget = super::cycle_budget_spent(&full.board, &settings.budget.cycle());
         let ended = (view.live == 0 && any)
-            || settings.cycle_max_tasks.is_some_and(|m| view.done + view.failed >= m)
-            || settings.cycle_max_time.is_some_and(|t| view.started.0 > 0 && now.0 >= view.started.plus(t).0)
+            || settings.cycle.max_tasks.is_some_and(|m| view.done + view.failed >= m)
+            || settings.cycle.max_time.is_some_and(|t| view.started.0 > 0 && now.0 >= view.started.plus(t).0)
             || over_budget.is_some();
         if !ended {
             if opts.mode == Mode::Once {

@@ -19,7 +19,6 @@ pub mod planted;
 pub mod prompts;
 mod propose;
 pub mod rebase;
-pub mod settings;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
@@ -37,7 +36,7 @@ use crate::time::Timestamp;
 use crate::txn::{Committed, Reach, Retry, Swarm, TxnError};
 use crate::usage::Usage;
 
-pub use settings::{Role, RunSettings};
+pub use crate::config::{Role, RunSettings};
 
 /// What a runner reports while it works.
 #[derive(Debug, Clone)]
@@ -335,7 +334,7 @@ impl Runner<'_> {
     pub fn backend(&self, config: &Config, role: Role) -> Result<agent::Prepared, RunError> {
         let backend = match &self.exec {
             Some(exec) => Backend::Command { exec: exec.clone() },
-            None => settings::backend_for(&self.git_config.apply(config), role)
+            None => crate::config::backend_for(&self.git_config.apply(config), role)
                 .map_err(RunError::Settings)?
                 .ok_or(RunError::NoAgent { role })?,
         };
@@ -375,7 +374,7 @@ impl Runner<'_> {
             write: paths(&s.sandbox_write),
         });
         if let Ok(mut b) = self.spent.budgets.lock() {
-            *b = (s.task_budget, s.cycle_budget);
+            *b = (s.budget.task(), s.budget.cycle());
         }
         Ok(s)
     }
@@ -393,7 +392,7 @@ impl Runner<'_> {
         let picked = if own.is_some_and(chooses) { role.as_str() } else { "default" };
         let agent_shared = self.exec.is_none()
             && !self.git_config.chooses_agent(picked)
-            && settings::backend_for(&applied, role).ok().flatten().is_some();
+            && crate::config::backend_for(&applied, role).ok().flatten().is_some();
         let check_of = |c: &Config| RunSettings::from_config(c).ok().and_then(|s| s.check);
         let check_shared = matches!(role, Role::Worker | Role::Judge)
             && self.check.is_none()

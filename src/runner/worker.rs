@@ -573,7 +573,7 @@ fn read_handoff(r: &mut Runner<'_>, file: &Path) -> Option<String> {
 enum End {
     /// Landed: the code on the target, `done` on the state ref, the next task claimed with it.
     Landed { code: ObjectId, lost_races: u32, next: Option<Box<Task>> },
-    /// Nothing to land, and `empty_is_done`: `done` on the state ref alone.
+    /// Nothing to land, and `[run] empty = "done"`: `done` on the state ref alone.
     Empty { note: Option<String> },
     /// The code is on the target already (a landing whose state half failed): finish it, never land it again.
     RollForward { code: ObjectId, note: Option<String> },
@@ -649,7 +649,7 @@ fn finish(
         // The agent said it failed (`Status: failed: <reason>`, the line the worker prompt asks for), whatever its
         // exit status: what it did is kept aside, not landed.
         (mine, End::Fail { reason: format!("the agent reported: failed: {reason}"), note: handoff, for_good: false })
-    } else if !mine && settings.empty_is_done {
+    } else if !mine && settings.empty == crate::config::Empty::Done {
         (false, End::Empty { note: handoff })
     } else if !mine {
         (false, End::fail("the agent exited 0 without changing anything"))

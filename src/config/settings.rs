@@ -1,13 +1,17 @@
-//! The runner's settings: the `[run]` and `[roles.*]` tables of `swarm.toml` (see `docs/agents.md`).
+//! The runner's settings: the `[run]` and `[roles.*]` tables of `swarm.toml` (see `docs/agents.md`) read and
+//! checked. `[run]` and the tables under it are declared in `schema` (each key once); the checks of their values
+//! are here, and [`backend_for`] reads a role's agent.
 
 use std::time::Duration;
 
+use super::schema::RunSettings;
+use super::{RoleTable, RunTable};
 use crate::agent::Backend;
 use crate::agent::http::{Api, HttpAgent};
-use crate::config::{RoleTable, RunTable};
 use crate::escape::squash;
 use crate::model::Config;
 use crate::time::DurationText;
+use crate::usage::Usd;
 
 /// A role of the swarm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,112 +37,83 @@ impl std::fmt::Display for Role {
     }
 }
 
-/// `[run]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunSettings {
-    /// Run in the work tree after the rebase, before landing; non-zero fails the task.
-    pub check: Option<String>,
-    /// Refuse a landing only for what it makes worse than the target ([`crate::check::compare`]): the check runs on
-    /// the target too when it fails on the change (`docs/check.md`).
-    pub check_baseline: bool,
-    /// Where the check writes its JUnit XML report, relative to the work tree (a file, or a folder of `*.xml`):
-    /// per-test results for the baseline.
-    pub check_report: Option<String>,
-    /// `[run] sandbox`: whether agent runs are contained (`agent::sandbox`).
-    pub sandbox: crate::agent::sandbox::Mode,
-    /// `[run] network = "off"`: agents get no network (in a sandbox).
-    pub network: bool,
-    /// `[run] sandbox_read`, `sandbox_write`: more paths agents may read, and write (`~/` is the runner's home).
-    pub sandbox_read: Vec<String>,
-    pub sandbox_write: Vec<String>,
-    pub task_timeout: Duration,
-    /// A time limit for planner and judge runs.
-    pub plan_timeout: Duration,
-    pub conflict_tries: u32,
-    pub plan_depth: u32,
-    pub plan_rounds: u32,
-    /// What a worker that exits 0 without changing anything means: `fail` (the default) or `done`.
-    pub empty_is_done: bool,
-    pub cycle_max_tasks: Option<u64>,
-    pub cycle_max_time: Option<Duration>,
-    /// The fleet's push budget, pushes a minute to the remote (see `txn::Pacer`); `None`: as fast as it goes.
-    pub pushes_per_minute: Option<f64>,
-    /// How long the first landing (or claim) of a batch waits for others of the same runner process to join it
-    /// (`run worker --agents <n>`; `docs/scale.md`).
-    pub batch_window: Duration,
-    /// Put the agent hooks (Claude Code, Cursor settings) into a worker's work tree (`docs/hooks.md`).
-    pub agent_hooks: bool,
-    /// `[run.budget]` `task_tokens`, `task_usd`: what one task may spend over all its attempts (`docs/spend.md`).
-    pub task_budget: crate::usage::Limit,
-    /// `[run.budget]` `cycle_tokens`, `cycle_usd`: what the running cycle may spend, every role together.
-    pub cycle_budget: crate::usage::Limit,
+/// `[run] empty`: what a worker's run that exits 0 without changing anything means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Empty {
+    /// The task fails (the default): an agent that quietly did nothing is the common failure.
+    Fail,
+    /// The task is done (for tasks that only verify).
+    Done,
 }
 
-impl Default for RunSettings {
-    fn default() -> Self {
-        RunSettings {
-            check: None,
-            check_baseline: false,
-            check_report: None,
-            sandbox: crate::agent::sandbox::Mode::Auto,
-            network: true,
-            sandbox_read: vec![],
-            sandbox_write: vec![],
-            task_timeout: Duration::from_secs(30 * 60),
-            plan_timeout: Duration::from_secs(20 * 60),
-            conflict_tries: 2,
-            plan_depth: 2,
-            plan_rounds: 5,
-            empty_is_done: false,
-            cycle_max_tasks: None,
-            cycle_max_time: None,
-            pushes_per_minute: None,
-            batch_window: Duration::from_millis(250),
-            agent_hooks: true,
-            task_budget: crate::usage::Limit::default(),
-            cycle_budget: crate::usage::Limit::default(),
-        }
-    }
-}
+// The checks of `schema`'s keys: `key` is `[table] key`, as the errors name it.
 
 /// A budget's dollars: a positive amount.
-fn usd(field: &str, v: Option<f64>) -> Result<Option<crate::usage::Usd>, String> {
+pub(super) fn usd(key: &str, v: Option<f64>, _: Option<Usd>) -> Result<Option<Usd>, String> {
     match v {
         None => Ok(None),
-        Some(d) if d > 0.0 => crate::usage::Usd::from_dollars(d)
-            .map(Some)
-            .ok_or_else(|| format!("[run.budget] {field} = {d}: give an amount of dollars")),
-        Some(d) => Err(format!("[run.budget] {field} = {d}: give an amount above 0 (or leave it out)")),
+        Some(d) if d > 0.0 => {
+            Usd::from_dollars(d).map(Some).ok_or_else(|| format!("{key} = {d}: give an amount of dollars"))
+        }
+        Some(d) => Err(format!("{key} = {d}: give an amount above 0 (or leave it out)")),
     }
 }
 
 /// A budget's tokens: at least one.
-fn tokens(field: &str, v: Option<u64>) -> Result<Option<u64>, String> {
+pub(super) fn tokens(key: &str, v: Option<u64>, _: Option<u64>) -> Result<Option<u64>, String> {
     match v {
-        Some(0) => Err(format!("[run.budget] {field} = 0: give at least 1 (or leave it out)")),
+        Some(0) => Err(format!("{key} = 0: give at least 1 (or leave it out)")),
         t => Ok(t),
     }
 }
 
-fn dur(field: &str, v: Option<DurationText>, default: Duration) -> Result<Duration, String> {
+pub(super) fn duration(key: &str, v: Option<DurationText>, default: Duration) -> Result<Duration, String> {
     match v {
         None => Ok(default),
-        Some(s) => crate::time::parse_duration(&s.0).map_err(|e| format!("{field}: {e}")),
+        Some(s) => crate::time::parse_duration(&s.0).map_err(|e| format!("{key}: {e}")),
     }
 }
 
 /// `[run] sandbox_read`/`sandbox_write`: absolute paths or `~/…` (the runner's home).
-fn sandbox_paths(field: &str, v: Option<Vec<String>>) -> Result<Vec<String>, String> {
+pub(super) fn sandbox_paths(key: &str, v: Option<Vec<String>>, _: Vec<String>) -> Result<Vec<String>, String> {
     let v = v.unwrap_or_default();
     if let Some(bad) =
         v.iter().find(|p| !(p.starts_with('/') || p.starts_with("~/")) || p.split('/').any(|c| c == ".."))
     {
         return Err(format!(
-            "[run] {field}: '{}' is not an absolute path or one under ~/ (without ..)",
+            "{key}: '{}' is not an absolute path or one under ~/ (without ..)",
             crate::escape::line(bad)
         ));
     }
     Ok(v)
+}
+
+/// `[run] network`: `on` or `off`.
+pub(super) fn network(key: &str, v: Option<String>, _: bool) -> Result<bool, String> {
+    match v.as_deref() {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(format!("{key} = '{}': use \"on\" (the default) or \"off\"", crate::escape::line(other))),
+    }
+}
+
+/// `[run] empty`: `fail` or `done`.
+pub(super) fn empty(key: &str, v: Option<String>, _: Empty) -> Result<Empty, String> {
+    match v.as_deref() {
+        None | Some("fail") => Ok(Empty::Fail),
+        Some("done") => Ok(Empty::Done),
+        Some(other) => Err(format!("{key} = '{other}': use \"fail\" or \"done\"")),
+    }
+}
+
+/// `[run] pushes_per_minute`: at least 0.01 a minute.
+pub(super) fn pushes(key: &str, v: Option<f64>, _: Option<f64>) -> Result<Option<f64>, String> {
+    match v {
+        Some(p) if !(p.is_finite() && p >= 0.01) => {
+            Err(format!("{key} = {p}: give a number of at least 0.01 (or leave it out)"))
+        }
+        p => Ok(p),
+    }
 }
 
 /// A list of a role's table that adds up over `[roles.<role>]` and `[roles.default]`.
@@ -169,8 +144,8 @@ pub(crate) fn role_list(config: &Config, role: Role, list: RoleList) -> Vec<Stri
 }
 
 /// `[run] check_report`: a path inside the work tree (relative, no `..`), where the check writes its report.
-fn report_path(p: &str) -> Result<String, String> {
-    let bad = |why: &str| format!("[run] check_report = '{}': {why}", crate::escape::line(p));
+pub(super) fn report_path(key: &str, p: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("{key} = '{}': {why}", crate::escape::line(p));
     let path = std::path::Path::new(p.trim());
     if p.trim().is_empty() {
         return Err(bad("give the path of the check's JUnit XML report, e.g. \"junit.xml\""));
@@ -182,8 +157,8 @@ fn report_path(p: &str) -> Result<String, String> {
 }
 
 /// `[run] batch_window`: milliseconds count, zero turns it off, at most a minute.
-fn window(s: &str) -> Result<Duration, String> {
-    let bad = |why: String| format!("[run] batch_window = '{}': {why}", crate::escape::line(s));
+pub(super) fn window(key: &str, s: &str) -> Result<Duration, String> {
+    let bad = |why: String| format!("{key} = '{}': {why}", crate::escape::line(s));
     let w = humantime::parse_duration(s).map_err(|e| bad(format!("not a duration like 250ms or 2s ({e})")))?;
     if w > Duration::from_secs(60) {
         return Err(bad("give at most 1m (a landing waits that long for others to join it)".into()));
@@ -192,75 +167,13 @@ fn window(s: &str) -> Result<Duration, String> {
 }
 
 impl RunSettings {
-    /// Read `[run]` from the swarm's settings.
+    /// Read `[run]` (and the tables under it) from the swarm's settings.
     pub fn from_config(config: &Config) -> Result<RunSettings, String> {
         let raw: RunTable = match config.extra.get("run") {
             None => RunTable::default(),
             Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| format!("[run]: {}", squash(&e)))?,
         };
-        let d = RunSettings::default();
-        let cycle = raw.cycle.unwrap_or_default();
-        let budget = raw.budget.unwrap_or_default();
-        let task_budget = crate::usage::Limit {
-            tokens: tokens("task_tokens", budget.task_tokens)?,
-            usd: usd("task_usd", budget.task_usd)?,
-        };
-        let cycle_budget = crate::usage::Limit {
-            tokens: tokens("cycle_tokens", budget.cycle_tokens)?,
-            usd: usd("cycle_usd", budget.cycle_usd)?,
-        };
-        let empty_is_done = match raw.empty.as_deref() {
-            None | Some("fail") => false,
-            Some("done") => true,
-            Some(other) => return Err(format!("[run] empty = '{other}': use \"fail\" or \"done\"")),
-        };
-        Ok(RunSettings {
-            check: raw.check.filter(|c| !c.trim().is_empty()),
-            check_baseline: raw.check_baseline.unwrap_or(d.check_baseline),
-            check_report: match raw.check_report {
-                None => None,
-                Some(p) => Some(report_path(&p)?),
-            },
-            sandbox: match raw.sandbox.as_deref() {
-                None => d.sandbox,
-                Some(m) => crate::agent::sandbox::Mode::parse(m)?,
-            },
-            network: match raw.network.as_deref() {
-                None | Some("on") => true,
-                Some("off") => false,
-                Some(other) => {
-                    return Err(format!(
-                        "[run] network = '{}': use \"on\" (the default) or \"off\"",
-                        crate::escape::line(other)
-                    ));
-                }
-            },
-            sandbox_read: sandbox_paths("sandbox_read", raw.sandbox_read)?,
-            sandbox_write: sandbox_paths("sandbox_write", raw.sandbox_write)?,
-            task_timeout: dur("[run] task_timeout", raw.task_timeout, d.task_timeout)?,
-            plan_timeout: dur("[run] plan_timeout", raw.plan_timeout, d.plan_timeout)?,
-            conflict_tries: raw.conflict_tries.unwrap_or(d.conflict_tries),
-            plan_depth: raw.plan_depth.unwrap_or(d.plan_depth),
-            plan_rounds: raw.plan_rounds.unwrap_or(d.plan_rounds).max(1),
-            empty_is_done,
-            cycle_max_tasks: cycle.max_tasks,
-            cycle_max_time: cycle.max_time.map(|t| dur("[run.cycle] max_time", Some(t), Duration::ZERO)).transpose()?,
-            pushes_per_minute: match raw.pushes_per_minute {
-                Some(p) if !(p.is_finite() && p >= 0.01) => {
-                    return Err(format!(
-                        "[run] pushes_per_minute = {p}: give a number of at least 0.01 (or leave it out)"
-                    ));
-                }
-                p => p,
-            },
-            batch_window: match raw.batch_window {
-                None => d.batch_window,
-                Some(w) => window(&w.0)?,
-            },
-            agent_hooks: raw.agent_hooks.unwrap_or(d.agent_hooks),
-            task_budget,
-            cycle_budget,
-        })
+        RunSettings::resolve(raw)
     }
 }
 
@@ -352,6 +265,6 @@ mod tests {
             assert!(e.contains(want), "{text}: {e}");
         }
         let s = RunSettings::from_config(&cfg("[run]\ncheck = \"make\"\n[run.cycle]\nmax_tasks = 5\n")).expect("ok");
-        assert_eq!((s.check.as_deref(), s.cycle_max_tasks), (Some("make"), Some(5)));
+        assert_eq!((s.check.as_deref(), s.cycle.max_tasks), (Some("make"), Some(5)));
     }
 }
