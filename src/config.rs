@@ -51,12 +51,14 @@ pub(crate) enum Kind {
     List,
 }
 
+mod checks;
 mod schema;
 mod settings;
 
+pub use checks::Empty;
 pub(crate) use schema::{Budget as RunBudget, Cycle as RunCycle, Role as RoleTable, Run as RunTable};
 pub use schema::{BudgetSettings, CycleSettings, RunSettings};
-pub use settings::{Empty, Role, backend_for};
+pub use settings::{Role, backend_for};
 pub(crate) use settings::{RoleList, role_list};
 const ROLES: &[&str] = &["default", "worker", "planner", "judge"];
 /// The keys of a role that choose its agent: one of them set locally replaces the shared role table.

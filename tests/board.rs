@@ -73,7 +73,13 @@ fn write_cycle(env: &Env, bare: &Path, text: &str) {
     let git = |args: &[&str], stdin: Option<&str>, index: Option<&Path>| -> String {
         let mut cmd = env.command("git");
         // Dated now, as a judge's commit is: the board takes the swarm's age from its commits.
-        cmd.env_remove("GIT_AUTHOR_DATE").env_remove("GIT_COMMITTER_DATE").arg("--git-dir").arg(bare).args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
+        cmd.env_remove("GIT_AUTHOR_DATE")
+            .env_remove("GIT_COMMITTER_DATE")
+            .arg("--git-dir")
+            .arg(bare)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
         if let Some(i) = index {
             cmd.env("GIT_INDEX_FILE", i);
         }

@@ -1,7 +1,7 @@
 //! The tables of `swarm.toml` that a clone's `git config swarm.*` can override, declared once. Each key of `[run]`,
 //! `[run.cycle]` and `[run.budget]` is one entry of [`settings!`]: its doc string, the type `swarm.toml` writes it
 //! in, the type the runner uses, the default (the value, and as the docs show it) and the check that turns the
-//! one into the other (the functions of [`super::settings`]). From that entry come the serde struct `swarm.toml`
+//! one into the other (the functions of [`super::checks`]). From that entry come the serde struct `swarm.toml`
 //! is read through (unknown keys refused), the typed key list `git config` values are read by, the runner's
 //! resolved struct with its `Default` and its `resolve`, the key list of the manual page ([`super::keys`]) and the
 //! table of `docs/configuration.md` (checked by a test). `[roles.<role>]` is read by [`super::backend_for`], so it
@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::Kind;
-use super::settings::{Empty, duration, empty, network, pushes, report_path, sandbox_paths, tokens, usd, window};
+use super::checks::{Empty, duration, empty, network, pushes, report_path, sandbox_paths, tokens, usd, window};
 use crate::agent::http::Api;
 use crate::agent::sandbox::Mode;
 use crate::time::DurationText;

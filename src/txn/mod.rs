@@ -574,7 +574,11 @@ impl Swarm {
     /// Where `branch` (`refs/heads/<target>`) is on the remote, fetched into the local repository.
     /// `f` (a read of the remote, a push aside) tried again through an outage of the remote, as the ops of
     /// [`Swarm::transact`] are: for `retry.outage` since the remote last answered.
-    pub fn riding_out<T>(&self, retry: &Retry, mut f: impl FnMut() -> Result<T, TxnError>) -> Result<T, TxnError> {
+    pub(crate) fn riding_out<T>(
+        &self,
+        retry: &Retry,
+        mut f: impl FnMut() -> Result<T, TxnError>,
+    ) -> Result<T, TxnError> {
         let mut away = Away::default();
         loop {
             match f() {
