@@ -297,39 +297,59 @@ fn workers_in_separate_clones_over_git_daemon_land_every_task_once() {
     assert_eq!(env.git(&bare, &["fsck", "--no-progress", "--no-dangling"]), "");
 }
 
-/// A remote away for 5 seconds (git daemon killed, then started again on its port) while a runner works and lands
+/// A remote away for 5 seconds (its server killed, then started again on its port) while a runner works and lands
 /// used to end the runner (exit 1, finished work dropped, claims left to run out). Its ops now ride an outage out
 /// for a third of the lease: the landing that met it goes through when the remote is back, every task lands once,
 /// and the runner ends as it would have.
-#[test]
-fn a_runner_rides_out_a_five_second_outage_of_the_remote() {
-    let env = Env::new();
-    let bare = env.bare_remote("origin");
-    let mut daemon = Daemon::start(&env, env.root.path());
-    let c = env.clone(&daemon.url("origin.git"), "d0");
+fn rides_out_an_outage(env: &Env, bare: &Path, url: &str, mut down: impl FnMut(), mut up: impl FnMut()) {
+    let c = env.clone(url, "d0");
     let cfg = env.path("swarm.toml");
     std::fs::write(&cfg, format!("[roles.worker]\nexec = {:?}\n", agent_exec())).expect("config");
     env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
     for i in 0..6 {
-        add(&env, &c, &format!("file {i}"), &format!("@sleep 1\n@write f{i}.txt {i}"));
+        add(env, &c, &format!("file {i}"), &format!("@sleep 1\n@write f{i}.txt {i}"));
     }
-    let w = spawn(&env, &c, "w1", &[], &["run", "worker", "--until-idle"]);
+    let w = spawn(env, &c, "w1", &[], &["run", "worker", "--until-idle"]);
     // The remote goes away once a task landed, while the next one's agent works (its landing meets the outage).
-    let landed = || env.git(&bare, &["rev-list", "--count", "main"]).trim().parse::<u32>().unwrap_or(0) > 1;
+    let landed = || env.git(bare, &["rev-list", "--count", "main"]).trim().parse::<u32>().unwrap_or(0) > 1;
     wait_until(60, "a task landed", landed);
-    daemon.stop();
+    down();
     let away = Instant::now();
     std::thread::sleep(Duration::from_secs(5));
-    daemon.restart(&env);
+    up();
     let o = finish(w, 120, "the worker");
     assert_eq!(o.code, 0, "the runner ended on the outage:\n{}", o.stderr);
     assert!(away.elapsed() >= Duration::from_secs(5));
     assert!(!o.stderr.contains("could not keep"), "{}", o.stderr);
-    let list = tasks(&env, &c);
+    let list = tasks(env, &c);
     assert_eq!(list.len(), 6);
     assert!(list.iter().all(|t| t["status"] == "done" && t["attempts"] == 0), "{list:?}");
-    assert!(done_ops(&env, &c).values().all(|n| *n == 1));
-    landed_on_main(&env, &bare, &list);
+    assert!(done_ops(env, &c).values().all(|n| *n == 1));
+    landed_on_main(env, bare, &list);
+}
+
+#[test]
+fn a_runner_rides_out_a_five_second_outage_of_git_daemon() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let daemon = std::cell::RefCell::new(Daemon::start(&env, env.root.path()));
+    let url = daemon.borrow().url("origin.git");
+    rides_out_an_outage(&env, &bare, &url, || daemon.borrow_mut().stop(), || daemon.borrow_mut().restart(&env));
+}
+
+/// The same over smart HTTP (lighttpd in front of `git http-backend`), stopped and started again.
+#[test]
+fn a_runner_rides_out_a_five_second_outage_of_smart_http() {
+    let Some(lighttpd) = common::http::lighttpd_or_skip("a_runner_rides_out_a_five_second_outage_of_smart_http") else {
+        return;
+    };
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    env.git(&bare, &["config", "http.receivepack", "true"]);
+    let server = common::http::Lighttpd::start(&env, &lighttpd, env.root.path(), &env.path("lighttpd"));
+    let server = std::cell::RefCell::new(server);
+    let url = server.borrow().url("origin.git");
+    rides_out_an_outage(&env, &bare, &url, || server.borrow_mut().stop(), || server.borrow_mut().restart(&env));
 }
 
 #[test]
