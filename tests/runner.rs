@@ -352,6 +352,46 @@ fn a_runner_rides_out_a_five_second_outage_of_smart_http() {
     rides_out_an_outage(&env, &bare, &url, || server.borrow_mut().stop(), || server.borrow_mut().restart(&env));
 }
 
+/// Past the outage window the work is not lost with the work tree: work that could not be pushed aside is kept in
+/// the clone (`refs/swarm-work/…` there), and the next runner of the clone pushes it once the remote is back.
+#[test]
+fn work_that_cannot_be_pushed_aside_is_kept_in_the_clone_and_pushed_by_the_next_runner() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let mut daemon = Daemon::start(&env, env.root.path());
+    let c = env.clone(&daemon.url("origin.git"), "d0");
+    let checking = env.path("checking");
+    // A lease of 3 s: the outage window is 1 s. The check fails (the work is kept aside) after the test took the
+    // remote away.
+    let cfg = env.path("swarm.toml");
+    let check = format!("touch {}; sleep 2; exit 1", checking.display());
+    std::fs::write(
+        &cfg,
+        format!(
+            "lease = \"3s\"\n[run]\nsandbox = \"off\"\ncheck = {check:?}\n[roles.worker]\nexec = {:?}\n",
+            agent_exec()
+        ),
+    )
+    .expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let id = add(&env, &c, "kept", "@write kept.txt the work");
+    let w = spawn(&env, &c, "w1", &[], &["run", "worker", "--once"]);
+    wait_until(60, "the check runs", || checking.exists());
+    daemon.stop();
+    let o = finish(w, 60, "the worker");
+    assert_ne!(o.code, 0, "the remote stayed away: {}", o.stderr);
+    let refname = format!("refs/swarm-work/default/{id}/1");
+    assert!(o.stderr.contains(&format!("kept in this clone at {refname}")), "{}", o.stderr);
+    let kept = env.rev(&c.join(".git"), &refname).expect("kept in the clone");
+    assert!(env.git(&c, &["show", &format!("{kept}:kept.txt")]).contains("the work"));
+    daemon.restart(&env);
+    let _ = std::fs::remove_file(&checking);
+    let o = finish(spawn(&env, &c, "w1", &[], &["run", "worker", "--once"]), 60, "the next worker");
+    assert!(o.stderr.contains(&refname), "{}", o.stderr);
+    assert_eq!(env.rev(&bare, &refname).as_deref(), Some(kept.as_str()), "pushed to the remote");
+    assert_eq!(env.rev(&c.join(".git"), &refname), None, "and gone from the clone");
+}
+
 #[test]
 fn sigterm_stops_the_agent_and_releases_the_claim() {
     let env = Env::new();

@@ -255,6 +255,15 @@ impl Runner<'_> {
         if self.pid_lock.is_none() {
             self.pid_lock = Some(lock_pid_file(&pid_file, &self.agent)?);
         }
+        // Work an earlier runner of this clone could not push aside (the remote away): pushed now.
+        let (pushed, failed) = self.swarm.push_kept_here();
+        for refname in pushed {
+            let task = refname.rsplit('/').nth(1).unwrap_or_default().to_string();
+            self.emit(Event::KeptAside { task, refname });
+        }
+        for (refname, e) in failed {
+            self.emit(Event::Warning(format!("work kept in this clone at {refname} is not pushed yet: {e}")));
+        }
         // Scratch refs (and their locks) of fetches whose process was killed: nothing else would remove them until
         // this clone's next `git fetch` through git.
         crate::remote::clear_dead_scratch(&self.swarm.local);

@@ -938,7 +938,15 @@ fn keep_aside(r: &mut Runner<'_>, h: &Held, wt: &Path, work_tip: ObjectId) {
     let refname = r.swarm.kept_work_ref(id, h.epoch);
     match r.swarm.riding_out(&r.retry, || r.swarm.push_aside(&refname, work_tip)) {
         Ok(()) => r.emit(Event::KeptAside { task: id.to_string(), refname }),
-        Err(e) => r.emit(Event::Warning(format!("could not keep the work of {id} at {refname}: {e}"))),
+        // Past the outage window: kept in this clone, where the next runner finds it (and pushes it).
+        Err(e) => match r.swarm.keep_here(&refname, work_tip) {
+            Ok(()) => r.emit(Event::Warning(format!(
+                "could not push the work of {id} to {}: {e}; it is kept in this clone at {refname}, and the next \
+                 runner here pushes it",
+                r.swarm.remote_label
+            ))),
+            Err(here) => r.emit(Event::Warning(format!("could not keep the work of {id} at {refname}: {e}; {here}"))),
+        },
     }
 }
 

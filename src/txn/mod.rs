@@ -609,6 +609,40 @@ impl Swarm {
         }
     }
 
+    /// Keep `new` at `refname` in this clone: work that could not be pushed aside (the remote away past the
+    /// outage window), so that it outlives the work tree; the next runner of the clone pushes it
+    /// ([`Swarm::kept_here`]).
+    pub(crate) fn keep_here(&self, refname: &str, new: ObjectId) -> Result<(), TxnError> {
+        Ok(self.local.set_ref(refname, new, "git swarm: work kept here (the remote could not be reached)")?)
+    }
+
+    /// The work kept in this clone by [`Swarm::keep_here`] (none when the clone is the remote itself).
+    pub(crate) fn kept_here(&self) -> Vec<(String, ObjectId)> {
+        if !matches!(self.remote.reach(), Reach::Transport) {
+            return vec![];
+        }
+        let prefix = self.kept_work_prefix();
+        let Ok(platform) = self.local.repo.references() else { return vec![] };
+        let Ok(iter) = platform.prefixed(prefix.as_str()) else { return vec![] };
+        iter.flatten().map(|r| (r.name().as_bstr().to_string(), r.id().detach())).collect()
+    }
+
+    /// Push the work kept in this clone ([`Swarm::kept_here`]) to the remote, each ref deleted here once it is
+    /// there: what was pushed, and what could not be (with why).
+    pub(crate) fn push_kept_here(&self) -> (Vec<String>, Vec<(String, TxnError)>) {
+        let (mut pushed, mut failed) = (vec![], vec![]);
+        for (refname, tip) in self.kept_here() {
+            match self.push_aside(&refname, tip) {
+                Ok(()) => {
+                    let _ = self.local.delete_ref(&refname);
+                    pushed.push(refname);
+                }
+                Err(e) => failed.push((refname, e)),
+            }
+        }
+        (pushed, failed)
+    }
+
     /// Where the work of attempt `epoch` of task `id` is kept when it cannot land: one ref per attempt, so that a
     /// later attempt never overwrites an earlier one's work.
     pub(crate) fn kept_work_ref(&self, id: &str, epoch: u64) -> String {
