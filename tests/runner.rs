@@ -321,6 +321,8 @@ fn rides_out_an_outage(env: &Env, bare: &Path, url: &str, mut down: impl FnMut()
     assert_eq!(o.code, 0, "the runner ended on the outage:\n{}", o.stderr);
     assert!(away.elapsed() >= Duration::from_secs(5));
     assert!(!o.stderr.contains("could not keep"), "{}", o.stderr);
+    // And it says it waited.
+    assert!(o.stderr.contains("did not answer for") && o.stderr.contains("waited it out"), "{}", o.stderr);
     let list = tasks(env, &c);
     assert_eq!(list.len(), 6);
     assert!(list.iter().all(|t| t["status"] == "done" && t["attempts"] == 0), "{list:?}");

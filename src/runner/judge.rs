@@ -109,6 +109,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), Ru
     // What the judge's runs for the coming verdict spent (runs that gave no verdict included).
     let mut spent: Option<crate::usage::Usage> = None;
     loop {
+        r.say_ridden_out();
         if r.stopping() {
             return Ok((RunEnd::Interrupted, verdicts));
         }

@@ -304,6 +304,17 @@ impl Runner<'_> {
         self.retry.outage = config.lease / 3;
     }
 
+    /// Say so when this runner's ops waited out an outage of the remote since it last looked.
+    pub(crate) fn say_ridden_out(&mut self) {
+        if let Some((away, tries)) = crate::txn::take_ridden_out() {
+            let label = self.swarm.remote_label.clone();
+            self.emit(Event::Warning(format!(
+                "{label} did not answer for {:.1} s ({tries} tries): the runner waited it out and went on",
+                away.as_secs_f64()
+            )));
+        }
+    }
+
     /// The newest state, read through an outage of the remote (`Retry::outage`).
     pub fn read(&self, full: bool) -> Result<Snapshot, RunError> {
         Ok(self.swarm.riding_out(&self.retry, || self.swarm.read(full))?)

@@ -193,6 +193,7 @@ fn run_loop(
 ) -> Result<RunEnd, RunError> {
     let mut backoff = super::MIN_POLL;
     loop {
+        r.say_ridden_out();
         if r.stopping() {
             return Ok(RunEnd::Interrupted);
         }

@@ -92,6 +92,7 @@ fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerS
     // those as done rather than failing them.
     let mut looked_up: std::collections::BTreeMap<String, Option<ObjectId>> = Default::default();
     loop {
+        r.say_ridden_out();
         if r.stopping() {
             if let Some(h) = held.take() {
                 r.release(&h.task.id, h.epoch);
@@ -778,6 +779,7 @@ fn conclude(
     lease: Duration,
     since: Instant,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
+    r.say_ridden_out();
     if let (true, Some((wt, tip))) = (keep, work) {
         keep_aside(r, h, wt, tip);
     }

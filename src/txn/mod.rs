@@ -124,8 +124,26 @@ struct Away {
     since: Option<Instant>,
 }
 
+thread_local! {
+    /// The outages this thread's ops rode out since [`take_ridden_out`] last looked: how long the longest lasted, and
+    /// the tries they took.
+    static RIDDEN_OUT: std::cell::Cell<Option<(Duration, u32)>> = const { std::cell::Cell::new(None) };
+}
+
+/// The outages of the remote this thread's ops waited out (a second or more before the remote answered again)
+/// since the last call: the longest, and the tries in all. For the runner to say so; taken.
+pub(crate) fn take_ridden_out() -> Option<(Duration, u32)> {
+    RIDDEN_OUT.with(std::cell::Cell::take)
+}
+
 impl Away {
     fn answered(&mut self) {
+        if let Some(since) = self.since
+            && since.elapsed() >= Duration::from_secs(1)
+        {
+            let (away, tries) = (since.elapsed(), self.errors);
+            RIDDEN_OUT.with(|c| c.set(Some(c.get().map_or((away, tries), |(d, n)| (d.max(away), n + tries)))));
+        }
         *self = Away::default();
     }
 
@@ -583,7 +601,11 @@ impl Swarm {
         loop {
             match f() {
                 Err(e) if away.again(retry, &e) => continue,
-                done => return done,
+                Ok(v) => {
+                    away.answered();
+                    return Ok(v);
+                }
+                Err(e) => return Err(e),
             }
         }
     }
