@@ -803,7 +803,12 @@ impl Store {
                     found.code = Some((at, epoch));
                     return Ok(true);
                 }
-                Mark::Landing { task: t, epoch } if t == task => found.refuse(at, no_such_claim(task, epoch, &epochs)),
+                Mark::Landing { task: t, epoch } if t == task => {
+                    if epoch > *epochs.end() && found.later.is_none() {
+                        found.later = Some((at, epoch));
+                    }
+                    found.refuse(at, no_such_claim(task, epoch, &epochs));
+                }
                 Mark::Claims { tasks, why } if tasks.iter().any(|t| t == task) => found.refuse(at, why),
                 _ => {}
             }
@@ -867,13 +872,31 @@ impl Store {
     /// Remove `<name>.lock` if it is older than a live writer ever holds one. Only for refs that nothing but
     /// git-swarm writes and that are caches (the mirror), never for the state ref itself.
     pub(crate) fn clear_stale_lock(&self, name: &str) {
-        let lock = self.repo.common_dir().join(format!("{name}.lock"));
-        let stale = std::fs::metadata(&lock)
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(10)));
-        if stale {
-            let _ = std::fs::remove_file(&lock);
+        remove_if_stale(&self.repo.common_dir().join(format!("{name}.lock")));
+    }
+
+    /// [`Store::clear_stale_lock`] for every ref of this clone's private records (`PRIVATE_REFS`: the mirrors and
+    /// what the clone saw of the target), whether or not anything writes that ref again: a runner SIGKILLed while it
+    /// set one leaves the lock, and git never removes it. Returns how many were removed.
+    pub(crate) fn clear_stale_private_locks(&self) -> usize {
+        fn walk(dir: &std::path::Path, removed: &mut usize) {
+            let Ok(entries) = std::fs::read_dir(dir) else { return };
+            for e in entries.flatten() {
+                let path = e.path();
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => walk(&path, removed),
+                    Ok(t) if t.is_file() && path.extension().is_some_and(|x| x == "lock") => {
+                        *removed += usize::from(remove_if_stale(&path));
+                    }
+                    _ => {}
+                }
+            }
         }
+        let mut removed = 0;
+        for prefix in PRIVATE_REFS {
+            walk(&self.repo.common_dir().join(prefix), &mut removed);
+        }
+        removed
     }
 
     /// The ops on the state ref from `tip`, newest first, at most `limit`.
@@ -1284,6 +1307,9 @@ pub struct Landed {
     /// Commits on the way that name the task but are no landing of a claim of it, and why (at most
     /// [`MAX_REFUSED`]).
     pub refused: Vec<(ObjectId, String)>,
+    /// The newest of those that is a landing of an epoch later than any in `epochs`: to a holder of the claim of
+    /// the last epoch asked for, a sign that a later claim took the task over and landed it (also in `refused`).
+    pub later: Option<(ObjectId, u64)>,
 }
 
 /// Per task, the commit a runner's landing of one of its claims put on the target, and that claim's epoch.
@@ -1410,6 +1436,18 @@ This tree is the task board of a git swarm (https://crates.io/crates/git-swarm).
 It lives in a ref under refs/swarm/ and is never checked out: edit it with `git swarm`, which changes it only by
 compare-and-swap. swarm.toml holds the settings; every tasks/**/<id>.toml is one task; each commit is one op.
 ";
+
+/// The refs of a clone that only git-swarm writes and whose locks a live writer holds for milliseconds: the mirrors
+/// of the state ref and of branches, and the record of the target's tip the clone accepted.
+const PRIVATE_REFS: [&str; 3] = ["refs/swarm-remotes", "refs/swarm-branches", "refs/swarm-seen"];
+
+/// Remove the lock file `lock` if it is older than a live writer ever holds one (10 s); `true` when removed.
+fn remove_if_stale(lock: &std::path::Path) -> bool {
+    let stale = std::fs::metadata(lock)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(10)));
+    stale && std::fs::remove_file(lock).is_ok()
+}
 
 #[cfg(test)]
 mod tests {

@@ -164,6 +164,18 @@ impl<'a, 'r> Landing<'a, 'r> {
         if tip != self.base {
             let store = &self.r.swarm.local;
             if let Ok(found) = store.landed_commit(tip, id, Some(self.base), 1..=epoch, ROLL_FORWARD_DEPTH) {
+                // A landing of a later claim: this one was taken over (its lease ran out while the remote was away
+                // or this runner stalled), and the board read at the claim is older than the target. Not a forgery
+                // then, and nothing to rebase onto (each try would conflict with the task's own code). The board says.
+                if let Some((commit, later)) = found.later
+                    && !self.holds_claim()
+                {
+                    return Err(Abort::LostClaim(format!(
+                        "commit {} on {} is the landing of a later claim (epoch {later}) of {id}",
+                        &commit.to_string()[..12],
+                        self.job.config.target
+                    )));
+                }
                 self.events.extend(refused_warnings(id, &self.job.config.target, &found.refused));
                 if let Some((code, _)) = found.code {
                     return Err(Abort::AlreadyLanded(code));
@@ -210,6 +222,16 @@ impl<'a, 'r> Landing<'a, 'r> {
     }
 
     /// Put the work tree at the work's tip (after an in-process rebase moved it, or a check dirtied it).
+    /// Does the newest board still show this landing's claim live (`true` when it cannot be read: the publish
+    /// then decides)?
+    fn holds_claim(&self) -> bool {
+        let Ok(snap) = self.r.read(false) else { return true };
+        snap.board.tasks.get(self.task.id.as_str()).is_some_and(|t| {
+            t.task.status == crate::model::Status::Claimed
+                && t.task.claim.as_ref().is_some_and(|c| c.epoch == self.keeper.epoch)
+        })
+    }
+
     fn sync(&mut self) -> Result<(), Abort> {
         if !self.synced {
             git::run(self.wt, &["reset", "--hard", "--quiet", &self.head.to_string()]).map_err(fail)?;

@@ -267,6 +267,8 @@ impl Runner<'_> {
         // Scratch refs (and their locks) of fetches whose process was killed: nothing else would remove them until
         // this clone's next `git fetch` through git.
         crate::remote::clear_dead_scratch(&self.swarm.local);
+        // Locks a runner killed while it set a private record of this clone left (git never removes them).
+        self.swarm.local.clear_stale_private_locks();
         // What a `git worktree add` killed half-way left goes first: until then git fails every work tree command.
         let gone = |name: &str| name == self.agent || !runner_alive(&places, name);
         git::clear_stale_registrations(&self.common_dir(), &places.trees(), &gone);
@@ -297,7 +299,6 @@ impl Runner<'_> {
         let _ = std::fs::remove_dir_all(self.run_dir());
     }
 
-    /// The state's newest snapshot, in full (every task) when `full`.
     /// The remote may be away for a while: this runner's ops (and reads, and pushes aside) ride it out for a third
     /// of the lease, so that its claims outlive the outage ([`crate::txn::Retry::outage`]).
     pub(crate) fn ride_out(&mut self, config: &crate::model::Config) {
@@ -315,7 +316,7 @@ impl Runner<'_> {
         }
     }
 
-    /// The newest state, read through an outage of the remote (`Retry::outage`).
+    /// The newest state (every task when `full`), read through an outage of the remote (`Retry::outage`).
     pub fn read(&self, full: bool) -> Result<Snapshot, RunError> {
         Ok(self.swarm.riding_out(&self.retry, || self.swarm.read(full))?)
     }
