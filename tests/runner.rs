@@ -301,15 +301,26 @@ fn workers_in_separate_clones_over_git_daemon_land_every_task_once() {
 /// used to end the runner (exit 1, finished work dropped, claims left to run out). Its ops now ride an outage out
 /// for a third of the lease: the landing that met it goes through when the remote is back, every task lands once,
 /// and the runner ends as it would have.
-fn rides_out_an_outage(env: &Env, bare: &Path, url: &str, mut down: impl FnMut(), mut up: impl FnMut()) {
+fn rides_out_an_outage(env: &Env, bare: &Path, url: &str, down: impl FnMut(), up: impl FnMut()) {
     let c = env.clone(url, "d0");
+    fleet_rides_out_an_outage(env, bare, &[c], down, up);
+}
+
+/// [`rides_out_an_outage`] with a runner in each of `clones` (of the remote at `url`), on 4 tasks a runner.
+fn fleet_rides_out_an_outage(env: &Env, bare: &Path, clones: &[PathBuf], mut down: impl FnMut(), mut up: impl FnMut()) {
+    let c = &clones[0];
     let cfg = env.path("swarm.toml");
     std::fs::write(&cfg, format!("[roles.worker]\nexec = {:?}\n", agent_exec())).expect("config");
-    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
-    for i in 0..6 {
-        add(env, &c, &format!("file {i}"), &format!("@sleep 1\n@write f{i}.txt {i}"));
+    env.sw(c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let n = if clones.len() == 1 { 6 } else { 4 * clones.len() };
+    for i in 0..n {
+        add(env, c, &format!("file {i}"), &format!("@sleep 1\n@write f{i}.txt {i}"));
     }
-    let w = spawn(env, &c, "w1", &[], &["run", "worker", "--until-idle"]);
+    let runners: Vec<_> = clones
+        .iter()
+        .enumerate()
+        .map(|(i, c)| spawn(env, c, &format!("w{}", i + 1), &[], &["run", "worker", "--until-idle"]))
+        .collect();
     // The remote goes away once a task landed, while the next one's agent works (its landing meets the outage).
     let landed = || env.git(bare, &["rev-list", "--count", "main"]).trim().parse::<u32>().unwrap_or(0) > 1;
     wait_until(60, "a task landed", landed);
@@ -317,16 +328,21 @@ fn rides_out_an_outage(env: &Env, bare: &Path, url: &str, mut down: impl FnMut()
     let away = Instant::now();
     std::thread::sleep(Duration::from_secs(5));
     up();
-    let o = finish(w, 120, "the worker");
-    assert_eq!(o.code, 0, "the runner ended on the outage:\n{}", o.stderr);
+    let mut said = false;
+    for (i, w) in runners.into_iter().enumerate() {
+        let o = finish(w, 120, "a worker");
+        assert_eq!(o.code, 0, "runner w{} ended on the outage:\n{}", i + 1, o.stderr);
+        assert!(!o.stderr.contains("could not keep"), "{}", o.stderr);
+        said |= o.stderr.contains("did not answer for") && o.stderr.contains("waited it out");
+    }
     assert!(away.elapsed() >= Duration::from_secs(5));
-    assert!(!o.stderr.contains("could not keep"), "{}", o.stderr);
-    // And it says it waited.
-    assert!(o.stderr.contains("did not answer for") && o.stderr.contains("waited it out"), "{}", o.stderr);
-    let list = tasks(env, &c);
-    assert_eq!(list.len(), 6);
+    // And a runner says it waited.
+    assert!(said, "no runner said it waited the outage out");
+    let list = tasks(env, c);
+    assert_eq!(list.len(), n);
+    // Nothing redone: no attempt spent, every task's `done` once.
     assert!(list.iter().all(|t| t["status"] == "done" && t["attempts"] == 0), "{list:?}");
-    assert!(done_ops(env, &c).values().all(|n| *n == 1));
+    assert!(done_ops(env, c).values().all(|n| *n == 1));
     landed_on_main(env, bare, &list);
 }
 
@@ -352,6 +368,36 @@ fn a_runner_rides_out_a_five_second_outage_of_smart_http() {
     let server = std::cell::RefCell::new(server);
     let url = server.borrow().url("origin.git");
     rides_out_an_outage(&env, &bare, &url, || server.borrow_mut().stop(), || server.borrow_mut().restart(&env));
+}
+
+/// A fleet (two runners, two clones) over ssh, OpenSSH's sshd on loopback killed for 5 s and started again: no
+/// runner exits, nothing is redone.
+#[test]
+fn a_fleet_rides_out_a_five_second_outage_of_sshd() {
+    let Some(program) = common::sshd::sshd_or_skip("a_fleet_rides_out_a_five_second_outage_of_sshd") else {
+        return;
+    };
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let server = std::cell::RefCell::new(common::sshd::Sshd::start(&env, &program, &env.path("sshd")));
+    let (url, ssh) = (server.borrow().url(&bare), server.borrow().ssh_command());
+    let clones: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            let dir = env.path(&format!("s{i}"));
+            let set = format!("core.sshCommand={ssh}");
+            let o = env.git_out(env.root.path(), &["-c", &set, "clone", "-q", &url, dir.to_str().expect("utf-8")]);
+            assert_eq!(o.code, 0, "git clone over ssh: {}\nsshd: {}", o.stderr, server.borrow().log());
+            env.git(&dir, &["config", "core.sshCommand", &ssh]);
+            dir
+        })
+        .collect();
+    fleet_rides_out_an_outage(
+        &env,
+        &bare,
+        &clones,
+        || server.borrow_mut().stop(),
+        || server.borrow_mut().restart(&env),
+    );
 }
 
 /// Past the outage window the work is not lost with the work tree: work that could not be pushed aside is kept in

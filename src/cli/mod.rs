@@ -636,7 +636,9 @@ pub fn parse_id(s: &str) -> Result<String, String> {
 pub fn main() -> ExitCode {
     // Shown as `git swarm` in usage lines; set here, not on the type, so that completions are generated for the
     // binary's own name (`git-swarm`).
-    let parsed = Cli::command().bin_name("git swarm").try_get_matches().and_then(|m| Cli::from_arg_matches(&m));
+    let matches = Cli::command().bin_name("git swarm").try_get_matches();
+    let subcommand = matches.as_ref().ok().and_then(|m| m.subcommand_name()).map(str::to_string);
+    let parsed = matches.and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
@@ -651,12 +653,40 @@ pub fn main() -> ExitCode {
         }
     };
     let json = cli.global.json;
-    match run(cli) {
+    let started = std::time::Instant::now();
+    let code = match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             e.report(json);
             ExitCode::from(e.code())
         }
+    };
+    if let Some(file) = std::env::var_os("GIT_SWARM_PROFILE") {
+        write_profile(std::path::Path::new(&file), subcommand.as_deref(), started.elapsed());
+    }
+    code
+}
+
+/// Append where this process's ops spent their time (`git_swarm::txn::profile`) to `file`, one JSON line: the
+/// subcommand (nothing else of the command line: it may hold task text), the wall time, per phase the milliseconds and how many times, the attempts lost and
+/// published. Best effort: a profile that cannot be written changes nothing of the command's outcome.
+fn write_profile(file: &std::path::Path, command: Option<&str>, wall: std::time::Duration) {
+    use std::io::Write;
+    let p = git_swarm::txn::profile::totals();
+    let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
+    let mut line = serde_json::json!({
+        "command": command,
+        "wall_ms": ms(wall),
+        "lost": p.lost,
+        "published": p.published,
+        "contenders": p.contenders,
+    });
+    for (phase, spent, times) in p.phases {
+        line[phase.name()] = serde_json::json!({ "ms": ms(spent), "n": times });
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(file) {
+        // One write of the whole line: processes appending at once do not interleave.
+        let _ = f.write_all(format!("{line}\n").as_bytes());
     }
 }
 

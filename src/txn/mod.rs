@@ -12,9 +12,11 @@ use crate::ops::{Change, DomainError};
 use crate::remote::{Publish, RemoteError};
 use crate::store::{Identity, Problem, Snapshot, Store, StoreError};
 use crate::time::Timestamp;
+use profile::Phase;
 
 mod history;
 mod pace;
+pub mod profile;
 mod state_remote;
 mod target;
 pub use history::Compacted;
@@ -62,6 +64,9 @@ pub enum Reads<'a> {
     Next(Kind),
 }
 
+/// How many of the state ref's newest ops [`Swarm::contenders`] reads.
+const CONTENDERS_WINDOW: usize = 128;
+
 /// Limits of the retry loop.
 #[derive(Debug, Clone)]
 pub struct Retry {
@@ -82,6 +87,8 @@ pub struct Retry {
     /// Wait for this process's share of a push budget before each attempt ([`Pacer`]). Lease renewals do not:
     /// a claim must never run out because the fleet is busy.
     pub paced: bool,
+    /// The longest single pause after a lost race, however contended the ref ([`Retry::ceiling`]).
+    pub max_pause: Duration,
 }
 
 impl Default for Retry {
@@ -95,6 +102,7 @@ impl Default for Retry {
             outage: Duration::ZERO,
             spread: 32,
             paced: true,
+            max_pause: Duration::from_secs(20),
         }
     }
 }
@@ -106,14 +114,49 @@ impl Retry {
     /// within about one round trip, so the waits that spread writers apart scale with the remote's latency:
     /// milliseconds on a local path, seconds on a hosted remote across the world.
     pub(crate) fn backoff(&self, n: u32, unit: Duration) -> Duration {
+        Duration::from_micros(fastrand::u64(0..=self.backoff_ceiling(n, unit).as_micros() as u64))
+    }
+
+    /// The pause of an op before its next attempt, drawn from [`Retry::ceiling`].
+    pub(crate) fn pause(&self, race: &Race) -> Duration {
+        Duration::from_micros(fastrand::u64(0..=self.ceiling(race).as_micros() as u64))
+    }
+
+    /// The longest pause of an op after `race.lost + 1` lost races in a row: [`Retry::backoff`]'s, and at least
+    /// a window sized by the contention. With `c` writers racing and one winner a round trip, a loser that draws
+    /// its pause from `c` round trips leaves about one attempt a round trip, so that the ref's updates go to
+    /// winners rather than to collisions however many processes race (ALOHA's stable rate); the exponential
+    /// backoff alone stops at about 2 s whatever the crowd. A loser that has lost more draws from a shorter window
+    /// (`c / (1 + n/2)` round trips): the longer an op has waited, the likelier its next attempt is the one alone
+    /// in its round trip — some precedence for long waiters, with no server to queue them. Never more than
+    /// `max_pause`.
+    pub(crate) fn ceiling(&self, race: &Race) -> Duration {
+        let exponential = self.backoff_ceiling(race.lost, race.unit);
+        let unit = race.unit.clamp(self.base, Duration::from_secs(5));
+        let fair = unit.saturating_mul(race.contenders.max(1)).mul_f64(2.0 / (2.0 + f64::from(race.lost)));
+        exponential.max(fair).min(self.max_pause)
+    }
+
+    /// [`Retry::backoff`]'s ceiling after `n` lost races with round trip `unit`.
+    fn backoff_ceiling(&self, n: u32, unit: Duration) -> Duration {
         let unit = unit.clamp(self.base, Duration::from_secs(5));
         // The ceiling grows with the round trip: about 2 s for a push over the network (as many writers as fit
         // in 32 round trips), a few hundred ms in-process, 8 round trips for a slow remote.
         let cap =
             self.cap.max(unit.saturating_mul(self.spread).min(Duration::from_secs(2))).max(unit.saturating_mul(8));
-        let ceiling = unit.saturating_mul(1u32 << n.min(16)).min(cap);
-        Duration::from_micros(fastrand::u64(0..=ceiling.as_micros() as u64))
+        unit.saturating_mul(1u32 << n.min(16)).min(cap)
     }
+}
+
+/// What an op knows of its race for the ref when it pauses ([`Retry::ceiling`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Race {
+    /// Races lost in a row before this one.
+    pub lost: u32,
+    /// Its race window (the round trip of the attempt that just lost).
+    pub unit: Duration,
+    /// Writers seen racing for the ref ([`Swarm::contenders`]; 1 when not known).
+    pub contenders: u32,
 }
 
 /// A remote that stopped answering, as one op (or one read) meets it: the network errors in a row since it last
@@ -166,11 +209,16 @@ impl Away {
             return false;
         }
         let wait = outage_wait(self.errors - retry.transient_retries).min(retry.outage.saturating_sub(since.elapsed()));
-        let until = Instant::now() + wait;
-        while Instant::now() < until && !crate::remote::stopping() {
-            std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
-        }
+        sleep_unless_stopped(wait);
         true
+    }
+}
+
+/// Sleep for `d`, or until the process is told to stop (a runner's signal): a long pause must not hold up a stop.
+fn sleep_unless_stopped(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until && !crate::remote::stopping() {
+        std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
     }
 }
 
@@ -230,6 +278,10 @@ struct Guard<T> {
     lost: u32,
     /// Time spent outside the race (a landing's rebase and check), not counted against `Retry::max_elapsed`.
     excluded: Duration,
+    /// Writers seen racing for the ref ([`Swarm::contenders`]), looked up at the first lost race and every eighth.
+    contenders: u32,
+    /// How long the last attempt that lost took: its race window.
+    round_trip: Duration,
 }
 
 /// No op is judged by settings that are not the board's own (invariant 7).
@@ -321,9 +373,9 @@ impl Swarm {
 
     /// The newest state, or `None` when the swarm does not exist. `full`: every task, finished ones too.
     pub fn try_read(&self, full: bool) -> Result<Option<Snapshot>, TxnError> {
-        match self.tip()? {
+        match profile::time(Phase::Fetch, || self.tip())? {
             None => Ok(None),
-            Some(tip) => Ok(Some(self.store().read(tip, full)?)),
+            Some(tip) => Ok(Some(profile::time(Phase::Read, || self.store().read(tip, full))?)),
         }
     }
 
@@ -339,13 +391,13 @@ impl Swarm {
             Reads::Tasks(ids) => (ids, false),
             Reads::TasksAndNames(ids) => (ids, true),
             Reads::Next(kind) => {
-                let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
+                let tip = profile::time(Phase::Fetch, || self.tip())?.ok_or_else(|| self.not_initialized())?;
                 // The clock of the choice is read after the fetch.
-                return Ok(self.store().read_next(tip, kind, clock())?);
+                return Ok(profile::time(Phase::Read, || self.store().read_next(tip, kind, clock()))?);
             }
         };
-        let tip = self.tip()?.ok_or_else(|| self.not_initialized())?;
-        Ok(self.store().read_tasks(tip, ids, every_name)?)
+        let tip = profile::time(Phase::Fetch, || self.tip())?.ok_or_else(|| self.not_initialized())?;
+        Ok(profile::time(Phase::Read, || self.store().read_tasks(tip, ids, every_name))?)
     }
 
     fn not_initialized(&self) -> TxnError {
@@ -367,10 +419,11 @@ impl Swarm {
     /// of `carry` brought along; counted in the figures behind "pushes per task".
     fn publish_refs(&self, updates: &[Update<'_>], carry: Option<ObjectId>, why: &str) -> Result<Publish, TxnError> {
         self.publishes.fetch_add(1, Ordering::Relaxed);
-        let r = self.remote.update(&self.local, updates, carry, why)?;
+        let r = profile::time(Phase::Push, || self.remote.update(&self.local, updates, carry, why))?;
         if r != Publish::Done {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
+        profile::attempt(r != Publish::Done);
         Ok(r)
     }
 
@@ -423,7 +476,9 @@ impl Swarm {
         let res = self.optimistic::<T, std::convert::Infallible>(retry, |guard| {
             // Waiting for our share of a push budget is not time spent racing.
             if retry.paced {
-                guard.excluded += self.pacer.wait();
+                let waited = self.pacer.wait();
+                profile::add(Phase::Pace, waited);
+                guard.excluded += waited;
             }
             let snap = self.read_for(reads, clock)?;
             self.pacer.observe(&snap.board, clock());
@@ -449,10 +504,10 @@ impl Swarm {
             }
             // Nothing ready on a board picked by the index of `.git/swarm/cache` is checked on the tree itself: a
             // damaged or planted index must never send a runner idle while a task is open.
-            let (snap, res) = match op(&snap, now) {
+            let (snap, res) = match profile::time(Phase::Apply, || op(&snap, now)) {
                 Err(DomainError::NothingReady { .. }) if snap.board.picked.is_some() => {
                     let whole = self.store().read(snap.commit, false)?;
-                    let res = op(&whole, now);
+                    let res = profile::time(Phase::Apply, || op(&whole, now));
                     (whole, res)
                 }
                 res => (snap, res),
@@ -467,7 +522,7 @@ impl Swarm {
             if change.is_empty() {
                 return Ok(Attempt::Published(guard.committed(value, None, snap.problems)));
             }
-            let commit = self.store().write(Some(&snap), None, &change, who, now)?;
+            let commit = profile::time(Phase::Write, || self.store().write(Some(&snap), None, &change, who, now))?;
             match self.publish(Some(snap.commit), commit, &change.summary) {
                 Ok(Publish::Done) => {
                     self.store().maybe_gc();
@@ -578,9 +633,9 @@ impl Swarm {
             })
         };
         let seen = self.seen()?;
-        let tips = self
-            .remote
-            .fetch(&self.local, &[(&state_ref, &self.mirror_ref()), (branch, &self.branch_mirror(branch))])?;
+        let tips = profile::time(Phase::Fetch, || {
+            self.remote.fetch(&self.local, &[(&state_ref, &self.mirror_ref()), (branch, &self.branch_mirror(branch))])
+        })?;
         let (state, code) =
             (tips.first().copied().flatten(), tips.get(1).copied().flatten().ok_or_else(missing_branch)?);
         // The rebase happens in this clone: bring the branch's new commits over.
@@ -694,6 +749,21 @@ impl Swarm {
         Ok(stale)
     }
 
+    /// How many writers race for the state ref now, as the ref's own history tells: the distinct agents of the ops
+    /// of the minute before the newest among the newest [`CONTENDERS_WINDOW`] before `tip` (at least 1). No server counts them;
+    /// every op's commit names its agent, and a lost race is the moment to look (the walk costs a few hundred µs).
+    pub(crate) fn contenders(&self, tip: ObjectId) -> u32 {
+        let Ok(ops) = self.store().log(tip, CONTENDERS_WINDOW) else { return 1 };
+        // The minute before the newest op, by the commits' own times: no clock of this machine is trusted here.
+        let since = ops.first().map_or(0, |e| e.time.0.saturating_sub(60_000));
+        let agents: std::collections::BTreeSet<&str> = ops
+            .iter()
+            .filter(|e| e.time.0 >= since)
+            .flat_map(|e| e.agent.as_deref().into_iter().chain(e.also.iter().filter_map(|a| a.3.as_deref())))
+            .collect();
+        (agents.len() as u32).max(1)
+    }
+
     /// This clone's private mirror of a branch of the remote (`refs/swarm-branches/<key>/<branch>`).
     fn branch_mirror(&self, branch: &str) -> String {
         format!("refs/swarm-branches/{}/{}", self.remote.key(), branch.trim_start_matches("refs/heads/"))
@@ -706,9 +776,17 @@ impl Swarm {
         retry: &Retry,
         mut attempt: impl FnMut(&mut Guard<T>) -> Result<Attempt<T, E>, TxnError>,
     ) -> Result<Result<Committed<T>, E>, TxnError> {
+        let mut guard = Guard {
+            in_doubt: Vec::new(),
+            last_lost: None,
+            unmoved: 0,
+            lost: 0,
+            excluded: Duration::ZERO,
+            contenders: 1,
+            round_trip: Duration::ZERO,
+        };
         let started = Instant::now();
         let mut away = Away::default();
-        let mut guard = Guard { in_doubt: Vec::new(), last_lost: None, unmoved: 0, lost: 0, excluded: Duration::ZERO };
         loop {
             let attempt_started = Instant::now();
             let excluded_before = guard.excluded;
@@ -726,6 +804,9 @@ impl Swarm {
                 Ok(Attempt::Lost { base, reason }) => {
                     guard.lost += 1;
                     guard.last_lost = Some((base, reason));
+                    // The round trip is the race window: a landing's rebase and check are not part of it.
+                    guard.round_trip =
+                        attempt_started.elapsed().saturating_sub(guard.excluded.saturating_sub(excluded_before));
                     if guard.lost >= retry.max_attempts
                         || started.elapsed().saturating_sub(guard.excluded) >= retry.max_elapsed
                     {
@@ -735,10 +816,14 @@ impl Swarm {
                             secs: started.elapsed().as_secs_f64(),
                         }
                     } else {
-                        // The round trip is the race window: a landing's rebase and check are not part of it.
-                        let round_trip =
-                            attempt_started.elapsed().saturating_sub(guard.excluded.saturating_sub(excluded_before));
-                        std::thread::sleep(retry.backoff(guard.lost - 1, round_trip));
+                        if guard.lost == 1 || guard.lost % 8 == 0 {
+                            guard.contenders = guard.contenders.max(self.contenders(base));
+                            profile::contenders(guard.contenders);
+                        }
+                        let race = Race { lost: guard.lost - 1, unit: guard.round_trip, contenders: guard.contenders };
+                        let pause = retry.pause(&race);
+                        sleep_unless_stopped(pause);
+                        profile::add(Phase::Backoff, pause);
                         continue;
                     }
                 }
@@ -817,5 +902,34 @@ mod tests {
         // A slow remote waits longer than a fast one (on average over many draws).
         let mean = |unit| (0..400).map(|_| r.backoff(3, unit).as_micros()).sum::<u128>() / 400;
         assert!(mean(Duration::from_millis(800)) > 4 * mean(Duration::from_millis(30)));
+    }
+
+    #[test]
+    fn the_pause_after_a_lost_race_is_sized_by_the_contention_and_shrinks_as_the_op_waits() {
+        let r = Retry::default();
+        let unit = Duration::from_millis(50);
+        let race = |lost, contenders| Race { lost, unit, contenders };
+        // One writer seen, or none: the exponential backoff, as before.
+        for n in 0..20 {
+            assert_eq!(r.ceiling(&race(n, 1)), r.backoff_ceiling(n, unit));
+        }
+        // 64 writers: a window of 64 round trips at the first loss (past the exponential's 2 s stop), where
+        // 8 writers leave the exponential's.
+        assert_eq!(r.ceiling(&race(0, 64)), unit * 64);
+        assert_eq!(r.ceiling(&race(0, 8)), r.backoff_ceiling(0, unit).max(unit * 8));
+        // The longer an op has lost, the shorter its window (never below the exponential's): precedence.
+        let windows: Vec<Duration> = (0..12).map(|n| r.ceiling(&race(n, 64))).collect();
+        for n in 1..12 {
+            let exponential = r.backoff_ceiling(n as u32, unit);
+            assert!(windows[n] >= exponential, "{windows:?}");
+            assert!(windows[n] <= windows[n - 1] || windows[n] == exponential, "{windows:?}");
+        }
+        assert!(windows[11] <= windows[0] / 2, "{windows:?}");
+        // However many writers and however slow the remote: bounded.
+        let huge = Race { lost: 0, unit: Duration::from_secs(60), contenders: u32::MAX };
+        assert_eq!(r.ceiling(&huge), r.max_pause);
+        for _ in 0..200 {
+            assert!(r.pause(&race(0, 64)) <= unit * 64);
+        }
     }
 }

@@ -6,6 +6,7 @@ pub mod http;
 pub mod model_api;
 pub mod procs;
 pub mod serve;
+pub mod sshd;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
