@@ -454,7 +454,14 @@ impl Runner<'_> {
         let id = task.to_string();
         // Not paced: a renewal keeps a claim alive; the budget waits for everything else.
         // Nor does it wait out an outage: the next poll tries again, and the lease has two thirds left.
-        let unpaced = Retry { paced: false, outage: Duration::ZERO, ..self.retry.clone() };
+        // Nor does a lost race make it pause for long: a twelfth of the lease at most, several tries in the third
+        // that is left.
+        let unpaced = Retry {
+            paced: false,
+            outage: Duration::ZERO,
+            max_pause: (lease / 12).max(Duration::from_millis(250)),
+            ..self.retry.clone()
+        };
         let usage = self.spent.of(task, epoch);
         match self.transact_with(&unpaced, |snap, actor| {
             ops::renew_reporting(&snap.board, actor, &id, Some(epoch), lease, usage)
