@@ -50,6 +50,13 @@ done
 '''
 
 
+def board(world, clone):
+    """The tasks of the clone's swarm (`git swarm list --json`)."""
+    out = subprocess.run([world.bin, "list", "--json"], cwd=clone, env=world.env, capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out)
+
+
 def cpu(fn):
     before = os.times()
     fn()
@@ -66,9 +73,7 @@ def ours(world, n, tag):
         runner.sh([world.bin, "--agent", "w0", "run", "worker", "--until-idle"], cwd=c, env=world.env)
 
     secs = cpu(run)
-    listed = json.loads(subprocess.run([world.bin, "list", "--json"], cwd=c, env=world.env, capture_output=True,
-                                       text=True, check=True).stdout)
-    if sum(t["status"] == "done" for t in listed) != n:
+    if sum(t["status"] == "done" for t in board(world, c)) != n:
         sys.exit("bench: the runner did not land every task")
     shutil.rmtree(os.path.dirname(bare), ignore_errors=True)
     return secs / n
@@ -78,18 +83,14 @@ def floor(world, n, tag):
     tasks = [(f"f{i}", "") for i in range(n)]
     bare, clones = world.swarm(f"floor-{tag}", 1, "file", tasks)
     c = clones[0]
-    listed = json.loads(subprocess.run([world.bin, "list", "--json"], cwd=c, env=world.env, capture_output=True,
-                                       text=True, check=True).stdout)
-    ids = [t["id"] for t in listed]
+    ids = [t["id"] for t in board(world, c)]
     env = dict(world.env, FLOOR_SH=os.path.join(HERE, "floor.sh"), AGENT=runner.AGENT)
 
     def run():
         runner.sh(["bash", "-c", FLOOR_LOOP, "floor", "file://" + bare, *ids], cwd=c, env=env)
 
     secs = cpu(run)
-    listed = json.loads(subprocess.run([world.bin, "list", "--json"], cwd=c, env=world.env, capture_output=True,
-                                       text=True, check=True).stdout)
-    if sum(t["status"] == "done" for t in listed) != n:
+    if sum(t["status"] == "done" for t in board(world, c)) != n:
         sys.exit("bench: the floor did not finish every task")
     shutil.rmtree(os.path.dirname(bare), ignore_errors=True)
     return secs / n
