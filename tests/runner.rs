@@ -355,10 +355,11 @@ fn a_runner_rides_out_a_five_second_outage_of_git_daemon() {
     rides_out_an_outage(&env, &bare, &url, || daemon.borrow_mut().stop(), || daemon.borrow_mut().restart(&env));
 }
 
-/// The same over smart HTTP (lighttpd in front of `git http-backend`), stopped and started again.
+/// A fleet (two runners, two clones) over smart HTTP, lighttpd in front of `git http-backend` stopped for 5 s and
+/// started again: no runner exits, nothing is redone.
 #[test]
-fn a_runner_rides_out_a_five_second_outage_of_smart_http() {
-    let Some(lighttpd) = common::http::lighttpd_or_skip("a_runner_rides_out_a_five_second_outage_of_smart_http") else {
+fn a_fleet_rides_out_a_five_second_outage_of_smart_http() {
+    let Some(lighttpd) = common::http::lighttpd_or_skip("a_fleet_rides_out_a_five_second_outage_of_smart_http") else {
         return;
     };
     let env = Env::new();
@@ -367,7 +368,14 @@ fn a_runner_rides_out_a_five_second_outage_of_smart_http() {
     let server = common::http::Lighttpd::start(&env, &lighttpd, env.root.path(), &env.path("lighttpd"));
     let server = std::cell::RefCell::new(server);
     let url = server.borrow().url("origin.git");
-    rides_out_an_outage(&env, &bare, &url, || server.borrow_mut().stop(), || server.borrow_mut().restart(&env));
+    let clones = [env.clone(&url, "h0"), env.clone(&url, "h1")];
+    fleet_rides_out_an_outage(
+        &env,
+        &bare,
+        &clones,
+        || server.borrow_mut().stop(),
+        || server.borrow_mut().restart(&env),
+    );
 }
 
 /// A fleet (two runners, two clones) over ssh, OpenSSH's sshd on loopback killed for 5 s and started again: no

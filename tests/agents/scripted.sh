@@ -13,6 +13,7 @@
 #              @usage <in> <out> [usd]  report what the run spent in $GIT_SWARM_USAGE_FILE
 #              @loop <in>             loop for ever, reporting <in> more input tokens every 0.2 s (a runaway agent)
 #              @first-sleep <secs>    sleep, in the task's first claim only (epoch 1)
+#              @first-write <path> <text>  @write, in the task's first claim only (epoch 1)
 #            With GIT_SWARM_CONFLICT=1 it resolves a stopped rebase by keeping both sides of every conflict.
 #   judge    (GIT_SWARM_ROLE=judge): prints `verdict: <v>`, v from $SCRIPTED_VERDICTS (comma-separated, one per
 #            cycle, the last one repeats; default stop).
@@ -134,13 +135,14 @@ worker)
         exit 0
     fi
     commit=0
-    grep -E '^@(write|set|sleep|first-sleep|exit|hang|nothing|commit|usage|loop)' "$prompt" > "${prompt}.directives" || true
+    grep -E '^@(write|set|sleep|first-sleep|first-write|exit|hang|nothing|commit|usage|loop)' "$prompt" > "${prompt}.directives" || true
     while IFS=' ' read -r cmd path rest; do
         case "$cmd" in
         @write) mkdir -p "$(dirname -- "$path")"; printf '%s\n' "$rest" >> "$path" ;;
         @set) mkdir -p "$(dirname -- "$path")"; printf '%s\n' "$rest" > "$path" ;;
         @sleep) sleep "$path" ;;
         @first-sleep) [ "${GIT_SWARM_EPOCH:-1}" = 1 ] && sleep "$path" ;;
+        @first-write) if [ "${GIT_SWARM_EPOCH:-1}" = 1 ]; then mkdir -p "$(dirname -- "$path")"; printf '%s\n' "$rest" >> "$path"; fi ;;
         @exit) echo "exiting with $path as told"; exit "$path" ;;
         @hang) sleep 3600 ;;
         @nothing) ;;

@@ -98,6 +98,30 @@ impl Sshd {
         super::listening(child, self.port, Duration::from_secs(10))
     }
 
+    /// A new client key `<name>` (ed25519, no passphrase) in sshd's folder: its private key's path.
+    pub fn new_key(&self, name: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        let st = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .status()
+            .expect("ssh-keygen");
+        assert!(st.success(), "ssh-keygen failed");
+        path
+    }
+
+    /// Replace the authorized keys (sshd reads them at each login): `lines` in `authorized_keys` format, with
+    /// `command="…"` and the like, as a gitolite account's are.
+    pub fn authorize(&self, lines: &str) {
+        std::fs::write(self.dir.join("authorized_keys"), lines).expect("authorized_keys");
+    }
+
+    /// The user every login is.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
     /// What sshd printed (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("sshd.log")).unwrap_or_default()
@@ -110,10 +134,15 @@ impl Sshd {
 
     /// What a clone sets as `core.sshCommand`: the client key, no host key check, never a prompt.
     pub fn ssh_command(&self) -> String {
+        self.ssh_command_with(&self.dir.join("client_key"))
+    }
+
+    /// [`Sshd::ssh_command`] with the private key at `key`.
+    pub fn ssh_command_with(&self, key: &Path) -> String {
         format!(
             "ssh -i {} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
              -o BatchMode=yes -o LogLevel=ERROR",
-            self.dir.join("client_key").display()
+            key.display()
         )
     }
 
