@@ -21,6 +21,7 @@ them. A push that finds its lease stale at the advertisement costs only the firs
 """
 
 import argparse
+import resource
 import socket
 import threading
 import time
@@ -34,6 +35,8 @@ ap.add_argument("--push-delay", type=float, default=0.0)
 args = ap.parse_args()
 listen_port, target_port, log_path = args.listen_port, args.target_port, args.log_path
 log_lock = threading.Lock()
+# Two sockets a connection, hundreds of connections at once under a big fleet: as many files as the system allows.
+resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
 
 
 def log(line):

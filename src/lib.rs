@@ -134,6 +134,7 @@ pub fn open_swarm(
         publishes: Default::default(),
         lost: Default::default(),
         pacer: Default::default(),
+        writer: None,
     })
 }
 

@@ -121,6 +121,9 @@ pub struct Change {
     pub also: Vec<OpRecord>,
     /// The swarm's spend after this change, when it records usage (`spend.toml`).
     pub spend: Option<Spend>,
+    /// Who publishes it when that is not `agent`: the runner process whose desk publishes for its agents
+    /// ([`crate::txn::Swarm::writer`]; the `Swarm-Writer` trailer).
+    pub writer: Option<String>,
 }
 
 /// One op of a commit that holds several (a landing that also claims the next task).

@@ -1353,6 +1353,9 @@ pub struct LogEntry {
     pub agent: Option<String>,
     pub epoch: Option<u64>,
     pub summary: String,
+    /// The process that published it when that is not `agent` (a runner's desk: `Swarm-Writer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer: Option<String>,
     /// Further ops of the same commit (a landing that also claimed the next task; a batch of several agents'
     /// landings): op, task, epoch, and the op's agent when it is not the commit's.
     pub also: Vec<AlsoOp>,
@@ -1362,9 +1365,24 @@ pub struct LogEntry {
 pub type AlsoOp = (String, Option<String>, Option<u64>, Option<String>);
 
 impl LogEntry {
+    /// Who published the op: its writer when the commit names one (a runner's desk), else its agent.
+    pub fn publisher(&self) -> Option<&str> {
+        self.writer.as_deref().or(self.agent.as_deref())
+    }
+
     pub fn parse(commit: String, time: Timestamp, msg: &str) -> LogEntry {
         let summary = msg.lines().next().unwrap_or_default().to_string();
-        let mut e = LogEntry { commit, time, op: None, task: None, agent: None, epoch: None, summary, also: vec![] };
+        let mut e = LogEntry {
+            commit,
+            time,
+            op: None,
+            task: None,
+            agent: None,
+            epoch: None,
+            summary,
+            writer: None,
+            also: vec![],
+        };
         // Each `Swarm-Op` starts a group; the first group is the commit's op, later ones go to `also`.
         let mut groups = 0usize;
         for line in msg.lines().skip(1) {
@@ -1387,6 +1405,7 @@ impl LogEntry {
                         last.3 = Some(v);
                     }
                 }
+                ("Swarm-Writer", _) => e.writer = Some(v),
                 ("Swarm-Task", 0 | 1) => e.task = Some(v),
                 ("Swarm-Epoch", 0 | 1) => e.epoch = v.parse().ok(),
                 ("Swarm-Task", _) => {
@@ -1413,6 +1432,9 @@ pub(crate) fn commit_message(change: &Change) -> String {
         m.push_str(&format!("Swarm-Task: {t}\n"));
     }
     m.push_str(&format!("Swarm-Agent: {}\n", change.agent));
+    if let Some(w) = change.writer.as_ref().filter(|w| **w != change.agent) {
+        m.push_str(&format!("Swarm-Writer: {w}\n"));
+    }
     if let Some(e) = change.epoch {
         m.push_str(&format!("Swarm-Epoch: {e}\n"));
     }
@@ -1518,5 +1540,15 @@ mod tests {
         assert_eq!(e.agent.as_deref(), Some("alice"));
         let agents: Vec<_> = e.also.iter().map(|a| (a.1.as_deref(), a.3.as_deref())).collect();
         assert_eq!(agents, [(Some("t-2"), None), (Some("t-3"), Some("bob")), (Some("t-4"), Some("bob"))]);
+        // No writer named: the agent published it.
+        assert_eq!((e.writer.as_deref(), e.publisher()), (None, Some("alice")));
+        // A runner's desk names the process that published the batch; a writer that is the agent is not written.
+        let mut published = batch.clone();
+        published.writer = Some("p0".into());
+        let e = LogEntry::parse("c".into(), Timestamp::from_secs(1), &commit_message(&published));
+        assert_eq!((e.agent.as_deref(), e.publisher()), (Some("alice"), Some("p0")));
+        assert_eq!(e.also.len(), 3);
+        published.writer = Some("alice".into());
+        assert!(!commit_message(&published).contains("Swarm-Writer"));
     }
 }

@@ -697,6 +697,7 @@ mod tests {
             agent: Some(agent.into()),
             epoch,
             summary: format!("{op} {task}"),
+            writer: None,
             also: vec![],
         }
     }

@@ -277,7 +277,7 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                 let (stop, desk, opener, git_config, pacer) =
                     (Arc::clone(&stop), Arc::clone(&desk), opener.clone(), git_config.clone(), Arc::clone(&pacer));
                 let (retry, remote_env, clock) = (ctx.retry.clone(), remote_env.clone(), ctx.clock());
-                let (exec, check, opts) = (w.lp.exec.clone(), w.check.clone(), opts.clone());
+                let (exec, check, opts, writer) = (w.lp.exec.clone(), w.check.clone(), opts.clone(), base.clone());
                 let handle = std::thread::Builder::new().name(id.clone()).spawn_scoped(scope, move || {
                     // One agent that cannot go on (an error, a panic) stops the others, as a signal would: each
                     // releases its claim and the process exits naming it.
@@ -285,6 +285,7 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                     let res = (|| {
                         let mut swarm = opener.open()?;
                         swarm.pacer = pacer;
+                        swarm.writer = Some(writer);
                         let mut events = printer(id.clone());
                         let mut r = Runner {
                             swarm: &swarm,

@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
@@ -38,6 +38,30 @@ pub struct Desk {
     joined: Condvar,
     /// What the desk published: batches, and the landings and claims in them (for the runner's summary).
     pub figures: Mutex<Figures>,
+    /// The state ref's tip as an agent of this process last fetched it, and when ([`Desk::poll_tip`]).
+    polled: Mutex<Option<(Instant, Option<ObjectId>)>>,
+}
+
+impl Desk {
+    /// The state ref's tip for an idle agent of this process that polls every `every`: the one another agent of
+    /// the process fetched within that time, else `fetch`'s (which the others then wait for and share). Idle
+    /// agents of one process poll the remote once between them, not once each: at the end of a drain, with the
+    /// ref moving every round trip, 32 idle agents of a process fetched 5 times a second each.
+    pub(crate) fn poll_tip(
+        &self,
+        every: Duration,
+        fetch: impl FnOnce() -> Result<Option<ObjectId>, TxnError>,
+    ) -> Result<Option<ObjectId>, TxnError> {
+        let mut polled = self.polled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((at, tip)) = *polled
+            && at.elapsed() < every
+        {
+            return Ok(tip);
+        }
+        let tip = fetch()?;
+        *polled = Some((Instant::now(), tip));
+        Ok(tip)
+    }
 }
 
 /// What a desk published so far.

@@ -361,7 +361,11 @@ impl Runner<'_> {
                 }
                 None => sleep_unless(&self.stop, nap),
             }
-            if self.swarm.tip()? != Some(seen) {
+            let tip = match &self.desk {
+                Some(desk) => desk.poll_tip(nap, || self.swarm.tip())?,
+                None => self.swarm.tip()?,
+            };
+            if tip != Some(seen) {
                 *backoff = MIN_POLL;
                 return Ok(());
             }

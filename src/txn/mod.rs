@@ -10,7 +10,7 @@ use gix::ObjectId;
 use crate::model::{Config, Kind};
 use crate::ops::{Change, DomainError};
 use crate::remote::{Publish, RemoteError};
-use crate::store::{Identity, Problem, Snapshot, Store, StoreError};
+use crate::store::{Identity, LogEntry, Problem, Snapshot, Store, StoreError};
 use crate::time::Timestamp;
 use profile::Phase;
 
@@ -42,6 +42,10 @@ pub struct Swarm {
     /// This process's share of a push budget (`[run] pushes_per_minute`); off unless a runner configures it. The
     /// agents of one runner process share one ([`Pacer::hosting`]).
     pub pacer: std::sync::Arc<Pacer>,
+    /// The process this swarm's ops are published by, when it publishes for several agents (`run worker
+    /// --agents n`: the runner's own id): written as `Swarm-Writer`, so that readers of the ref's history count
+    /// the processes that race for it, not the agents behind them ([`Swarm::contenders`]).
+    pub writer: Option<String>,
 }
 
 /// How far back from the tip a commit whose push answer was lost is looked for (following compactions): an op is
@@ -146,6 +150,30 @@ impl Retry {
             self.cap.max(unit.saturating_mul(self.spread).min(Duration::from_secs(2))).max(unit.saturating_mul(8));
         unit.saturating_mul(1u32 << n.min(16)).min(cap)
     }
+}
+
+/// The longest pause of agent `me` before its first attempt, from the ref's newest ops (`(time in ms, the agent
+/// that published it)`, newest first): with `c` writers among the `n` ops of the minute before the newest, and `m`
+/// of them `me`'s, `m·c/n − 1` times the mean interval between those updates (at most `c − 1` of them) when `me`
+/// has more than its share `n/c`; nothing when it has not, when one writer is alone, or when the minute holds
+/// fewer than two ops a writer (too little to judge a share by).
+pub(crate) fn share_window(ops: &[(u64, &str)], me: &str) -> Duration {
+    let since = ops.first().map_or(0, |o| o.0.saturating_sub(60_000));
+    let recent: Vec<&(u64, &str)> = ops.iter().filter(|o| o.0 >= since).collect();
+    let writers: std::collections::BTreeSet<&str> = recent.iter().map(|o| o.1).collect();
+    let (n, c) = (recent.len(), writers.len());
+    if c < 2 || n < 2 * c {
+        return Duration::ZERO;
+    }
+    let mine = recent.iter().filter(|o| o.1 == me).count();
+    let excess = mine as f64 * c as f64 / n as f64 - 1.0;
+    if excess <= 0.0 {
+        return Duration::ZERO;
+    }
+    let newest = recent.iter().map(|o| o.0).max().unwrap_or(0);
+    let oldest = recent.iter().map(|o| o.0).min().unwrap_or(0);
+    let interval = (newest - oldest) as f64 / (n - 1) as f64;
+    Duration::from_secs_f64(excess * interval / 1000.0)
 }
 
 /// What an op knows of its race for the ref when it pauses ([`Retry::ceiling`]).
@@ -262,8 +290,13 @@ pub enum TxnError {
 /// One attempt of the optimistic loop.
 enum Attempt<T, E> {
     Published(Committed<T>),
-    Lost { base: ObjectId, reason: String },
+    Lost {
+        base: ObjectId,
+        reason: String,
+    },
     Aborted(E),
+    /// Not tried: the op gave way to the ref's other writers ([`Swarm::share_pause`]); attempt again.
+    GaveWay,
 }
 
 /// What the optimistic loop remembers across attempts.
@@ -282,6 +315,8 @@ struct Guard<T> {
     contenders: u32,
     /// How long the last attempt that lost took: its race window.
     round_trip: Duration,
+    /// Whether the op has looked at its share of the ref's recent updates ([`Swarm::share_pause`]).
+    shared: bool,
 }
 
 /// No op is judged by settings that are not the board's own (invariant 7).
@@ -512,7 +547,8 @@ impl Swarm {
                 }
                 res => (snap, res),
             };
-            let (change, value) = res?;
+            let (mut change, value) = res?;
+            change.writer.clone_from(&self.writer);
             if repairs_settings
                 && snap.board.broken_settings.is_some()
                 && !change.files.contains_key(crate::state::CONFIG_PATH)
@@ -521,6 +557,18 @@ impl Swarm {
             }
             if change.is_empty() {
                 return Ok(Attempt::Published(guard.committed(value, None, snap.problems)));
+            }
+            // Before its first attempt, a writer that took more than its share of the ref's recent updates gives
+            // way to the others for a moment, then reads again.
+            if !guard.shared {
+                guard.shared = true;
+                let me = change.writer.as_deref().unwrap_or(&change.agent);
+                let pause = self.share_pause(snap.commit, me, retry.max_pause);
+                if !pause.is_zero() {
+                    sleep_unless_stopped(pause);
+                    profile::add(Phase::Backoff, pause);
+                    return Ok(Attempt::GaveWay);
+                }
             }
             let commit = profile::time(Phase::Write, || self.store().write(Some(&snap), None, &change, who, now))?;
             match self.publish(Some(snap.commit), commit, &change.summary) {
@@ -595,7 +643,8 @@ impl Swarm {
                 }));
             }
             let now = clock();
-            let (change, value) = op(&snap, now, code)?;
+            let (mut change, value) = op(&snap, now, code)?;
+            change.writer.clone_from(&self.writer);
             // In-process, look again before writing anything: under contention most attempts have lost by now,
             // and objects written for a lost attempt are garbage (each one a file on the remote's disk).
             if self.remote.moved(&[(state_ref.as_str(), state_tip), (branch, branch_tip)])? {
@@ -749,19 +798,30 @@ impl Swarm {
         Ok(stale)
     }
 
-    /// How many writers race for the state ref now, as the ref's own history tells: the distinct agents of the ops
-    /// of the minute before the newest among the newest [`CONTENDERS_WINDOW`] before `tip` (at least 1). No server counts them;
-    /// every op's commit names its agent, and a lost race is the moment to look (the walk costs a few hundred µs).
+    /// How many writers race for the state ref now, as the ref's own history tells: the distinct publishers of the
+    /// ops of the minute before the newest among the newest [`CONTENDERS_WINDOW`] before `tip` (at least 1). No
+    /// server counts them; every op's commit names its agent, or the runner process that published it for its
+    /// agents (`Swarm-Writer`: a desk of 32 agents is one writer, not 32), and a lost race is the moment to look
+    /// (the walk costs a few hundred µs).
     pub(crate) fn contenders(&self, tip: ObjectId) -> u32 {
         let Ok(ops) = self.store().log(tip, CONTENDERS_WINDOW) else { return 1 };
         // The minute before the newest op, by the commits' own times: no clock of this machine is trusted here.
         let since = ops.first().map_or(0, |e| e.time.0.saturating_sub(60_000));
-        let agents: std::collections::BTreeSet<&str> = ops
-            .iter()
-            .filter(|e| e.time.0 >= since)
-            .flat_map(|e| e.agent.as_deref().into_iter().chain(e.also.iter().filter_map(|a| a.3.as_deref())))
-            .collect();
-        (agents.len() as u32).max(1)
+        let writers: std::collections::BTreeSet<&str> =
+            ops.iter().filter(|e| e.time.0 >= since).filter_map(LogEntry::publisher).collect();
+        (writers.len() as u32).max(1)
+    }
+
+    /// How long an op of agent `me` gives way before its first attempt: a random pause up to [`share_window`] of
+    /// the ref's newest ops (at most a quarter of `max`). A writer that has just won keeps attempting at once while
+    /// the losers pause (the capture effect: at 16 racing CLI agents, one took 73 of 200 tasks and another waited
+    /// 22 s for a claim); the ref's history says who took how many of the last minute's updates, so the writers
+    /// above their share stand back, in proportion, and nobody else pays. No server, no clock of this machine.
+    pub(crate) fn share_pause(&self, tip: ObjectId, me: &str, max: Duration) -> Duration {
+        let Ok(ops) = self.store().log(tip, CONTENDERS_WINDOW) else { return Duration::ZERO };
+        let ops: Vec<(u64, &str)> = ops.iter().map(|e| (e.time.0, e.publisher().unwrap_or_default())).collect();
+        let ceiling = share_window(&ops, me).min(max / 4);
+        Duration::from_micros(fastrand::u64(0..=ceiling.as_micros() as u64))
     }
 
     /// This clone's private mirror of a branch of the remote (`refs/swarm-branches/<key>/<branch>`).
@@ -784,6 +844,7 @@ impl Swarm {
             excluded: Duration::ZERO,
             contenders: 1,
             round_trip: Duration::ZERO,
+            shared: false,
         };
         let started = Instant::now();
         let mut away = Away::default();
@@ -796,6 +857,7 @@ impl Swarm {
             }
             let err = match outcome {
                 Ok(Attempt::Published(done)) => return Ok(Ok(done)),
+                Ok(Attempt::GaveWay) => continue,
                 Ok(Attempt::Aborted(e)) if guard.in_doubt.is_empty() => return Ok(Err(e)),
                 Ok(Attempt::Aborted(_)) => TxnError::OutcomeUnknown {
                     remote: self.remote_label.clone(),
@@ -931,5 +993,40 @@ mod tests {
         for _ in 0..200 {
             assert!(r.pause(&race(0, 64)) <= unit * 64);
         }
+    }
+
+    #[test]
+    fn a_writer_above_its_share_of_the_last_minute_gives_way_in_proportion_and_nobody_else_does() {
+        // 4 writers, an update every 100 ms (newest first), 40 ops: `a` took 20, the others 20 between them.
+        let others = ["b", "c", "d"];
+        let ops: Vec<(u64, &str)> = (0..40u64)
+            .map(|i| (100_000 - i * 100, if i % 2 == 0 { "a" } else { others[(i as usize / 2) % 3] }))
+            .collect();
+        // `a`: 20 of 40 with a share of 10, twice its share: one interval (100 ms) of giving way.
+        assert_eq!(share_window(&ops, "a"), Duration::from_millis(100));
+        // The others are below their share, and a writer not seen at all is too: no pause.
+        for me in ["b", "c", "d", "e"] {
+            assert_eq!(share_window(&ops, me), Duration::ZERO, "{me}");
+        }
+        // One writer alone never waits, however many its ops.
+        let alone: Vec<(u64, &str)> = (0..40u64).map(|i| (100_000 - i * 100, "a")).collect();
+        assert_eq!(share_window(&alone, "a"), Duration::ZERO);
+        // Too few ops to judge a share by (fewer than two a writer): no pause.
+        assert_eq!(share_window(&ops[..7], "a"), Duration::ZERO);
+        // Ops older than the minute before the newest do not count: `a`'s old streak is forgotten.
+        let mut old = ops.clone();
+        old.extend((0..100u64).map(|i| (30_000 - i * 10, "a")));
+        assert_eq!(share_window(&old, "a"), share_window(&ops, "a"));
+        // A writer that took 113 of 128 ops beside 15 others with one each: 113·16/128 − 1 = 13.125 intervals, of
+        // (100,000 − 97,860) / 127 ms; never more than c − 1 = 15.
+        let mut hog: Vec<(u64, &str)> = (0..113u64).map(|i| (100_000 - i * 10, "h")).collect();
+        let names: Vec<String> = (0..15).map(|i| format!("o{i}")).collect();
+        hog.extend(names.iter().enumerate().map(|(i, o)| (98_000 - i as u64 * 10, o.as_str())));
+        let w = share_window(&hog, "h").as_secs_f64();
+        assert!((w - 13.125 * 2.140 / 127.0).abs() < 1e-6, "{w}");
+        // A runner's desk publishing for its agents in turn: no agent of it is above its share.
+        let desk: Vec<(u64, &str)> =
+            (0..64u64).map(|i| (100_000 - i * 100, ["p-1", "p-2", "p-3", "p-4"][i as usize % 4])).collect();
+        assert!(["p-1", "p-2", "p-3", "p-4"].iter().all(|me| share_window(&desk, me).is_zero()));
     }
 }
