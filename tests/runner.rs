@@ -355,6 +355,36 @@ fn a_runner_rides_out_a_five_second_outage_of_git_daemon() {
     rides_out_an_outage(&env, &bare, &url, || daemon.borrow_mut().stop(), || daemon.borrow_mut().restart(&env));
 }
 
+/// A runner with nothing to claim while another holds the one task polls the remote for a change; an outage then
+/// used to end it (its poll was the one read of a runner that did not ride an outage out: exit 1, and with
+/// `--agents n` every agent of the process stopped with it). It waits the outage out and ends idle.
+#[test]
+fn an_idle_runner_rides_out_a_five_second_outage_while_it_waits() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let daemon = std::cell::RefCell::new(Daemon::start(&env, env.root.path()));
+    let url = daemon.borrow().url("origin.git");
+    let (busy, idle) = (env.clone(&url, "busy"), env.clone(&url, "idle"));
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, format!("[roles.worker]\nexec = {:?}\n", agent_exec())).expect("config");
+    env.sw(&busy, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    add(&env, &busy, "long", "@sleep 9\n@write long.txt done");
+    let holder = spawn(&env, &busy, "w1", &[], &["run", "worker", "--until-idle"]);
+    wait_until(30, "the task claimed", || tasks(&env, &busy).iter().any(|t| t["status"] == "claimed"));
+    // Two agents in one process, both idle: their polls are shared, and neither may end the process.
+    let waiter = spawn(&env, &idle, "w2", &[], &["run", "worker", "--until-idle", "--agents", "2"]);
+    std::thread::sleep(Duration::from_secs(1));
+    daemon.borrow_mut().stop();
+    std::thread::sleep(Duration::from_secs(5));
+    daemon.borrow_mut().restart(&env);
+    let (h, w) = (finish(holder, 60, "the holder"), finish(waiter, 60, "the idle runner"));
+    assert_eq!(h.code, 0, "the holder ended on the outage:\n{}", h.stderr);
+    assert_eq!(w.code, 0, "the idle runner ended on the outage:\n{}", w.stderr);
+    let list = tasks(&env, &busy);
+    assert!(list.iter().all(|t| t["status"] == "done" && t["attempts"] == 0), "{list:?}");
+    landed_on_main(&env, &bare, &list);
+}
+
 /// A fleet (two runners, two clones) over smart HTTP, lighttpd in front of `git http-backend` stopped for 5 s and
 /// started again: no runner exits, nothing is redone.
 #[test]

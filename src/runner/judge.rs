@@ -230,7 +230,7 @@ fn judge_once(
     let wt = r.worktree();
     let common = r.common_dir();
     let branch = format!("refs/heads/{}", config.target);
-    let tip = r.swarm.fetch_branch(&branch)?;
+    let tip = r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(&branch))?;
     let cwd = match tip {
         Some(t) => {
             git::add_worktree(&common, &wt, t)?;

@@ -361,9 +361,11 @@ impl Runner<'_> {
                 }
                 None => sleep_unless(&self.stop, nap),
             }
+            // Through an outage, as every read of a runner (an idle agent's poll met one and ended its runner).
+            let poll = || self.swarm.riding_out(&self.retry, || self.swarm.tip());
             let tip = match &self.desk {
-                Some(desk) => desk.poll_tip(nap, || self.swarm.tip())?,
-                None => self.swarm.tip()?,
+                Some(desk) => desk.poll_tip(nap, poll)?,
+                None => poll()?,
             };
             if tip != Some(seen) {
                 *backoff = MIN_POLL;

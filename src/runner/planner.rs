@@ -464,7 +464,7 @@ fn run_round_agent(
     let wt = r.worktree();
     let common = r.common_dir();
     let branch = format!("refs/heads/{}", config.target);
-    let cwd = match r.swarm.fetch_branch(&branch)? {
+    let cwd = match r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(&branch))? {
         Some(tip) => {
             git::add_worktree(&common, &wt, tip)?;
             wt.clone()

@@ -152,14 +152,18 @@ impl Retry {
     }
 }
 
+/// How many of the ref's newest ops [`share_window`] judges a share by: few enough that a writer that has stopped
+/// (a planner's burst of `add`s a minute ago) no longer counts, so that one writer left alone never waits.
+const SHARE_WINDOW: usize = 32;
+
 /// The longest pause of agent `me` before its first attempt, from the ref's newest ops (`(time in ms, the agent
-/// that published it)`, newest first): with `c` writers among the `n` ops of the minute before the newest, and `m`
-/// of them `me`'s, `m·c/n − 1` times the mean interval between those updates (at most `c − 1` of them) when `me`
+/// that published it)`, newest first): with `c` writers among the `n` ops of the newest [`SHARE_WINDOW`] within the
+/// minute before the newest, and `m` of them `me`'s, `m·c/n − 1` times the mean interval between those updates (at most `c − 1` of them) when `me`
 /// has more than its share `n/c`; nothing when it has not, when one writer is alone, or when the minute holds
 /// fewer than two ops a writer (too little to judge a share by).
 pub(crate) fn share_window(ops: &[(u64, &str)], me: &str) -> Duration {
     let since = ops.first().map_or(0, |o| o.0.saturating_sub(60_000));
-    let recent: Vec<&(u64, &str)> = ops.iter().filter(|o| o.0 >= since).collect();
+    let recent: Vec<&(u64, &str)> = ops.iter().take(SHARE_WINDOW).filter(|o| o.0 >= since).collect();
     let writers: std::collections::BTreeSet<&str> = recent.iter().map(|o| o.1).collect();
     let (n, c) = (recent.len(), writers.len());
     if c < 2 || n < 2 * c {
@@ -1017,13 +1021,20 @@ mod tests {
         let mut old = ops.clone();
         old.extend((0..100u64).map(|i| (30_000 - i * 10, "a")));
         assert_eq!(share_window(&old, "a"), share_window(&ops, "a"));
-        // A writer that took 113 of 128 ops beside 15 others with one each: 113·16/128 − 1 = 13.125 intervals, of
-        // (100,000 − 97,860) / 127 ms; never more than c − 1 = 15.
-        let mut hog: Vec<(u64, &str)> = (0..113u64).map(|i| (100_000 - i * 10, "h")).collect();
+        // A writer that took 17 of the newest 32 ops beside 15 others with one each: 17·16/32 − 1 = 7.5 intervals
+        // of 10 ms; older ops, however many of them its own, do not count.
         let names: Vec<String> = (0..15).map(|i| format!("o{i}")).collect();
-        hog.extend(names.iter().enumerate().map(|(i, o)| (98_000 - i as u64 * 10, o.as_str())));
-        let w = share_window(&hog, "h").as_secs_f64();
-        assert!((w - 13.125 * 2.140 / 127.0).abs() < 1e-6, "{w}");
+        let mut hog: Vec<(u64, &str)> = (0..32u64)
+            .map(|i| (100_000 - i * 10, if i % 2 == 0 || i == 31 { "h" } else { names[(i as usize - 1) / 2].as_str() }))
+            .collect();
+        let w = share_window(&hog, "h");
+        hog.extend((0..500u64).map(|i| (99_000 - i, "h")));
+        assert_eq!(share_window(&hog, "h"), w);
+        assert!((w.as_secs_f64() - 0.075).abs() < 1e-9, "{w:?}");
+        // A planner's burst of adds before one worker went on alone: the worker does not wait for it.
+        let mut after_burst: Vec<(u64, &str)> = (0..40u64).map(|i| (100_000 - i * 50, "worker")).collect();
+        after_burst.extend((0..200u64).map(|i| (98_000 - i, "planner")));
+        assert_eq!(share_window(&after_burst, "worker"), Duration::ZERO);
         // A runner's desk publishing for its agents in turn: no agent of it is above its share.
         let desk: Vec<(u64, &str)> =
             (0..64u64).map(|i| (100_000 - i * 100, ["p-1", "p-2", "p-3", "p-4"][i as usize % 4])).collect();
