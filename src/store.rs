@@ -1366,7 +1366,7 @@ pub type AlsoOp = (String, Option<String>, Option<u64>, Option<String>);
 
 impl LogEntry {
     /// Who published the op: its writer when the commit names one (a runner's desk), else its agent.
-    pub fn publisher(&self) -> Option<&str> {
+    pub(crate) fn publisher(&self) -> Option<&str> {
         self.writer.as_deref().or(self.agent.as_deref())
     }
 

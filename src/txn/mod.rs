@@ -157,10 +157,10 @@ impl Retry {
 const SHARE_WINDOW: usize = 32;
 
 /// The longest pause of agent `me` before its first attempt, from the ref's newest ops (`(time in ms, the agent
-/// that published it)`, newest first): with `c` writers among the `n` ops of the newest [`SHARE_WINDOW`] within the
-/// minute before the newest, and `m` of them `me`'s, `m·c/n − 1` times the mean interval between those updates (at most `c − 1` of them) when `me`
-/// has more than its share `n/c`; nothing when it has not, when one writer is alone, or when the minute holds
-/// fewer than two ops a writer (too little to judge a share by).
+/// that published it)`, newest first): with `c` writers among the `n` ops of the newest [`SHARE_WINDOW`] within
+/// the minute before the newest, and `m` of them `me`'s, `m·c/n − 1` times the mean interval between those updates
+/// (at most `c − 1` of them) when `me` has more than its share `n/c`; nothing when it has not, when one writer is
+/// alone, or when they hold fewer than two ops a writer (too little to judge a share by).
 pub(crate) fn share_window(ops: &[(u64, &str)], me: &str) -> Duration {
     let since = ops.first().map_or(0, |o| o.0.saturating_sub(60_000));
     let recent: Vec<&(u64, &str)> = ops.iter().take(SHARE_WINDOW).filter(|o| o.0 >= since).collect();
@@ -822,7 +822,7 @@ impl Swarm {
     /// 22 s for a claim); the ref's history says who took how many of the last minute's updates, so the writers
     /// above their share stand back, in proportion, and nobody else pays. No server, no clock of this machine.
     pub(crate) fn share_pause(&self, tip: ObjectId, me: &str, max: Duration) -> Duration {
-        let Ok(ops) = self.store().log(tip, CONTENDERS_WINDOW) else { return Duration::ZERO };
+        let Ok(ops) = self.store().log(tip, SHARE_WINDOW) else { return Duration::ZERO };
         let ops: Vec<(u64, &str)> = ops.iter().map(|e| (e.time.0, e.publisher().unwrap_or_default())).collect();
         let ceiling = share_window(&ops, me).min(max / 4);
         Duration::from_micros(fastrand::u64(0..=ceiling.as_micros() as u64))
