@@ -74,12 +74,7 @@ impl Gitolite {
 
     /// A clone of `app` as `who` (its ssh command), which keeps using that identity.
     fn clone_as(&self, env: &Env, ssh: &str, name: &str) -> PathBuf {
-        let dir = env.path(name);
-        let set = format!("core.sshCommand={ssh}");
-        let o = env.git_out(env.root.path(), &["-c", &set, "clone", "-q", &self.url(), dir.to_str().expect("utf-8")]);
-        assert_eq!(o.code, 0, "git clone over ssh: {}\nsshd: {}", o.stderr, self.sshd.log());
-        env.git(&dir, &["config", "core.sshCommand", ssh]);
-        dir
+        self.sshd.clone_with(env, &self.url(), ssh, name)
     }
 }
 

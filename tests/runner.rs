@@ -419,16 +419,7 @@ fn a_fleet_rides_out_a_five_second_outage_of_sshd() {
     let bare = env.bare_remote("origin");
     let server = std::cell::RefCell::new(common::sshd::Sshd::start(&env, &program, &env.path("sshd")));
     let (url, ssh) = (server.borrow().url(&bare), server.borrow().ssh_command());
-    let clones: Vec<PathBuf> = (0..2)
-        .map(|i| {
-            let dir = env.path(&format!("s{i}"));
-            let set = format!("core.sshCommand={ssh}");
-            let o = env.git_out(env.root.path(), &["-c", &set, "clone", "-q", &url, dir.to_str().expect("utf-8")]);
-            assert_eq!(o.code, 0, "git clone over ssh: {}\nsshd: {}", o.stderr, server.borrow().log());
-            env.git(&dir, &["config", "core.sshCommand", &ssh]);
-            dir
-        })
-        .collect();
+    let clones: Vec<PathBuf> = (0..2).map(|i| server.borrow().clone_with(&env, &url, &ssh, &format!("s{i}"))).collect();
     fleet_rides_out_an_outage(
         &env,
         &bare,

@@ -117,6 +117,17 @@ impl Sshd {
         std::fs::write(self.dir.join("authorized_keys"), lines).expect("authorized_keys");
     }
 
+    /// Clone `url` into the test's folder `name` logging in with `ssh` (an [`Sshd::ssh_command`]), which the clone
+    /// keeps as its `core.sshCommand`.
+    pub fn clone_with(&self, env: &Env, url: &str, ssh: &str, name: &str) -> PathBuf {
+        let dir = env.path(name);
+        let set = format!("core.sshCommand={ssh}");
+        let o = env.git_out(env.root.path(), &["-c", &set, "clone", "-q", url, dir.to_str().expect("utf-8")]);
+        assert_eq!(o.code, 0, "git clone over ssh: {}\nsshd: {}", o.stderr, self.log());
+        env.git(&dir, &["config", "core.sshCommand", ssh]);
+        dir
+    }
+
     /// The user every login is.
     pub fn user(&self) -> &str {
         &self.user
