@@ -385,6 +385,51 @@ fn an_idle_runner_rides_out_a_five_second_outage_while_it_waits() {
     landed_on_main(&env, &bare, &list);
 }
 
+/// An idle runner wakes for work, not for every update of the ref. Ten updates that leave it nothing to claim
+/// (tasks that wait for one a person holds) cost it no claim and no read of the board: at the end of a drain,
+/// 1,000 idle agents over 64 processes woke at every update, claimed nothing and read the board again, some 70
+/// fetches a second that starved the landings still in flight (`bench/internet.py`). A task it can take still
+/// wakes it, and it lands it.
+#[test]
+fn an_idle_runner_wakes_for_work_not_for_every_update_of_the_ref() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let daemon = Daemon::start(&env, env.root.path());
+    let url = daemon.url("origin.git");
+    let (hand, idle) = (env.clone(&url, "hand"), env.clone(&url, "idle"));
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, format!("[roles.worker]\nexec = {:?}\n", agent_exec())).expect("config");
+    env.sw(&hand, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let held = add(&env, &hand, "held by a person", "@write held.txt x");
+    env.sw(&hand, &["claim", &held, "--agent", "person"]).ok();
+    let profile = env.path("profile.jsonl");
+    let profile_s = profile.to_str().expect("utf-8");
+    let child = spawn(&env, &idle, "w", &[("GIT_SWARM_PROFILE", profile_s)], &["run", "worker", "--agents", "2"]);
+    std::thread::sleep(Duration::from_secs(2));
+    for i in 0..10 {
+        env.sw(&hand, &["add", &format!("after the held one {i}"), "--after", &held]).ok();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let free = add(&env, &hand, "free", "@write free.txt y");
+    wait_until(40, "the free task landed", || {
+        env.sw(&hand, &["show", &free, "--json"]).ok().json()["status"] == "done"
+    });
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let o = finish(child, 30, "the idle runner");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let line = std::fs::read_to_string(&profile).expect("the runner's profile");
+    let p: Value = serde_json::from_str(line.lines().last().expect("a line")).expect("json");
+    // Its claims and reads of the board: the first claim of each agent and the read after it, then the free
+    // task's claim and landing — a handful. Woken by each of the ten updates, each agent claimed and read again:
+    // three or more fetches an update.
+    let fetches = p["fetch"]["n"].as_u64().expect("fetches counted");
+    assert!(fetches <= 16, "{fetches} fetches of the board by an idle runner over ten updates not for it:\n{p}");
+    let list = tasks(&env, &hand);
+    assert_eq!(by_title(&list)["free"]["status"], "done");
+    landed_on_main(&env, &bare, &list);
+}
+
 /// A fleet (two runners, two clones) over smart HTTP, lighttpd in front of `git http-backend` stopped for 5 s and
 /// started again: no runner exits, nothing is redone.
 #[test]

@@ -40,6 +40,8 @@ pub struct Desk {
     pub figures: Mutex<Figures>,
     /// The state ref's tip as an agent of this process last fetched it, and when ([`Desk::poll_tip`]).
     polled: Mutex<Option<(Instant, Option<ObjectId>)>>,
+    /// The last state an idle agent of this process judged, and whether it held work ([`Desk::worth_waking`]).
+    judged: Mutex<Option<(ObjectId, bool)>>,
 }
 
 impl Desk {
@@ -61,6 +63,22 @@ impl Desk {
         let tip = fetch()?;
         *polled = Some((Instant::now(), tip));
         Ok(tip)
+    }
+}
+
+impl Desk {
+    /// Whether the state `tip` holds something for an idle agent of this process to do: `judge`'s answer, asked
+    /// once a state for all the agents of the process (they wait for it and share it), as the tip itself is.
+    pub(crate) fn worth_waking(&self, tip: ObjectId, judge: impl FnOnce() -> bool) -> bool {
+        let mut judged = lock(&self.judged);
+        match *judged {
+            Some((t, worth)) if t == tip => worth,
+            _ => {
+                let worth = judge();
+                *judged = Some((tip, worth));
+                worth
+            }
+        }
     }
 }
 
@@ -351,12 +369,32 @@ impl Desk {
             }
             std::mem::take(&mut q.waiting)
         };
-        let mut lead = Lead { desk: self, batch, mine: Arc::clone(&slot), results: Vec::new() };
-        let outcomes = publish(r, &lead.batch, &slot, own, &self.figures);
+        let mut lead = Lead { desk: self, batch: RefCell::new(batch), mine: Arc::clone(&slot), results: Vec::new() };
+        let outcomes = publish(r, self, &lead.batch, &slot, own);
         lead.results = outcomes.into_iter().map(Some).collect();
-        let mine = lead.batch.iter().position(|s| Arc::ptr_eq(s, &slot)).and_then(|i| lead.results[i].take());
+        let mine = lead.batch.borrow().iter().position(|s| Arc::ptr_eq(s, &slot)).and_then(|i| lead.results[i].take());
         drop(lead);
         mine.unwrap_or(Outcome::Alone)
+    }
+
+    /// Before each attempt of a batch: the requests that arrived since it was gathered join it (appended, so that
+    /// the slots already in it keep their places) — every idle claim, and each landing to `target` when the batch
+    /// lands code (`None`: a batch of claims alone, which a landing cannot join). On a crowded ref a batch may race
+    /// for minutes; what its agents finish meanwhile goes with it rather than waiting for the next, so that the
+    /// landings an update carries grow with the wait and the ref's few updates carry the fleet's work.
+    fn absorb(&self, batch: &RefCell<Vec<Arc<Slot>>>, target: Option<&str>) {
+        let mut q = lock(&self.queue);
+        if q.waiting.is_empty() {
+            return;
+        }
+        let joins = |s: &Arc<Slot>| match (&s.what, target) {
+            (What::Claim(_), _) => true,
+            (What::Land(spec), Some(t)) => spec.branch == t,
+            (What::Land(_), None) => false,
+        };
+        let (join, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut q.waiting).into_iter().partition(joins);
+        q.waiting = stay;
+        batch.borrow_mut().extend(join);
     }
 }
 
@@ -364,7 +402,8 @@ impl Desk {
 /// [`Outcome::Alone`] when it has none — and the lead passes to the first agent that arrived meanwhile.
 struct Lead<'d> {
     desk: &'d Desk,
-    batch: Vec<Arc<Slot>>,
+    /// Grows while it is published ([`Desk::absorb`]).
+    batch: RefCell<Vec<Arc<Slot>>>,
     /// The leader's own request (answered by its return).
     mine: Arc<Slot>,
     results: Vec<Option<Outcome>>,
@@ -372,7 +411,7 @@ struct Lead<'d> {
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        for (i, slot) in self.batch.iter().enumerate() {
+        for (i, slot) in self.batch.borrow().iter().enumerate() {
             if !Arc::ptr_eq(slot, &self.mine) {
                 let o = self.results.get_mut(i).and_then(Option::take).unwrap_or(Outcome::Alone);
                 slot.send(ToAgent::Result(o));
@@ -422,15 +461,16 @@ type Prepared = Vec<(usize, ObjectId, Option<Usage>)>;
 type Published = (Vec<(usize, ObjectId, Option<Task>)>, Vec<(usize, Result<Claimed, DomainError>)>);
 
 /// Publish one batch: every landing of `batch` (rebased one after another onto the target's newest tip) and every
-/// claim, in one atomic update; the outcome of each slot, in order.
+/// claim, in one atomic update; the outcome of each slot, in order. Requests that arrive while it races join it
+/// ([`Desk::absorb`]). A batch that loses races for longer than the runner's ops may ([`Runner::ride_out`]) goes
+/// again as a batch: broken up into one op an agent, it would only crowd the ref more.
 fn publish(
     r: &Runner<'_>,
-    batch: &[Arc<Slot>],
+    desk: &Desk,
+    batch: &RefCell<Vec<Arc<Slot>>>,
     mine: &Arc<Slot>,
     mut own: Option<&mut Own<'_>>,
-    figures: &Mutex<Figures>,
 ) -> Vec<Outcome> {
-    let n = batch.len();
     // The leader's own lease, kept while it waits on the others' preparations (checks may run there).
     let keep_mine: Option<&dyn Fn() -> bool> = own.as_deref().map(|o| o.keep);
     let keep = || {
@@ -438,43 +478,62 @@ fn publish(
             let _ = k();
         }
     };
-    let mut out: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
-    let claims: Vec<usize> = (0..n).filter(|&i| matches!(batch[i].what, What::Claim(_))).collect();
+    let mut out: Vec<Option<Outcome>> = Vec::new();
+    // Rounds of the batch that ran out of time on a crowded ref; a few, then each agent meets it on its own.
+    let mut crowded = 0;
     loop {
-        let lands: Vec<usize> =
-            (0..n).filter(|&i| matches!(batch[i].what, What::Land(_)) && out[i].is_none()).collect();
-        if lands.is_empty() && claims.is_empty() {
-            break;
-        }
+        out.resize_with(batch.borrow().len(), || None);
+        let (lands, claims_only) = {
+            let b = batch.borrow();
+            let lands: Vec<usize> =
+                (0..b.len()).filter(|&i| matches!(b[i].what, What::Land(_)) && out[i].is_none()).collect();
+            let claims = b.iter().any(|s| matches!(s.what, What::Claim(_)));
+            if lands.is_empty() && !claims {
+                break;
+            }
+            let claims_only = lands.is_empty();
+            (lands, claims_only)
+        };
         // The landings the batch still carries, as the last `prepare` made them: `txn` holds the prepare and the
         // state op at once (it calls them in turn on each try), so what the one makes the other reads through this.
         let prepared: RefCell<Prepared> = RefCell::default();
         // The landing whose `done` the batch's board refused.
         let mut failed_at = None;
         let mut state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
-            batch_change(r, batch, &claims, &prepared.borrow(), snap, now).map_err(|(i, e)| {
+            if claims_only {
+                desk.absorb(batch, None);
+            }
+            let b = batch.borrow();
+            let claims: Vec<usize> = (0..b.len()).filter(|&i| matches!(b[i].what, What::Claim(_))).collect();
+            batch_change(r, &b, &claims, &prepared.borrow(), snap, now).map_err(|(i, e)| {
                 failed_at = Some(i);
                 e
             })
         };
-        let res = if lands.is_empty() {
+        let res = if claims_only {
             r.swarm.transact(&r.retry, &r.who, r.clock, &mut state_op).map(Ok)
         } else {
             // Every landing of a batch goes to one branch: one that names another (the target changed while the
             // work went on) lands alone.
-            let target = match &batch[lands[0]].what {
+            let target = match &batch.borrow()[lands[0]].what {
                 What::Land(spec) => spec.branch.clone(),
                 What::Claim(_) => String::new(),
             };
             for &i in &lands {
-                if matches!(&batch[i].what, What::Land(s) if s.branch != target) {
+                if matches!(&batch.borrow()[i].what, What::Land(s) if s.branch != target) {
                     out[i] = Some(Outcome::Alone);
                 }
             }
             // The commit the batch lands as, as last prepared.
             let mut built = None;
             let mut prepare = |tip: ObjectId| -> Result<ObjectId, ()> {
-                let p = prepare_batch(r, batch, mine, own.as_deref_mut(), &keep, &target, &lands, &mut out, tip);
+                desk.absorb(batch, Some(&target));
+                let b = batch.borrow();
+                out.resize_with(b.len(), || None);
+                let lands: Vec<usize> = (0..b.len())
+                    .filter(|&i| matches!(&b[i].what, What::Land(s) if s.branch == target) && out[i].is_none())
+                    .collect();
+                let p = prepare_batch(r, &b, mine, own.as_deref_mut(), &keep, &target, &lands, &mut out, tip);
                 built = p.last().map(|&(_, code, _)| code);
                 *prepared.borrow_mut() = p;
                 built.ok_or(())
@@ -487,10 +546,11 @@ fn publish(
             }
             res
         };
+        out.resize_with(batch.borrow().len(), || None);
         match res {
             Ok(Ok(c)) => {
                 let (landed, claimed) = c.value;
-                if let Ok(mut f) = figures.lock() {
+                if let Ok(mut f) = desk.figures.lock() {
                     f.batches += u64::from(c.commit.is_some());
                     f.landings += landed.len() as u64;
                     f.claims += claimed.iter().filter(|(_, v)| matches!(v, Ok(Claimed::Task(Some(_))))).count() as u64;
@@ -511,6 +571,12 @@ fn publish(
                 Some(i) => out[i] = Some(Outcome::Lost(e)),
                 None => break,
             },
+            // A crowded ref: the batch goes again, as a batch (the leader's lease kept first; the others keep
+            // theirs while they wait).
+            Err(TxnError::Contention { .. }) if crowded < 3 && !r.stopping() => {
+                crowded += 1;
+                keep();
+            }
             // Whatever else went wrong (the remote away, a refusal), each agent meets it on its own.
             Err(_) => break,
         }
@@ -662,5 +728,68 @@ impl Publisher for Desk {
             (Outcome::Out, Some(a)) => Landed::Aborted(a),
             (Outcome::Alone | Outcome::Claimed(_), _) => Alone.publish(landing, rec),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(agent: &str, what: What) -> Arc<Slot> {
+        Arc::new(Slot { agent: agent.into(), what, mail: Mutex::default(), cv: Condvar::new() })
+    }
+
+    fn claim(agent: &str) -> Arc<Slot> {
+        let spec = ClaimSpec { looked_up: BTreeMap::new(), cycle_budget: Limit::default(), window: Duration::ZERO };
+        slot(agent, What::Claim(spec))
+    }
+
+    fn land(agent: &str, branch: &str) -> Arc<Slot> {
+        let spec = LandSpec {
+            branch: branch.into(),
+            id: format!("t-{agent}"),
+            epoch: 1,
+            note: None,
+            claim_next: true,
+            lease: Duration::from_secs(60),
+            cycle_budget: Limit::default(),
+            window: Duration::ZERO,
+            base: ObjectId::null(gix::hash::Kind::Sha1),
+            head: ObjectId::null(gix::hash::Kind::Sha1),
+            stamped: true,
+            here: true,
+            who: crate::store::Identity { name: "a".into(), email: "a@example.com".into() },
+            usage: None,
+        };
+        slot(agent, What::Land(Box::new(spec)))
+    }
+
+    fn agents(batch: &RefCell<Vec<Arc<Slot>>>) -> Vec<String> {
+        batch.borrow().iter().map(|s| s.agent.clone()).collect()
+    }
+
+    #[test]
+    fn requests_that_arrive_while_a_batch_races_join_it_when_they_can() {
+        let desk = Desk::default();
+        let main = "refs/heads/main";
+        // A landing batch to main: idle claims and landings to main join, in the order they came, after the slots
+        // already in it; a landing to another branch waits for a batch of its own.
+        let batch = RefCell::new(vec![land("a", main)]);
+        lock(&desk.queue).waiting = vec![claim("b"), land("c", "refs/heads/other"), land("d", main)];
+        desk.absorb(&batch, Some(main));
+        assert_eq!(agents(&batch), ["a", "b", "d"]);
+        let left: Vec<String> = lock(&desk.queue).waiting.iter().map(|s| s.agent.clone()).collect();
+        assert_eq!(left, ["c"]);
+        // A batch of claims alone: a claim joins it, no landing does.
+        let claims = RefCell::new(vec![claim("e")]);
+        lock(&desk.queue).waiting.push(claim("f"));
+        desk.absorb(&claims, None);
+        assert_eq!(agents(&claims), ["e", "f"]);
+        let left: Vec<String> = lock(&desk.queue).waiting.iter().map(|s| s.agent.clone()).collect();
+        assert_eq!(left, ["c"]);
+        // Nothing waiting: nothing changes.
+        lock(&desk.queue).waiting.clear();
+        desk.absorb(&batch, Some(main));
+        assert_eq!(agents(&batch), ["a", "b", "d"]);
     }
 }

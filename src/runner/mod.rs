@@ -301,8 +301,18 @@ impl Runner<'_> {
 
     /// The remote may be away for a while: this runner's ops (and reads, and pushes aside) ride it out for a third
     /// of the lease, so that its claims outlive the outage ([`crate::txn::Retry::outage`]).
+    ///
+    /// And the ref may be crowded for a while: a runner's op keeps racing for as long as a sixth of the lease
+    /// (at least the 5 minutes of a hand-run op), however many races it loses, with pauses up to a twelfth of it.
+    /// A runner that gave up on a crowded ref made things worse: its batch of landings broke up into one op an
+    /// agent, more writers on the ref than before (64 processes of 1,000 agents, each winning one update in 64,
+    /// lose 200 races in a row often enough). A sixth of the lease is safe for the claims a landing carries: a
+    /// holder renews with a third left, and the agents of a desk keep theirs while they wait.
     pub(crate) fn ride_out(&mut self, config: &crate::model::Config) {
         self.retry.outage = config.lease / 3;
+        self.retry.max_attempts = u32::MAX;
+        self.retry.max_elapsed = self.retry.max_elapsed.max(config.lease / 6);
+        self.retry.max_pause = self.retry.max_pause.max(config.lease / 12);
     }
 
     /// Say so when this runner's ops waited out an outage of the remote since it last looked.
@@ -321,6 +331,14 @@ impl Runner<'_> {
         Ok(self.swarm.riding_out(&self.retry, || self.swarm.read(full))?)
     }
 
+    /// The newest state with its settings and none of its tasks (a read of `swarm.toml`, not of the board): what
+    /// a runner needs to start. 1,000 agents starting at once over 64 processes each read a 2,000-task board
+    /// twice before their first claim, about 50 s of this machine's two cores (`bench/internet.py`).
+    pub(crate) fn read_settings(&self) -> Result<Snapshot, RunError> {
+        let settings = || self.swarm.read_for(crate::txn::Reads::Tasks(&[]), self.clock);
+        Ok(self.swarm.riding_out(&self.retry, settings)?)
+    }
+
     /// The judge's last verdict, when it is `stop`.
     pub(crate) fn stopped_at(&self, snap: &Snapshot) -> Option<u64> {
         match last_cycle(self.swarm.store(), snap.commit) {
@@ -336,6 +354,22 @@ impl Runner<'_> {
         seen: ObjectId,
         max: Duration,
         backoff: &mut Duration,
+    ) -> Result<(), RunError> {
+        self.wait_for_work(seen, max, backoff, None)
+    }
+
+    /// [`Runner::wait_for_change`], but a move of the ref wakes the runner only when `wake` finds something for it
+    /// to do on the new state (read from the objects the poll brought; once a process for all its agents,
+    /// [`desk::Desk::worth_waking`]); other moves count as no change, and the poll's backoff keeps growing. At
+    /// the end of a drain, 1,000 idle agents over 64 processes woke at every update of a busy ref, claimed nothing
+    /// and read the board again: some 70 fetches a second, which starved the landings still in flight of CPU
+    /// (`bench/internet.py`).
+    pub(crate) fn wait_for_work(
+        &self,
+        mut seen: ObjectId,
+        max: Duration,
+        backoff: &mut Duration,
+        wake: Option<&dyn Fn(&Snapshot) -> bool>,
     ) -> Result<(), RunError> {
         let started = Instant::now();
         let watch_dir = match self.swarm.remote.reach() {
@@ -367,13 +401,27 @@ impl Runner<'_> {
                 Some(desk) => desk.poll_tip(nap, poll)?,
                 None => poll()?,
             };
-            if tip != Some(seen) {
-                *backoff = MIN_POLL;
-                return Ok(());
+            match (tip, wake) {
+                (Some(t), _) if t == seen => {}
+                (Some(t), Some(wake)) if !self.worth_waking(t, wake) => seen = t,
+                _ => {
+                    *backoff = MIN_POLL;
+                    return Ok(());
+                }
             }
             if rx.is_none() {
                 *backoff = (*backoff * 3 / 2).min(MAX_POLL);
             }
+        }
+    }
+
+    /// Is there something for this runner to do on the state `tip` ([`Runner::wait_for_work`])? A state that
+    /// cannot be read wakes it (its own read then says what is wrong).
+    fn worth_waking(&self, tip: ObjectId, wake: &dyn Fn(&Snapshot) -> bool) -> bool {
+        let judge = || self.swarm.store().read(tip, false).map_or(true, |snap| wake(&snap));
+        match &self.desk {
+            Some(desk) => desk.worth_waking(tip, judge),
+            None => judge(),
         }
     }
 

@@ -72,9 +72,9 @@ pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerSt
 }
 
 fn run_loop(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
-    guard_checked_out_target(r)?;
     // A missing agent or broken settings are found before anything is claimed.
-    let snap = r.read(false)?;
+    let snap = r.read_settings()?;
+    guard_checked_out_target(r, &snap.board.config.target)?;
     r.check_trust(&snap, Role::Worker)?;
     let config = snap.board.config;
     r.ride_out(&config);
@@ -217,7 +217,19 @@ fn claim_next_task(
                 return Ok(Next::End(RunEnd::Idle));
             }
             r.emit(Event::Waiting { why: "no ready work task".into() });
-            r.wait_for_change(snap.commit, Duration::from_secs(30), backoff)?;
+            // Woken by a state with something to claim or sweep, a stop of the judge, or (until idle) nothing left.
+            let store = r.swarm.store();
+            let wake = |snap: &Snapshot| {
+                let now = (r.clock)();
+                let actor = ops::Actor { agent: r.agent.clone(), now };
+                judge_stopped(store, snap)
+                    || (mode == Mode::UntilIdle && ops::claim::idle(&snap.board, now))
+                    || !matches!(
+                        ops::claim::next_work(&snap.board, &actor, None, looked_up, &cycle_budget),
+                        Err(DomainError::NothingReady { .. })
+                    )
+            };
+            r.wait_for_work(snap.commit, Duration::from_secs(30), backoff, Some(&wake))?;
             Ok(Next::Again)
         }
         Err(e) => Err(e.into()),
@@ -226,8 +238,7 @@ fn claim_next_task(
 
 /// With the repository itself as the remote, landing moves the target branch in this repository: refuse when it is
 /// checked out in a work tree, whose files would silently fall behind (git refuses such a push for the same reason).
-fn guard_checked_out_target(r: &mut Runner<'_>) -> Result<(), RunError> {
-    let target = r.read(false)?.board.config.target;
+fn guard_checked_out_target(r: &mut Runner<'_>, target: &str) -> Result<(), RunError> {
     let branch = format!("refs/heads/{target}");
     // A non-bare repository on a local path, written in-process: its own checkout must not be on the target.
     if let Reach::Path(store) = r.swarm.remote.reach() {

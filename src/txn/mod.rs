@@ -127,17 +127,25 @@ impl Retry {
     }
 
     /// The longest pause of an op after `race.lost + 1` lost races in a row: [`Retry::backoff`]'s, and at least
-    /// a window sized by the contention. With `c` writers racing and one winner a round trip, a loser that draws
-    /// its pause from `c` round trips leaves about one attempt a round trip, so that the ref's updates go to
-    /// winners rather than to collisions however many processes race (ALOHA's stable rate); the exponential
-    /// backoff alone stops at about 2 s whatever the crowd. A loser that has lost more draws from a shorter window
-    /// (`c / (1 + n/2)` round trips): the longer an op has waited, the likelier its next attempt is the one alone
-    /// in its round trip — some precedence for long waiters, with no server to queue them. Never more than
-    /// `max_pause`.
+    /// a window sized by the contention. A compare-and-swap race is not a radio collision: of the attempts that
+    /// read one tip, the first to arrive wins, so the ref moves once a round trip `T` as long as some attempt
+    /// starts soon after each update. With attempts starting at a rate `λ` in all, an update comes every
+    /// `T + 1/λ` and costs `λ·T + 1` pushes: `k = λ·T` buys `k/(k+1)` of the ref's rate for `k` lost pushes an
+    /// update. With `c` writers racing, a loser that draws its pause from `c` round trips gives `k ≈ 2` (two
+    /// thirds of the rate, three pushes an update) however many processes race; the exponential backoff alone
+    /// stops at a few seconds whatever the crowd, and 64 writers then make a dozen pushes an update.
+    ///
+    /// A loser that has lost more draws from a shorter window, down to half of it (`c·(1 + 1/(1+n))/2` round
+    /// trips): some precedence for long waiters while others are fresh, and `k ≈ 4` (four fifths of the rate, five
+    /// pushes an update) when every writer is a long waiter. It never shrinks further: a window that kept
+    /// shrinking with the losses (`c/(1 + n/2)`, before) made every writer of a crowd a long waiter that attempts
+    /// every few round trips, and 1,000 agents over 64 processes collapsed to 12.6 pushes an update and a landing
+    /// or two a minute (docs/performance.md). Never more than `max_pause`.
     pub(crate) fn ceiling(&self, race: &Race) -> Duration {
         let exponential = self.backoff_ceiling(race.lost, race.unit);
         let unit = race.unit.clamp(self.base, Duration::from_secs(5));
-        let fair = unit.saturating_mul(race.contenders.max(1)).mul_f64(2.0 / (2.0 + f64::from(race.lost)));
+        let precedence = (1.0 + 1.0 / (1.0 + f64::from(race.lost))) / 2.0;
+        let fair = unit.saturating_mul(race.contenders.max(1)).mul_f64(precedence);
         exponential.max(fair).min(self.max_pause)
     }
 
@@ -983,14 +991,18 @@ mod tests {
         // 8 writers leave the exponential's.
         assert_eq!(r.ceiling(&race(0, 64)), unit * 64);
         assert_eq!(r.ceiling(&race(0, 8)), r.backoff_ceiling(0, unit).max(unit * 8));
-        // The longer an op has lost, the shorter its window (never below the exponential's): precedence.
-        let windows: Vec<Duration> = (0..12).map(|n| r.ceiling(&race(n, 64))).collect();
-        for n in 1..12 {
+        // The longer an op has lost, the shorter its window (never below the exponential's): precedence…
+        let windows: Vec<Duration> = (0..200).map(|n| r.ceiling(&race(n, 64))).collect();
+        for n in 1..200 {
             let exponential = r.backoff_ceiling(n as u32, unit);
             assert!(windows[n] >= exponential, "{windows:?}");
             assert!(windows[n] <= windows[n - 1] || windows[n] == exponential, "{windows:?}");
         }
-        assert!(windows[11] <= windows[0] / 2, "{windows:?}");
+        assert_eq!(windows[1], unit * 48);
+        // …but never below half the crowd's window, however long it has lost: when every writer of a crowd is a
+        // long waiter, their attempts stay at about four a round trip (the collapse at 1,000 agents was here).
+        assert!(windows.iter().all(|w| *w >= unit * 32), "{windows:?}");
+        assert!(windows[199] < unit * 33, "{windows:?}");
         // However many writers and however slow the remote: bounded.
         let huge = Race { lost: 0, unit: Duration::from_secs(60), contenders: u32::MAX };
         assert_eq!(r.ceiling(&huge), r.max_pause);
