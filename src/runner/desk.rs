@@ -64,9 +64,7 @@ impl Desk {
         *polled = Some((Instant::now(), tip));
         Ok(tip)
     }
-}
 
-impl Desk {
     /// Whether the state `tip` holds something for an idle agent of this process to do: `judge`'s answer, asked
     /// once a state for all the agents of the process (they wait for it and share it), as the tip itself is.
     pub(crate) fn worth_waking(&self, tip: ObjectId, judge: impl FnOnce() -> bool) -> bool {
