@@ -35,6 +35,9 @@ pub(crate) trait Sink: Send {
 pub(crate) struct Options {
     /// A process group of its own, so that an end reaches everything it started; else only the child is signalled.
     pub own_group: bool,
+    /// The child makes a session of its own first thing (`git-swarm __exec --setsid`): it must not be made a group
+    /// leader here (`setsid` refuses a group leader); its session's group has its pid all the same.
+    pub own_session: bool,
     /// Written to its stdin (from a thread, then closed); `None` leaves stdin as the command has it.
     pub stdin: Option<Vec<u8>>,
     pub stdout: Pipe,
@@ -56,6 +59,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             own_group: true,
+            own_session: false,
             stdin: None,
             stdout: Pipe::Keep(usize::MAX),
             stderr: Pipe::Keep(usize::MAX),
@@ -111,7 +115,7 @@ pub(crate) struct Running {
 impl Running {
     /// Start `cmd` as `opts` say: its group, its pipes and their readers, its stdin.
     pub(crate) fn spawn(cmd: &mut Command, opts: Options) -> std::io::Result<Running> {
-        if opts.own_group {
+        if opts.own_group && !opts.own_session {
             cmd.process_group(0);
         }
         if opts.stdin.is_some() {

@@ -52,3 +52,36 @@ pub fn local(dir: &Path) -> Command {
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd
 }
+
+/// The version of the `git` on `PATH` (`(major, minor)`), asked once per process; `None` when it cannot be told.
+pub(crate) fn version() -> Option<(u32, u32)> {
+    static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let out = base().arg("--version").output().ok()?;
+        parse_version(&String::from_utf8_lossy(&out.stdout))
+    })
+}
+
+/// `git version 2.47.3` (or `2.39.5.windows.1`, `2.40.0-rc1`) as `(2, 47)`.
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let v = text.trim().strip_prefix("git version ")?;
+    let mut parts = v.split(['.', '-', ' ']);
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// Does this machine's git have `merge-tree --merge-base` and `--attr-source` (2.40)? The runner's own rebase
+/// replays commit by commit with them; an older git merges a conflicting work in one piece.
+pub(crate) fn has_merge_base() -> bool {
+    version().is_some_and(|v| v >= (2, 40))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn versions_read_as_git_prints_them() {
+        assert_eq!(super::parse_version("git version 2.47.3\n"), Some((2, 47)));
+        assert_eq!(super::parse_version("git version 2.39.5.windows.1"), Some((2, 39)));
+        assert_eq!(super::parse_version("git version 2.40.0-rc1"), Some((2, 40)));
+        assert_eq!(super::parse_version("nope"), None);
+    }
+}

@@ -209,12 +209,32 @@ fn fetch_gix(
     prepared
         .receive(gix::progress::Discard, &interrupt)
         .map_err(|e| RemoteError::Fetch { remote: redact(url), message: gix_failed(url, &e) })?;
+    packs_readable(&repo.objects.store_ref().path().join("pack"));
     for ((_, mirror), tip) in refs.iter().zip(&tips) {
         if let Some(tip) = tip {
             local.set_mirror(mirror, *tip);
         }
     }
     Ok(tips)
+}
+
+/// The packs a fetch wrote, readable by everyone as git makes them (`0444`): gix leaves them private to their owner
+/// (`0600`), and the agents of a root runner, which run as nobody, read the clone's objects as their alternates.
+fn packs_readable(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.ends_with(".pack") || name.ends_with(".idx") || name.ends_with(".rev")) {
+            continue;
+        }
+        if let Ok(m) = e.metadata()
+            && m.is_file()
+            && m.permissions().mode() & 0o044 != 0o044
+        {
+            let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o444));
+        }
+    }
 }
 
 /// How long one `git` command against a remote may run: `GIT_SWARM_GIT_TIMEOUT` seconds, else 10 minutes (a large

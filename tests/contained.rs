@@ -81,7 +81,8 @@ say ssh-key "$(cat "$h/.ssh/id_ed25519" 2>&1 | head -c 80)"
 say git-config "$(cat "$h/.gitconfig" 2>&1 | grep -c ghp_inconfig)"
 say cred-store "$(cat "$h/.git-credentials" 2>&1 | grep -c ghp_credentialstore)"
 say token "${GITHUB_TOKEN:-none}/${AWS_SECRET_ACCESS_KEY:-none}/${SSH_AUTH_SOCK:-none}"
-common="$(git rev-parse --path-format=absolute --git-common-dir)"
+# The clone's own git directory (the agent's git directory is a copy of its own in the run folder).
+common="$CLONE/.git"
 say clone-config "$(cat "$common/config" 2>&1 | grep -c ghp_extraheader)/$(git config --get-regexp 'http\..*' 2>&1 | grep -c ghp_extraheader)"
 (echo '[filter "x"]' >> "$common/config") 2>/dev/null && say config written || say config refused
 (echo 'echo hooked >> /tmp/hooked' > "$common/hooks/post-checkout" && chmod +x "$common/hooks/post-checkout") 2>/dev/null && say hooks written || say hooks refused
@@ -130,13 +131,14 @@ fn a_hostile_agent_in_the_sandbox_finds_every_door_shut() {
     assert!(!door(&report, "ssh-key").contains("secret-key-bytes"), "{report}");
     assert_eq!(door(&report, "git-config"), "0", "{report}");
     assert_eq!(door(&report, "cred-store"), "0", "{report}");
-    // The copy of the clone's git directory keeps nothing of its config but the repository's format.
+    // The clone's git directory is out of sight; the agent's own git directory keeps nothing of the clone's config
+    // but the repository's format.
     assert_eq!(door(&report, "clone-config"), "0/0", "{report}");
     // The environment is an allow-list: no token, no cloud key, no ssh agent.
     assert_eq!(door(&report, "token"), "none/none/none", "{report}");
-    // The clone's git directory is a copy the run throws away (what the agent wrote in its config stays there), the
-    // cache out of sight, the user's checkout and the rest of the file system read-only.
-    for d in ["hooks", "cache", "outside", "checkout"] {
+    // The clone's git directory (config, hooks, the cache) out of sight, the user's checkout and the rest of the
+    // file system read-only.
+    for d in ["config", "hooks", "cache", "outside", "checkout"] {
         assert_eq!(door(&report, d), "refused", "{d}: {report}");
     }
     assert!(!w.c.join("user-file.txt").exists() && !w.env.home.join("outside.txt").exists());

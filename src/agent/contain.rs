@@ -8,8 +8,9 @@
 //!   runner's child instead of init's, so one that cleared its environment is found too — and reaped.
 //!
 //! A runner process that hosts several agents (`run worker --agents <n>`, [`set_shared`]) has the other agents'
-//! runs, checks and git commands among its children too: there the subreaper net takes only the children that left
-//! the session (a `setsid` daemon) or are still in the ended run's process group, never a sibling's work.
+//! runs, checks and git commands among its children too: there the subreaper net takes only the children still in
+//! the ended run's session or process group (each run's first process makes a session of its own,
+//! `agent::enter`), never a sibling's work; a daemon that left them is found by its mark.
 //!
 //! Linux (`/proc`, `prctl`); elsewhere both are no-ops. A cgroup would hold even a process that does both (clears
 //! its environment and outlives a killed runner); not done here.
@@ -105,13 +106,13 @@ pub(crate) fn start_of(pid: u32) -> Option<u64> {
 
 /// End what is left of the agent run marked `mark`, whose process group was `group`: every process with the mark,
 /// and — in a subreaper — every child of this process but those in `keep` (pids it still waits on itself); when the
-/// process hosts other agents ([`set_shared`]), only the children that left this session or are in `group`.
+/// process hosts other agents ([`set_shared`]), only the children in the session or group `group` (a run's first
+/// process makes a session of its own, `agent::enter`).
 /// Killed with SIGKILL, the children reaped. Returns how many were killed.
 pub(crate) fn end_run(mark: &str, keep: &[u32], group: i32, since: Option<u64>) -> usize {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let reaper = is_subreaper();
     let shared = SHARED.load(std::sync::atomic::Ordering::Relaxed);
-    let my_session = stat_of(me).map_or(0, |s| s[2] as i32);
     let mut killed = 0;
     // Twice: a daemon may fork in the moment between the scan and the kill.
     for _ in 0..2 {
@@ -123,7 +124,10 @@ pub(crate) fn end_run(mark: &str, keep: &[u32], group: i32, since: Option<u64>) 
                 // when a process starts).
                 let young = since.is_none_or(|t| p.start >= t);
                 let child = reaper && p.ppid == me;
-                let left_it = !shared || p.session != my_session || p.pgrp == group;
+                // With other agents in this process, a child is this run's when it is in the run's group or session
+                // (every run's first process makes a session of its own: `agent::enter`), or carries its mark; a
+                // sibling run's process — a zombie whose mark can no longer be read among them — is never taken.
+                let left_it = !shared || p.pgrp == group || p.session == group;
                 if !(young || child && left_it) {
                     return false;
                 }

@@ -8,6 +8,7 @@
 //! environment variables, never through the command line.
 
 pub mod contain;
+pub mod enter;
 pub mod files;
 pub mod http;
 pub mod preset;
@@ -304,7 +305,7 @@ pub(crate) fn could_not_start(out: &Outcome) -> bool {
     }
     let said = |p: &str| out.tail.iter().any(|l| l.contains(p));
     !said("Argument list too long")
-        && ["not found", "Permission denied", "cannot execute", "No such file or directory", "Is a directory"]
+        && ["not found", "Permission denied", "cannot execute", "No such file or directory", "Is a directory", "cannot start the agent"]
             .iter()
             .any(|p| said(p))
 }
@@ -346,6 +347,9 @@ pub struct Contain {
     pub sandbox: Option<(PathBuf, sandbox::Spec)>,
     /// The home the agent gets (a fresh one, in a sandbox).
     pub home: Option<PathBuf>,
+    /// The uid and gid the agent runs as when not the runner's (a root runner's sandboxed agent): the run folder
+    /// (the prompt's) is given to them before it starts.
+    pub owner: Option<(u32, u32)>,
 }
 
 /// A run's usage so far, shared with whoever watches the run.
@@ -433,11 +437,17 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
             usage: None,
         });
     }
+    // Into the run's fresh folder, where nothing can be yet: never through what an agent left at the path.
     if let Some(parent) = inv.prompt_file.parent() {
         let _ = std::fs::create_dir_all(parent);
     }
-    std::fs::write(&inv.prompt_file, inv.prompt)
-        .map_err(|e| AgentError::PromptFile { path: inv.prompt_file.display().to_string(), message: e.to_string() })?;
+    let prompt_error = |e: String| AgentError::PromptFile { path: inv.prompt_file.display().to_string(), message: e };
+    files::create(&inv.prompt_file, inv.prompt).map_err(|e| prompt_error(e.to_string()))?;
+    if let Some((uid, gid)) = inv.contain.as_ref().and_then(|c| c.owner)
+        && let Some(run) = inv.prompt_file.parent()
+    {
+        files::Dir::open(run).and_then(|d| d.chown_all(uid, gid)).map_err(|e| prompt_error(e.to_string()))?;
+    }
     match backend {
         Backend::Command { exec } => run_command(exec, inv, poll),
         Backend::Preset(p) => Err(AgentError::Spawn {
@@ -486,13 +496,44 @@ fn append(path: &Path, bytes: &[u8]) {
 fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool) -> Result<Outcome, AgentError> {
     let started = Instant::now();
     let sandboxed = inv.contain.as_ref().and_then(|c| c.sandbox.as_ref());
-    let mut cmd = match sandboxed {
+    // The agent starts in a session of its own, without the person's terminal, and dies with the runner
+    // ([`enter`]); in a sandbox as the uid it is to run as, after bubblewrap made its mounts. (Not `git-swarm`
+    // itself — a test of the library — it starts as `sh` in a process group of its own.)
+    let exe = sandbox::trampoline();
+    let shell: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), exec.into()];
+    let argv: Vec<std::ffi::OsString> = match sandboxed {
         Some((bwrap, spec)) => {
-            let mut c = Command::new(bwrap);
-            c.args(spec.args()).arg("--").arg("sh");
+            let mut a: Vec<std::ffi::OsString> = vec![bwrap.into()];
+            a.extend(spec.args());
+            a.push("--".into());
+            match (spec.user, &exe) {
+                (Some(user), Some(exe)) => {
+                    a.push(exe.clone().into());
+                    a.extend(enter::Enter { user: Some(user), argv: shell, ..Default::default() }.args());
+                }
+                (Some(_), None) => {
+                    return Err(AgentError::Spawn {
+                        exec: exec.to_string(),
+                        message: "this program cannot find its own binary to start the agent under another uid".into(),
+                    });
+                }
+                (None, _) => a.extend(shell),
+            }
+            a
+        }
+        None => shell,
+    };
+    let mut cmd = match &exe {
+        Some(exe) => {
+            let mut c = Command::new(exe);
+            c.args(enter::Enter { setsid: true, die_with_parent: true, argv, ..Default::default() }.args());
             c
         }
-        None => Command::new("sh"),
+        None => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
     };
     if let Some(c) = &inv.contain {
         // Not the runner's environment minus a deny-list: an allow-list (credentials stay with the runner).
@@ -503,9 +544,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
             cmd.env("IS_SANDBOX", "1");
         }
     }
-    cmd.arg("-c")
-        .arg(exec)
-        .current_dir(inv.cwd)
+    cmd.current_dir(inv.cwd)
         .env("GIT_SWARM_PROMPT_FILE", &inv.prompt_file)
         // The agent runs in a work tree of its own: git must find that one, not a caller's GIT_DIR.
         .env_remove("GIT_DIR")
@@ -517,9 +556,6 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     // The mark of this run's processes: what still runs with it when the run is over is ended with it.
     let mark = contain::new_mark();
     cmd.env(contain::MARK_VAR, &mark);
-    for f in inv.report.files() {
-        let _ = std::fs::remove_file(f);
-    }
     if let report::Report::UsageFile(f) = &inv.report {
         cmd.env(USAGE_FILE_VAR, f);
     }
@@ -532,8 +568,9 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
         meter: Mutex::new(report::Meter::new(inv.report.clone())),
     });
     let opts = child::Options {
-        // Its own process group: a stop reaches everything the agent started.
+        // Its own process group (the session the trampoline starts): a stop reaches everything the agent started.
         own_group: true,
+        own_session: exe.is_some(),
         // The prompt on stdin too.
         stdin: Some(inv.prompt.as_bytes().to_vec()),
         stdout: child::Pipe::Stream(Box::new(Reader::new(true, Arc::clone(&shared)))),
@@ -549,7 +586,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     let born = contain::start_of(pid);
     // Where a later runner finds the group, should this runner be killed before it could stop the agent.
     let pgid_file = pgid_file_of(&inv.prompt_file);
-    let _ = std::fs::write(&pgid_file, pid.to_string());
+    let _ = files::write(&pgid_file, pid.to_string());
     let mut last_poll = Instant::now();
     let ended = run.wait(&mut || {
         let now = Instant::now();

@@ -62,15 +62,43 @@ impl Mode {
 /// Can agent runs be contained on this machine?
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Support {
-    /// bubblewrap at this path starts a sandbox here.
-    Ready { bwrap: PathBuf, version: String },
+    /// bubblewrap at this path starts a sandbox here; its agents run as `user`.
+    Ready { bwrap: PathBuf, version: String, user: AgentUser },
     /// Why not (bubblewrap missing, user namespaces refused, not Linux), in a sentence, and what to do.
     Missing { why: String, hint: String },
+}
+
+/// Who an agent is in its sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentUser {
+    /// The runner is not root: the agent is the runner's own uid (what that uid can read outside the folders the
+    /// sandbox hides, the agent can read: docs/security.md).
+    Runner,
+    /// The runner is root: the agent runs as this unprivileged uid and gid (`nobody`), after bubblewrap made its
+    /// mounts as root ([`crate::agent::enter`]).
+    Dropped { uid: u32, gid: u32 },
+    /// The runner is root and cannot start an agent under another uid here (bubblewrap only works in a user
+    /// namespace, as in a container without `CAP_SYS_ADMIN`): the agent keeps uid 0 and reads every file root owns
+    /// that the sandbox does not hide. `doctor` says so; `sandbox = "required"` refuses it.
+    Root,
 }
 
 impl Support {
     pub fn is_ready(&self) -> bool {
         matches!(self, Support::Ready { .. })
+    }
+
+    /// What is still open where agent runs are contained, in a sentence (`None`: nothing the design leaves open).
+    pub fn open_door(&self) -> Option<String> {
+        match self {
+            Support::Ready { user: AgentUser::Root, .. } => Some(
+                "the runner is root and bubblewrap cannot start an agent under another uid here (it needs a user \
+                 namespace, as in a container without CAP_SYS_ADMIN): agents run as uid 0 in their sandbox and can \
+                 read every file root owns that the sandbox does not hide"
+                    .into(),
+            ),
+            _ => None,
+        }
     }
 }
 
@@ -82,6 +110,22 @@ pub(crate) const BWRAP_VAR: &str = "GIT_SWARM_BWRAP";
 pub fn support() -> &'static Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
     SUPPORT.get_or_init(probe)
+}
+
+/// The uid and gid an agent runs as when the runner is root: `nobody`'s, else 65534.
+pub(crate) fn nobody() -> (u32, u32) {
+    nix::unistd::User::from_name("nobody")
+        .ok()
+        .flatten()
+        .map_or((65534, 65534), |u| (u.uid.as_raw(), u.gid.as_raw()))
+}
+
+/// This binary, as a trampoline an agent starts through ([`crate::agent::enter`]); `None` when this process is not
+/// `git-swarm` (a test of the library).
+pub(crate) fn trampoline() -> Option<PathBuf> {
+    std::env::current_exe()
+        .ok()
+        .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("git-swarm")))
 }
 
 fn probe() -> Support {
@@ -111,26 +155,34 @@ fn probe() -> Support {
         .unwrap_or_default();
     // A trial of the very namespaces a run uses: user namespaces may be off (a container's seccomp, AppArmor's
     // `kernel.apparmor_restrict_unprivileged_userns` without bubblewrap's profile).
-    let args = [
-        "--die-with-parent",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        "true",
-    ];
-    match crate::agent::preset::run_bounded(&program, &args, Duration::from_secs(20)) {
-        Ok(_) => Support::Ready { bwrap, version },
+    let trial = |user: Option<(u32, u32)>| -> Result<(), String> {
+        let mut args: Vec<String> =
+            ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"].map(String::from).to_vec();
+        args.extend(caps(user).into_iter().map(|a| a.to_string_lossy().into_owned()));
+        args.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--"].map(String::from));
+        match user {
+            Some((uid, gid)) => {
+                let exe = trampoline().ok_or("this program cannot find its own binary")?;
+                let enter = crate::agent::enter::Enter {
+                    user: Some((uid, gid)),
+                    argv: ["sh", "-c", &format!("test \"$(id -u)\" = {uid}")].map(Into::into).to_vec(),
+                    ..Default::default()
+                };
+                args.push(exe.to_string_lossy().into_owned());
+                args.extend(enter.args().into_iter().map(|a| a.to_string_lossy().into_owned()));
+            }
+            None => args.push("true".into()),
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::agent::preset::run_bounded(&program, &args, Duration::from_secs(20)).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let root = nix::unistd::geteuid().is_root();
+    if root && trial(Some(nobody())).is_ok() {
+        let (uid, gid) = nobody();
+        return Support::Ready { bwrap, version, user: AgentUser::Dropped { uid, gid } };
+    }
+    match trial(None) {
+        Ok(()) => Support::Ready { bwrap, version, user: if root { AgentUser::Root } else { AgentUser::Runner } },
         Err(why) => Support::Missing {
             why: format!("bubblewrap ({}) cannot start a sandbox here: {why}", bwrap.display()),
             hint:
@@ -140,6 +192,16 @@ fn probe() -> Support {
                     .into(),
         },
     }
+}
+
+/// The capabilities of a sandbox's first process: none, or — when it is to change its uid (a root runner's agent)
+/// — only the two that `setuid`/`setgid` need, which the change of uid then clears.
+fn caps(user: Option<(u32, u32)>) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec!["--cap-drop".into(), "ALL".into()];
+    if user.is_some() {
+        a.extend(["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"].map(OsString::from));
+    }
+    a
 }
 
 /// What every agent gets of the runner's environment, whatever its role: where programs are, the locale and the
@@ -253,13 +315,12 @@ pub struct Spec {
     pub readable: Vec<PathBuf>,
     /// Shown again, writable.
     pub writable: Vec<PathBuf>,
-    /// Files replaced by an empty one (credentials inside a folder shown again).
+    /// Files replaced by an empty one (credentials inside a folder shown again, or anywhere a tool keeps them).
     pub blanked: Vec<PathBuf>,
-    /// Folders shown at another path: `(what, where, writable)` (the run's copy of the clone's git directory over
-    /// it, the clone's objects read-only inside that copy).
-    pub binds: Vec<(PathBuf, PathBuf, bool)>,
     /// The network stays as the runner's.
     pub network: bool,
+    /// The uid and gid the agent runs as, when not the runner's (a root runner's agent: [`AgentUser::Dropped`]).
+    pub user: Option<(u32, u32)>,
 }
 
 /// What is always hidden besides the runner's home: other homes, temporary folders, sockets.
@@ -308,22 +369,24 @@ fn tool_root(h: &Path, entry: &Path) -> Option<PathBuf> {
 const HOME_SECRETS: &[&str] = &[".cargo/credentials", ".cargo/credentials.toml"];
 
 impl Spec {
-    /// The rules for a run whose work tree is `cwd`, in a clone whose work tree (if any) is `clone_top`, with the
-    /// runner's home `home`: `writable` (the work tree, the run's folder…) and `readable` paths on top of the
-    /// defaults, and `binds` (see [`Spec::binds`]). Paths that do not exist are left out (a mount needs its source).
+    /// The rules for a run whose work tree is `cwd`, with the runner's home `home`: `hide` (the user's checkout,
+    /// the clone's git directory, the folder of every runner's work trees) on top of the defaults, then `writable`
+    /// (the run's work tree and folder) and `readable` (the clone's objects, `[run] sandbox_read`) shown again.
+    /// Paths that do not exist are left out (a mount needs its source).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cwd: &Path,
         home: Option<&Path>,
-        clone_top: Option<&Path>,
+        hide: &[PathBuf],
         writable: &[PathBuf],
         readable: &[PathBuf],
-        binds: Vec<(PathBuf, PathBuf, bool)>,
         network: bool,
+        user: Option<(u32, u32)>,
+        env: &dyn Fn(&str) -> Option<OsString>,
     ) -> Spec {
         let mut hidden: Vec<PathBuf> = HIDDEN_ALWAYS.iter().map(PathBuf::from).collect();
         hidden.extend(home.map(Path::to_path_buf));
-        // The user's checkout (its untracked files).
-        hidden.extend(clone_top.map(Path::to_path_buf));
+        hidden.extend(hide.iter().cloned());
         let mut shown: Vec<PathBuf> = Vec::new();
         // What /etc/resolv.conf points into /run for (systemd-resolved): DNS must keep working.
         if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf")
@@ -342,6 +405,11 @@ impl Spec {
             shown.extend(HOME_TOOLS.iter().map(|t| h.join(t)));
             blanked.extend(HOME_SECRETS.iter().map(|f| h.join(f)).filter(|f| f.is_file()));
         }
+        // Where tools keep credentials outside a home (`CARGO_HOME=/opt/cargo`, `DOCKER_CONFIG`, `KUBECONFIG`…):
+        // blanked or hidden wherever they are.
+        let (files, folders) = credential_paths(env);
+        blanked.extend(files.into_iter().filter(|f| f.exists() && !f.is_dir()));
+        hidden.extend(folders);
         // Every PATH entry under a hidden home, with the tool's folder it is in (`~/.pyenv` for `~/.pyenv/shims`,
         // whose programs need the rest of it) unless that folder is one that keeps secrets; and this binary's folder
         // (the hooks call it).
@@ -375,45 +443,53 @@ impl Spec {
         let mut writable: Vec<PathBuf> = writable.iter().filter_map(|p| real(p)).collect();
         writable.sort();
         writable.dedup();
-        let blanked = blanked.iter().filter_map(|p| real(p)).collect();
+        let mut blanked: Vec<PathBuf> = blanked.iter().filter_map(|p| real(p)).collect();
+        blanked.sort();
+        blanked.dedup();
         let cwd = real(cwd).unwrap_or_else(|| cwd.to_path_buf());
-        // A bind's place may exist only inside (a mount point in the run's copy of the git directory).
-        let place = |p: &Path| real(p).or_else(|| Some(real(p.parent()?)?.join(p.file_name()?)));
-        let binds = binds.into_iter().filter_map(|(from, to, rw)| Some((real(&from)?, place(&to)?, rw))).collect();
-        Spec { cwd, hidden, readable, writable, blanked, binds, network }
+        Spec { cwd, hidden, readable, writable, blanked, network, user }
     }
 
     /// The bubblewrap arguments before `--` and the command. Mounts are made shallow before deep, and at one depth
     /// hidden before read-only before writable: a writable work tree inside a hidden cache folder is there, and
-    /// `.git/swarm` hidden inside a `.git` shown again stays hidden.
+    /// `.git/swarm` hidden inside a `.git` shown again stays hidden. Every folder bubblewrap makes on the way to a
+    /// mount is `0755`, so that an agent running as another uid than bubblewrap's can walk to what it is shown.
     pub fn args(&self) -> Vec<OsString> {
-        let mut a: Vec<OsString> = [
-            "--die-with-parent",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-drop",
-            "ALL",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
+        let mut a: Vec<OsString> =
+            ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+                .iter()
+                .map(OsString::from)
+                .collect();
+        a.extend(caps(self.user));
         if !self.network {
             a.push("--unshare-net".into());
         }
         a.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from));
-        // (where, what, kind): 0 hidden, 1 read-only, 2 writable.
-        let mut mounts: Vec<(&PathBuf, &PathBuf, u8)> = self.hidden.iter().map(|p| (p, p, 0)).collect();
-        mounts.extend(self.readable.iter().map(|p| (p, p, 1)));
-        mounts.extend(self.writable.iter().map(|p| (p, p, 2)));
-        mounts.extend(self.binds.iter().map(|(from, to, rw)| (to, from, if *rw { 2 } else { 1 })));
-        mounts.sort_by_key(|(to, _, kind)| (to.components().count(), *kind));
-        for (to, from, kind) in mounts {
+        // (where, kind): 0 hidden, 1 read-only, 2 writable.
+        let mut mounts: Vec<(&PathBuf, u8)> = self.hidden.iter().map(|p| (p, 0)).collect();
+        mounts.extend(self.readable.iter().map(|p| (p, 1)));
+        mounts.extend(self.writable.iter().map(|p| (p, 2)));
+        mounts.sort_by_key(|(to, kind)| (to.components().count(), *kind));
+        let mut made: Vec<&Path> = Vec::new();
+        for (to, kind) in mounts {
+            // The folders between the hidden one above it and the mount point: made, open to every uid.
+            if let Some(top) = self.hidden.iter().filter(|h| to.starts_with(h) && *h != to).max_by_key(|h| h.as_os_str().len()) {
+                let mut between: Vec<&Path> = to.ancestors().skip(1).take_while(|p| *p != top.as_path()).collect();
+                between.reverse();
+                for p in between {
+                    if !made.contains(&p) {
+                        a.extend(["--perms".into(), "0755".into(), "--dir".into(), p.into()]);
+                        made.push(p);
+                    }
+                }
+            }
             match kind {
-                0 => a.extend(["--tmpfs".into(), to.into()]),
-                1 => a.extend(["--ro-bind".into(), from.into(), to.into()]),
-                _ => a.extend(["--bind".into(), from.into(), to.into()]),
+                0 => {
+                    let private = PRIVATE_TMP.iter().any(|t| to == Path::new(t));
+                    a.extend(["--perms".into(), if private { "1777" } else { "0755" }.into(), "--tmpfs".into(), to.into()]);
+                }
+                1 => a.extend(["--ro-bind".into(), to.into(), to.into()]),
+                _ => a.extend(["--bind".into(), to.into(), to.into()]),
             }
         }
         for f in &self.blanked {
@@ -430,6 +506,79 @@ impl Spec {
         a.push(self.cwd.clone().into());
         a
     }
+}
+
+impl Spec {
+    /// A folder on the way to something this run is shown that its agent cannot pass, when it runs as another uid
+    /// than the runner's ([`Spec::user`]): `(what is shown, the folder that stops it)`. Folders the sandbox hides
+    /// are made open on the way (bubblewrap makes them); a real folder must let other users through (`o+x`).
+    pub fn unreachable(&self) -> Option<(PathBuf, PathBuf)> {
+        use std::os::unix::fs::PermissionsExt;
+        let (uid, gid) = self.user?;
+        let passes = |p: &Path| {
+            std::fs::metadata(p).is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                let mode = m.permissions().mode();
+                (m.uid() == uid && mode & 0o100 != 0) || (m.gid() == gid && mode & 0o010 != 0) || mode & 0o001 != 0
+            })
+        };
+        for shown in self.writable.iter().chain(&self.readable).chain(std::iter::once(&self.cwd)) {
+            for anc in shown.ancestors().skip(1) {
+                if self.hidden.iter().any(|h| anc.starts_with(h)) {
+                    // Inside a hidden folder: bubblewrap's own folders, open to all (and above it, checked on).
+                    continue;
+                }
+                if !passes(anc) {
+                    return Some((shown.clone(), anc.to_path_buf()));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Where the tools a runner may hold credentials for keep them outside a home, as this environment names them:
+/// `(files to blank, folders to hide)`. Under a home they are hidden with it; these are the ones a variable moved
+/// elsewhere (`CARGO_HOME=/opt/cargo` shown for its `bin/`), which the read-only root would otherwise show.
+pub(crate) fn credential_paths(env: &dyn Fn(&str) -> Option<OsString>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let path = |k: &str| env(k).map(PathBuf::from).filter(|p| p.is_absolute());
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut folders: Vec<PathBuf> = Vec::new();
+    for (var, inside) in [
+        ("CARGO_HOME", &["credentials", "credentials.toml"][..]),
+        ("DOCKER_CONFIG", &["config.json"][..]),
+        ("GRADLE_USER_HOME", &["gradle.properties"][..]),
+        ("GEM_HOME", &["credentials"][..]),
+    ] {
+        if let Some(dir) = path(var) {
+            files.extend(inside.iter().map(|f| dir.join(f)));
+        }
+    }
+    for var in [
+        "NPM_CONFIG_USERCONFIG",
+        "npm_config_userconfig",
+        "PIP_CONFIG_FILE",
+        "PYPIRC",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "NETRC",
+        "TF_CLI_CONFIG_FILE",
+        "VAULT_TOKEN_FILE",
+        "GIT_SSH_KEY",
+    ] {
+        files.extend(path(var));
+    }
+    if let Some(list) = env("KUBECONFIG") {
+        files.extend(std::env::split_paths(&list).filter(|p| p.is_absolute()));
+    }
+    for var in ["GNUPGHOME", "PASSWORD_STORE_DIR", "CLOUDSDK_CONFIG", "AZURE_CONFIG_DIR", "GH_CONFIG_DIR", "SSH_AUTH_SOCK"] {
+        folders.extend(path(var).filter(|p| p.is_dir()));
+    }
+    // An ssh agent's socket is a file: blanked (its folder is usually under the hidden /tmp or /run).
+    files.extend(path("SSH_AUTH_SOCK").filter(|p| !p.is_dir()));
+    (files, folders)
 }
 
 #[cfg(test)]
@@ -492,53 +641,71 @@ mod tests {
         let run = home.join(".cache/git-swarm/run/w1");
         let clone = root.path().join("clone");
         let git = clone.join(".git");
-        for d in [&wt, &run, &git.join("swarm"), &git.join("worktrees/w1"), &home.join(".rustup"), &home.join(".ssh")] {
+        for d in [&wt, &run, &git.join("swarm"), &git.join("objects"), &home.join(".rustup"), &home.join(".ssh")] {
             std::fs::create_dir_all(d).expect("dir");
         }
         std::fs::create_dir_all(home.join(".cargo")).expect("dir");
         std::fs::write(home.join(".cargo/credentials.toml"), "token").expect("write");
-        let shadow = run.join("git");
-        for d in [&shadow.join("worktrees/w1"), &shadow.join(".objects")] {
-            std::fs::create_dir_all(d).expect("dir");
-        }
-        std::fs::create_dir_all(git.join("objects")).expect("dir");
-        let binds = vec![
-            (shadow.clone(), git.clone(), true),
-            (git.join("objects"), git.join(".objects"), false),
-            (git.join("worktrees/w1"), git.join("worktrees/w1"), true),
-        ];
+        // A cargo home outside any home, and a docker config: their credentials blanked where they are.
+        let cargo = root.path().join("opt/cargo");
+        std::fs::create_dir_all(cargo.join("bin")).expect("dir");
+        std::fs::write(cargo.join("credentials.toml"), "token").expect("write");
+        let docker = root.path().join("docker");
+        std::fs::create_dir_all(&docker).expect("dir");
+        std::fs::write(docker.join("config.json"), "{}").expect("write");
+        let vars: Vec<(&str, OsString)> =
+            vec![("CARGO_HOME", cargo.clone().into()), ("DOCKER_CONFIG", docker.clone().into())];
+        let env = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
         let spec = Spec::new(
             &wt,
             Some(&home),
-            Some(&clone),
+            &[clone.clone(), git.clone()],
             &[wt.clone(), run.clone(), root.path().join("nowhere")],
-            &[],
-            binds,
+            &[git.join("objects")],
             false,
+            Some((65534, 65534)),
+            &env,
         );
-        assert!(spec.hidden.contains(&home) && spec.hidden.contains(&clone), "{spec:?}");
+        assert!(spec.hidden.contains(&home) && spec.hidden.contains(&clone) && spec.hidden.contains(&git), "{spec:?}");
         assert!(spec.readable.contains(&home.join(".rustup")), "{spec:?}");
+        assert!(spec.readable.contains(&git.join("objects")), "{spec:?}");
         assert!(!spec.readable.iter().any(|p| p.ends_with(".ssh")), "{spec:?}");
         assert!(!spec.writable.iter().any(|p| p.ends_with("nowhere")), "a path that does not exist: {spec:?}");
-        assert_eq!(spec.blanked, vec![home.join(".cargo/credentials.toml")]);
+        for f in [home.join(".cargo/credentials.toml"), cargo.join("credentials.toml"), docker.join("config.json")] {
+            assert!(spec.blanked.contains(&f), "{} not blanked: {spec:?}", f.display());
+        }
         let args: Vec<String> = spec.args().iter().map(|a| a.to_string_lossy().into_owned()).collect();
         let at = |kind: &str, p: &Path| {
             args.windows(2)
                 .position(|w| w[0] == kind && w[1] == p.to_string_lossy())
                 .unwrap_or_else(|| panic!("{kind} {}: {args:?}", p.display()))
         };
-        // The home is hidden before the work tree inside it is bound; the run's copy of the git directory goes over
-        // the clone's, and the objects (read-only) and the work tree's own git directory (writable) inside it.
+        // The home is hidden before the work tree inside it is bound; the clone's git directory hidden, its objects
+        // shown read-only inside it; the folders on the way made open to the agent's uid.
         assert!(at("--tmpfs", &home) < at("--bind", &wt));
-        assert!(at("--tmpfs", &clone) < at("--bind", &shadow));
-        let over = args
-            .windows(3)
-            .position(|w| w[0] == "--bind" && w[1] == shadow.to_string_lossy() && w[2] == git.to_string_lossy());
-        let objects =
-            args.windows(3).position(|w| w[0] == "--ro-bind" && w[2] == git.join(".objects").to_string_lossy());
-        assert!(over.is_some() && objects.is_some() && over < objects, "{args:?}");
-        assert!(over < Some(at("--bind", &git.join("worktrees/w1"))), "{args:?}");
+        assert!(at("--tmpfs", &git) < at("--ro-bind", &git.join("objects")));
+        assert!(at("--dir", &home.join(".cache/git-swarm/trees")) < at("--bind", &wt), "{args:?}");
         assert!(args.contains(&"--unshare-net".to_string()) && args.contains(&"--cap-drop".to_string()));
+        // Only what a change of uid needs, which the change then clears.
+        assert!(args.windows(2).any(|w| w[0] == "--cap-add" && w[1] == "CAP_SETUID"), "{args:?}");
         assert_eq!(args.last().map(String::as_str), Some(wt.to_str().expect("utf-8")));
+        let plain = Spec { user: None, ..spec };
+        assert!(!plain.args().iter().any(|a| a == "--cap-add"), "no capability for an agent of the runner's uid");
+    }
+
+    #[test]
+    fn credentials_are_found_where_their_variables_put_them() {
+        let vars: Vec<(&str, &str)> = vec![
+            ("CARGO_HOME", "/opt/cargo"),
+            ("KUBECONFIG", "/etc/kube/a:/etc/kube/b"),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/srv/aws/creds"),
+            ("GNUPGHOME", "relative/is/ignored"),
+        ];
+        let env = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| OsString::from(v));
+        let (files, _) = credential_paths(&env);
+        for f in ["/opt/cargo/credentials.toml", "/etc/kube/a", "/etc/kube/b", "/srv/aws/creds"] {
+            assert!(files.contains(&PathBuf::from(f)), "{f}: {files:?}");
+        }
+        assert!(!files.iter().any(|f| f.starts_with("relative")));
     }
 }

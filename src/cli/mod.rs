@@ -634,6 +634,17 @@ pub fn parse_id(s: &str) -> Result<String, String> {
 
 /// The entry point of the binary.
 pub fn main() -> ExitCode {
+    // The trampoline an agent starts through (`agent::enter`): no command line to parse, no output but why not.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == git_swarm::agent::enter::ARG) {
+        let why = match git_swarm::agent::enter::Enter::parse(&args[2..]) {
+            Ok(e) => e.exec(),
+            Err(why) => why,
+        };
+        eprintln!("git-swarm: cannot start the agent: {why}");
+        // What a command that could not start exits with: the runner gives the claim back and stops.
+        return ExitCode::from(126);
+    }
     // Shown as `git swarm` in usage lines; set here, not on the type, so that completions are generated for the
     // binary's own name (`git-swarm`).
     let matches = Cli::command().bin_name("git swarm").try_get_matches();

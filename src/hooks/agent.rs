@@ -135,12 +135,13 @@ pub(crate) fn in_scope(path: &str, scope: &[String]) -> bool {
         .any(|s| path == s || path.strip_prefix(s).is_some_and(|rest| rest.starts_with('/')))
 }
 
-/// Write the excludes file of an agent's work tree: the user's global excludes, the hook files and the agents'
-/// own folders ([`is_agent_artifact`]). Untracked files there stay out of every `git add -A`, the agent's and the
-/// runner's; files the repository tracks are not affected.
-pub(crate) fn write_excludes(wt: &Path, run_dir: &Path) -> Option<PathBuf> {
+/// The excludes of an agent's run: the user's global excludes, the hook files and the agents' own folders
+/// ([`is_agent_artifact`]). Untracked files there stay out of the agent's `git add -A` and of what the runner takes
+/// from its work tree (`runner::snapshot`); files the repository tracks are not affected. `common`: the clone's git
+/// directory, whose config (never an agent's) says where the user's excludes file is.
+pub(crate) fn excludes_text(common: &Path) -> String {
     let mut text = String::new();
-    if let Some(global) = user_excludes_file(wt) {
+    if let Some(global) = user_excludes_file(common) {
         let mut f = std::fs::File::open(global).ok();
         if let Some(f) = f.as_mut() {
             let _ = f.take(1 << 20).read_to_string(&mut text);
@@ -157,42 +158,37 @@ pub(crate) fn write_excludes(wt: &Path, run_dir: &Path) -> Option<PathBuf> {
     for d in ARTIFACT_DIRS {
         text.push_str(&format!("/{d}/\n"));
     }
+    text
+}
+
+/// Write [`excludes_text`] into the run's fresh folder, for the agent's own git ([`exclude_env`]).
+pub(crate) fn write_excludes(common: &Path, run_dir: &Path) -> Option<PathBuf> {
     let file = run_dir.join("agent-excludes");
-    std::fs::write(&file, text).ok()?;
+    crate::agent::files::create(&file, excludes_text(common)).ok()?;
     Some(file)
 }
 
-/// The environment that makes an agent's git use `excludes` (through `GIT_CONFIG_COUNT`, for the agent's processes
-/// only). Not `info/exclude`: linked work trees share it with the user's checkout. (Some CLIs drop `GIT_CONFIG_*`
-/// from their shell tool's environment: the runner strips what such a commit added, see `runner::worker`.) The
-/// agent's environment is an allow-list that never holds the runner's own `GIT_CONFIG_*` (`agent::sandbox`), so
-/// these are its first and only entries: numbered from 0 (numbered after the runner's count, an agent's git found
-/// `GIT_CONFIG_KEY_<n>` without `GIT_CONFIG_KEY_0` and refused every command).
-pub(crate) fn exclude_env(excludes: &Path) -> Vec<(String, String)> {
-    vec![
-        ("GIT_CONFIG_COUNT".into(), "1".into()),
-        ("GIT_CONFIG_KEY_0".into(), "core.excludesFile".into()),
-        ("GIT_CONFIG_VALUE_0".into(), excludes.to_string_lossy().into_owned()),
-    ]
-}
-
 /// The excludes file git would use: `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore` (`~/.config/…`). Asked
-/// of `git` once per work tree and process (a runner asks for every task, a hundred agents in one process often).
-fn user_excludes_file(wt: &Path) -> Option<PathBuf> {
+/// of `git` in the clone's git directory (never in an agent's work tree, whose `.git` the agent writes) once per
+/// clone and process (a runner asks for every task, a hundred agents in one process often).
+fn user_excludes_file(common: &Path) -> Option<PathBuf> {
     static KNOWN: std::sync::Mutex<Vec<(PathBuf, Option<PathBuf>)>> = std::sync::Mutex::new(Vec::new());
-    if let Some((_, f)) = KNOWN.lock().ok()?.iter().find(|(w, _)| w == wt) {
+    if let Some((_, f)) = KNOWN.lock().ok()?.iter().find(|(w, _)| w == common) {
         return f.clone();
     }
-    let found = ask_excludes_file(wt);
+    let found = ask_excludes_file(common);
     if let Ok(mut known) = KNOWN.lock() {
-        known.push((wt.to_path_buf(), found.clone()));
+        known.push((common.to_path_buf(), found.clone()));
     }
     found
 }
 
-fn ask_excludes_file(wt: &Path) -> Option<PathBuf> {
-    let out =
-        crate::gitcmd::base().args(["config", "--path", "--get", "core.excludesFile"]).current_dir(wt).output().ok()?;
+fn ask_excludes_file(common: &Path) -> Option<PathBuf> {
+    let out = crate::gitcmd::local(common)
+        .env("GIT_DIR", common)
+        .args(["config", "--path", "--get", "core.excludesFile"])
+        .output()
+        .ok()?;
     let configured = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if out.status.success() && !configured.is_empty() {
         return Some(PathBuf::from(configured));

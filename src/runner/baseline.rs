@@ -54,57 +54,51 @@ impl Kept {
     }
 }
 
-/// Remove what an earlier run left at the report's path (a file, or the `*.xml` files of a folder), so that a run
-/// that writes no report is never read as the one before it.
-pub(super) fn clear_report(wt: &Path, report: &str) {
-    let path = wt.join(report);
-    match std::fs::symlink_metadata(&path) {
-        Ok(m) if m.is_dir() => {
-            for e in std::fs::read_dir(&path).into_iter().flatten().flatten() {
-                if e.path().extension().is_some_and(|x| x == "xml") {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-        Ok(_) => {
-            let _ = std::fs::remove_file(&path);
-        }
-        Err(_) => {}
-    }
-}
-
-/// The tests of the report at `report` in `wt` after a run: `Ok(None)` when the run wrote none, `Err` when what it
-/// wrote cannot be used (then only the exit status counts). Files are read as an agent's are (`agent::files`: the
-/// path itself, regular files only, bounded): the check runs the change's code.
+/// The tests of the report at `report` in the work tree `wt` after a run (a tree made afresh for the run: nothing
+/// of an earlier one is there): `Ok(None)` when the run wrote none, `Err` when what it wrote cannot be used (then
+/// only the exit status counts). Read as an agent's files are (`agent::files`: no link followed at any component,
+/// regular files only, bounded): the check runs the change's code.
 pub(super) fn read_report(wt: &Path, report: &str) -> Result<Option<BTreeMap<String, TestState>>, String> {
-    let path = wt.join(report);
-    let files: Vec<PathBuf> = match std::fs::symlink_metadata(&path) {
-        Err(_) => return Ok(None),
-        Ok(m) if m.is_dir() => {
-            let mut f: Vec<PathBuf> = std::fs::read_dir(&path)
+    let root = crate::agent::files::Dir::open(wt).map_err(|e| e.to_string())?;
+    let rel = Path::new(report.trim_start_matches("./"));
+    let (folder, files): (crate::agent::files::Dir, Vec<PathBuf>) = match root.dir(rel) {
+        Ok(dir) => {
+            let mut f: Vec<PathBuf> = dir
+                .entries()
                 .map_err(|e| format!("{report}: {e}"))?
-                .flatten()
-                .map(|e| e.path())
+                .into_iter()
+                .filter(|e| e.kind == crate::agent::files::Kind::File)
+                .map(|e| PathBuf::from(e.name))
                 .filter(|p| p.extension().is_some_and(|x| x == "xml"))
                 .collect();
             f.sort();
             if f.is_empty() {
                 return Ok(None);
             }
-            f
+            (dir, f)
         }
-        Ok(_) => vec![path],
+        Err(e) if e.is_missing() => return Ok(None),
+        Err(_) => {
+            let parent = rel.parent().unwrap_or(Path::new(""));
+            let name = rel.file_name().map(PathBuf::from).ok_or_else(|| format!("{report}: not a file"))?;
+            match root.dir(parent) {
+                Ok(d) if d.kind(name.as_os_str()).is_some() => (d, vec![name]),
+                Ok(_) => return Ok(None),
+                Err(e) if e.is_missing() => return Ok(None),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
     };
     let mut tests = BTreeMap::new();
     let mut left = MAX_REPORT_BYTES;
     for f in files {
-        let shown = f.strip_prefix(wt).unwrap_or(&f).display().to_string();
-        let (text, more) = crate::agent::files::read(&f, left).map_err(|e| e.to_string())?;
+        let shown = Path::new(report).join(&f).display().to_string();
+        let (bytes, more) = folder.read(&f, left).map_err(|e| e.to_string())?;
         if more {
             return Err(format!("{shown}: the reports are larger than {MAX_REPORT_BYTES} bytes; not read"));
         }
-        left = left.saturating_sub(text.len());
-        crate::check::parse_junit(&text, &mut tests).map_err(|e| format!("{shown}: {e}"))?;
+        left = left.saturating_sub(bytes.len());
+        crate::check::parse_junit(&String::from_utf8_lossy(&bytes), &mut tests).map_err(|e| format!("{shown}: {e}"))?;
     }
     Ok(Some(tests))
 }
@@ -136,7 +130,7 @@ mod tests {
         std::fs::write(wt.path().join("junit.xml"), xml).expect("write");
         let t = read_report(wt.path(), "junit.xml").expect("read").expect("a report");
         assert_eq!((t.get("s::a"), t.get("s::b")), (Some(&TestState::Passed), Some(&TestState::Failed)));
-        clear_report(wt.path(), "junit.xml");
+        std::fs::remove_file(wt.path().join("junit.xml")).expect("rm");
         assert_eq!(read_report(wt.path(), "junit.xml"), Ok(None));
         // A folder: every *.xml in it.
         let dir = wt.path().join("reports");
@@ -146,9 +140,11 @@ mod tests {
         std::fs::write(dir.join("notes.txt"), "not a report").expect("write");
         let t = read_report(wt.path(), "reports").expect("read").expect("a report");
         assert_eq!(t.len(), 3);
-        clear_report(wt.path(), "reports");
-        assert_eq!(read_report(wt.path(), "reports"), Ok(None));
-        assert!(dir.join("notes.txt").exists());
+        // A folder reached through a link is not read.
+        let out = tempfile::tempdir().expect("dir");
+        std::fs::write(out.path().join("x.xml"), xml).expect("write");
+        std::os::unix::fs::symlink(out.path(), wt.path().join("linked")).expect("symlink");
+        assert!(read_report(wt.path(), "linked/x.xml").is_err());
         // What is not a report, or not a regular file, is not used.
         std::fs::write(wt.path().join("bad.xml"), "<html/>").expect("write");
         assert!(read_report(wt.path(), "bad.xml").is_err());

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{CycleRecord, Event, Mode, Role, RunEnd, RunError, Runner, Verdict, git, prompts};
+use super::{CycleRecord, Event, Mode, Role, RunEnd, RunError, Runner, Verdict, prompts};
 use crate::agent::Exit;
 use crate::model::Status;
 use crate::ops::{self, Board};
@@ -227,21 +227,14 @@ fn judge_once(
 ) -> Result<Judged, RunError> {
     let config = &full.board.config;
     let backend = r.backend(config, Role::Judge)?;
-    let wt = r.worktree();
-    let common = r.common_dir();
+    let slot = r.slot();
     let branch = format!("refs/heads/{}", config.target);
     let tip = r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(&branch))?;
-    let cwd = match tip {
-        Some(t) => {
-            git::add_worktree(&common, &wt, t)?;
-            wt.clone()
-        }
-        None => r.run_dir(),
-    };
     let check = match (&settings.check, tip) {
         (Some(cmd), Some(t)) => {
-            let guard = r.guard(&cwd);
-            let (ok, tail) = super::landing::run_check(r, &cwd, cmd, settings.task_timeout, config, &|| true);
+            slot.checkout(t, r.agent_owner(), &[]).map_err(RunError::Setup)?;
+            let guard = r.guard();
+            let (ok, tail) = super::landing::run_check(r, &slot, t, cmd, settings.task_timeout, config, &|| true);
             for p in guard.restore() {
                 r.emit(Event::Warning(p));
             }
@@ -274,9 +267,18 @@ fn judge_once(
     let mut env = r.base_env(Role::Judge);
     env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
-    let out =
-        r.run_agent(&backend, &cwd, &prompt, env, settings.plan_timeout, None, (Role::Judge, config), &mut || true);
-    git::remove_worktree(&common, &wt);
+    // The judge reads a work tree at the target's tip, made afresh (an empty one with no target yet).
+    slot.checkout(tip.unwrap_or(r.swarm.local.repo.empty_tree().id), r.agent_owner(), &[]).map_err(RunError::Setup)?;
+    let out = r.run_agent(
+        &backend,
+        (&slot, tip, None),
+        &prompt,
+        env,
+        settings.plan_timeout,
+        None,
+        (Role::Judge, config),
+        &mut || true,
+    );
     let (out, planted) = out?;
     for p in planted {
         r.emit(Event::Warning(p));

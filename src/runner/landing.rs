@@ -4,12 +4,14 @@
 //! is a pure op (`ops::land::finish`); `txn::Swarm::land` puts both in one atomic update.
 
 use std::cell::{Cell, RefCell};
-use std::path::Path;
 use std::time::Duration;
 
 use gix::ObjectId;
+use gix::bstr::{BString, ByteSlice};
 
-use super::{Event, Role, RunError, RunSettings, Runner, git, prompts};
+use super::rebase::{Replay, Step, Stop};
+use super::slot::Slot;
+use super::{Event, Role, RunError, RunSettings, Runner, prompts};
 use crate::agent::{Backend, Exit, Prepared};
 use crate::model::Task;
 use crate::ops::{self, Actor, Board, Change, DomainError};
@@ -93,17 +95,15 @@ impl LeaseKeeper {
 pub(super) struct Landing<'a, 'r> {
     r: &'a Runner<'r>,
     job: &'a Job<'a>,
-    wt: &'a Path,
+    slot: &'a Slot,
     task: &'a Task,
     keeper: &'a LeaseKeeper,
     /// The target commit the work is built on now (it moves with each rebase).
     base: ObjectId,
     /// Every commit of the work is stamped as this claim's landing already (`hooks::trailer`).
     stamped: bool,
-    /// The work's tip as the runner knows it, and whether the work tree shows it (an in-process rebase moves the
-    /// one and not the other; a check may dirty the tree).
+    /// The work's tip (objects in the clone; no work tree shows it until a check checks it out).
     head: ObjectId,
-    synced: bool,
     /// The base the check passed on last, and how often it ran.
     checked_on: Option<ObjectId>,
     checks_run: u32,
@@ -115,12 +115,13 @@ pub(super) struct Landing<'a, 'r> {
 }
 
 impl<'a, 'r> Landing<'a, 'r> {
-    /// `head`: the work's tip in `wt`; `stamped`: all its commits are stamped as this claim's landing already.
+    /// `head`: the work's tip; `stamped`: all its commits are stamped as this claim's landing already; `slot`: where
+    /// its checks and conflict runs run.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         r: &'a Runner<'r>,
         job: &'a Job<'a>,
-        wt: &'a Path,
+        slot: &'a Slot,
         task: &'a Task,
         keeper: &'a LeaseKeeper,
         base: ObjectId,
@@ -130,13 +131,12 @@ impl<'a, 'r> Landing<'a, 'r> {
         Landing {
             r,
             job,
-            wt,
+            slot,
             task,
             keeper,
             base,
             stamped,
             head,
-            synced: true,
             checked_on: None,
             checks_run: 0,
             events: vec![],
@@ -221,7 +221,6 @@ impl<'a, 'r> Landing<'a, 'r> {
         (self.base, self.head, self.stamped, self.job.settings)
     }
 
-    /// Put the work tree at the work's tip (after an in-process rebase moved it, or a check dirtied it).
     /// Does the newest board still show this landing's claim live (`true` when it cannot be read: the publish
     /// then decides)?
     fn holds_claim(&self) -> bool {
@@ -232,68 +231,57 @@ impl<'a, 'r> Landing<'a, 'r> {
         })
     }
 
-    fn sync(&mut self) -> Result<(), Abort> {
-        if !self.synced {
-            git::run(self.wt, &["reset", "--hard", "--quiet", &self.head.to_string()]).map_err(fail)?;
-            git::run(self.wt, &["clean", "-fdq"]).map_err(fail)?;
-            self.synced = true;
-        }
-        Ok(())
-    }
-
-    /// Rebase the work onto `tip`: in-process when nothing conflicts (most landings after a lost race touch other
-    /// paths than what landed meanwhile), else with git in the work tree, the agent run again on a conflict.
+    /// Rebase the work onto `tip`, in the runner's own state: in-process when nothing conflicts (most landings
+    /// after a lost race touch other paths than what landed meanwhile), else commit by commit with `git
+    /// merge-tree` in the clone's git directory, the agent run again on a conflict to resolve its files.
     fn rebase(&mut self, tip: ObjectId) -> Result<(), Abort> {
         let r = self.r;
         let (id, epoch) = (self.task.id.as_str(), self.keeper.epoch);
         let fast =
             super::rebase::rebase_in_process(&r.swarm.local, tip, self.base, self.head, id, epoch, &r.who, (r.clock)());
         match fast {
-            Ok(Some(new)) => {
-                self.head = new;
-                self.synced = false;
-            }
+            Ok(Some(new)) => self.head = new,
             _ if self.batched => return Err(Abort::Conflicted),
             _ => {
-                self.sync()?;
-                match git::rebase(self.wt, tip, self.base, &r.commit_ident).map_err(fail)? {
-                    git::Rebased::Clean => {}
-                    git::Rebased::Conflict(files) => {
-                        let keeper = self.keeper;
-                        let tries = self.job.settings.conflict_tries;
-                        let res =
-                            resolve_conflict(r, self.job, self.wt, self.task, files, tries, &mut self.events, &|| {
+                let replay = Replay { store: &r.swarm.local, task: id, epoch, committer: &r.who, now: (r.clock)(), attrs: tip };
+                let commits = super::rebase::commits(&r.swarm.local, self.base, self.head).map_err(Abort::Fail)?;
+                let mut step = replay.replay(&commits, tip).map_err(Abort::Fail)?;
+                let mut runs = 0;
+                let new = loop {
+                    match step {
+                        Step::Done(new) => break new,
+                        Step::Stopped(stop) => {
+                            let keeper = self.keeper;
+                            let tries = self.job.settings.conflict_tries.saturating_sub(runs);
+                            let res = resolve_conflict(r, self.job, self.slot, self.task, &stop, tries, &mut self.events, &|| {
                                 keeper.keep(r)
                             });
-                        self.events.extend(keeper.drain());
-                        if let Some(why) = keeper.lost() {
-                            return Err(Abort::LostClaim(why));
+                            self.events.extend(keeper.drain());
+                            if let Some(why) = keeper.lost() {
+                                return Err(Abort::LostClaim(why));
+                            }
+                            let (resolved, used) = res?;
+                            runs += used;
+                            step = replay.resume(&stop, resolved).map_err(Abort::Fail)?;
                         }
-                        res?;
                     }
-                }
-                self.head = git::head_fast(self.wt).map_err(fail)?;
-                // A conflict run commits too: what it took of the agents' own files goes, as after the work.
+                };
+                self.head = new;
+                // A conflict run's files are taken as the work's: what it added of the agents' own files goes, as
+                // after the work.
                 let scope = &self.task.scope;
                 let artifact =
                     |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
                 if let Some(clean) =
                     super::rebase::strip_new_paths(&r.swarm.local, tip, self.head, &artifact).map_err(fail)?
                 {
-                    git::run(self.wt, &["reset", "--hard", "--quiet", &clean.to_string()]).map_err(fail)?;
                     self.head = clean;
                 }
-                self.synced = true;
-                // Whatever `Swarm-*` lines the agent's commits (or a conflict run's) carry go; the runner's own
-                // are written (the tree is the same: the work tree shows it, only HEAD differs).
-                // No such chain (an agent that threw the rebase away, a merge of a conflict run): `prepare` says
-                // why it does not land.
+                // Stamped by the replay already; a chain the strip rewrote is stamped again (same trees).
                 if let Some(stamped) =
                     super::rebase::stamp_chain(&r.swarm.local, tip, self.head, id, epoch).map_err(fail)?
-                    && stamped != self.head
                 {
                     self.head = stamped;
-                    self.synced = false;
                 }
             }
         }
@@ -315,7 +303,6 @@ impl<'a, 'r> Landing<'a, 'r> {
                 "the target moved during each of {MAX_CHECK_RUNS} runs of the check; giving up this attempt"
             )));
         }
-        self.sync()?;
         let cmd = cmd.clone();
         let (run, tail) = self.run_check_on(&cmd, self.head)?;
         if !run.passed {
@@ -326,14 +313,8 @@ impl<'a, 'r> Landing<'a, 'r> {
                     let base = self.base;
                     let on_base = match self.kept(&cmd).get(base) {
                         Some(b) => b,
-                        None => {
-                            // The target's tip, checked out in this work tree for its own run (the work is
-                            // committed; `sync` puts it back).
-                            git::run(self.wt, &["reset", "--hard", "--quiet", &base.to_string()]).map_err(fail)?;
-                            git::run(self.wt, &["clean", "-fdq"]).map_err(fail)?;
-                            self.synced = false;
-                            self.run_check_on(&cmd, base)?.0
-                        }
+                        // The target's tip, checked out afresh for its own run.
+                        None => self.run_check_on(&cmd, base)?.0,
                     };
                     match crate::check::compare(&on_base, &run) {
                         crate::check::Compared::Passes => None,
@@ -379,25 +360,23 @@ impl<'a, 'r> Landing<'a, 'r> {
         super::baseline::Kept::new(&self.r.places().base, cmd, self.job.settings.check_report.as_deref())
     }
 
-    /// Run the check in the work tree as it is (showing `commit`), read its report, and keep the run for `commit`.
+    /// Run the check on `commit`, in a work tree made afresh for it, read its report, and keep the run for
+    /// `commit`.
     fn run_check_on(&mut self, cmd: &str, commit: ObjectId) -> Result<(crate::check::CheckRun, Vec<String>), Abort> {
         let (r, keeper) = (self.r, self.keeper);
         let report = self.job.settings.check_report.clone();
-        if let Some(rep) = &report {
-            super::baseline::clear_report(self.wt, rep);
-        }
-        // The check runs the agent's code (its tests, its Makefile): what it plants in `.git` is put back too.
-        let guard = r.guard(self.wt);
+        self.slot.checkout(commit, r.agent_owner(), &[]).map_err(Abort::Fail)?;
+        // The check runs the change's code (its tests, its Makefile): uncontained, what it plants in `.git` is put
+        // back too.
+        let guard = r.guard();
         let timeout = self.job.settings.task_timeout;
-        let out = run_check(r, self.wt, cmd, timeout, self.job.config, &|| keeper.keep(r));
+        let out = run_check(r, self.slot, commit, cmd, timeout, self.job.config, &|| keeper.keep(r));
         self.events.extend(guard.restore().into_iter().map(Event::Warning));
         self.events.extend(keeper.drain());
-        // Whatever the check changed in the tree is not part of the work.
-        self.synced = false;
         if let Some(why) = keeper.lost() {
             return Err(Abort::LostClaim(why));
         }
-        let tests = match report.as_deref().map(|rep| super::baseline::read_report(self.wt, rep)) {
+        let tests = match report.as_deref().map(|rep| super::baseline::read_report(&self.slot.tree, rep)) {
             None | Some(Ok(None)) => None,
             Some(Ok(Some(t))) => Some(t),
             Some(Err(why)) => {
@@ -574,24 +553,37 @@ pub(super) struct Job<'a> {
     pub(super) backend: &'a Prepared,
 }
 
-/// Run the agent again in the stopped rebase with the conflict prompt, up to `tries` times.
+/// Resolve the conflicts of a stopped replay with the agent, up to `tries` runs: each run gets a work tree made
+/// afresh with the merge's tree (conflict markers in the conflicted files, their stages in the index, `HEAD` the
+/// replayed tip so far, `REBASE_HEAD` the commit being replayed), and the runner takes what it left as data
+/// ([`super::snapshot`]). A conflicted file counts as resolved when it no longer holds what git left in it nor
+/// markers of its own, or is gone. The resolved tree, and how many runs it took.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn resolve_conflict(
     r: &Runner<'_>,
     job: &Job<'_>,
-    wt: &Path,
+    slot: &Slot,
     task: &Task,
-    mut files: Vec<String>,
+    stop: &Stop,
     tries: u32,
     events: &mut Vec<Event>,
     keep_lease: &dyn Fn() -> bool,
-) -> Result<(), Abort> {
+) -> Result<(ObjectId, u32), Abort> {
     let (backend, timeout, target) = (job.backend, job.settings.task_timeout, &job.config.target);
     let template = prompts::load(r.swarm.store(), job.state, "conflict").0;
+    let repo = &r.swarm.local.repo;
+    // What git left in each conflicted file (the blob with markers), to tell which the agent changed.
+    let at = |tree: ObjectId, path: &BString| -> Option<ObjectId> {
+        let t = repo.find_tree(tree).ok()?;
+        t.lookup_entry_by_path(path.to_path_lossy()).ok().flatten().map(|e| e.object_id())
+    };
+    let mut open: Vec<(BString, Option<ObjectId>)> = stop.conflicts.iter().map(|c| (c.path.clone(), at(stop.tree, &c.path))).collect();
+    let mut current = stop.tree;
     for attempt in 1..=tries {
+        let files: Vec<String> = open.iter().map(|(p, _)| p.to_string()).collect();
         events.push(Event::Conflict { task: task.id.clone(), files: files.clone(), attempt });
         let try_s = format!("{attempt} of {tries}");
-        let list = files.join("\n");
+        let replayed = short_commit(repo, stop.commit);
         let prompt = prompts::render(
             &template,
             &[
@@ -599,94 +591,98 @@ pub(super) fn resolve_conflict(
                 ("task_title", &task.title),
                 ("task_body", &task.body),
                 ("target", target),
-                ("conflict_files", &list),
+                ("conflict_files", &files.join("\n")),
+                ("replayed", &replayed),
                 ("try", &try_s),
             ],
         );
+        let left: Vec<super::slot::Conflicted> =
+            stop.conflicts.iter().filter(|c| open.iter().any(|(p, _)| *p == c.path)).cloned().collect();
+        let checkout = slot.checkout(current, r.agent_owner(), &left).map_err(Abort::Fail)?;
         let mut env = r.base_env(Role::Worker);
         env.push(("GIT_SWARM_TASK_ID".into(), task.id.clone()));
         env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));
         env.push(("GIT_SWARM_CONFLICT".into(), "1".into()));
-        env.push(("GIT_SWARM_HANDOFF_FILE".into(), r.run_dir().join("handoff.md").to_string_lossy().into_owned()));
-        // The agents' own files stay out of what a conflict run stages, as out of the work itself.
-        if let Some(excludes) = crate::hooks::agent::write_excludes(wt, &r.run_dir()) {
-            env.extend(crate::hooks::agent::exclude_env(&excludes));
-        }
-        let before = git::contents(wt, &files);
+        env.push(("GIT_SWARM_HANDOFF_FILE".into(), slot.run.join("handoff.md").to_string_lossy().into_owned()));
         let epoch = task.claim.as_ref().map_or(task.epoch, |c| c.epoch);
+        let run = (slot, Some(stop.onto), Some(stop.commit));
         let (out, planted) = r
-            .run_agent(backend, wt, &prompt, env, timeout, Some((task, epoch)), (Role::Worker, job.config), &mut || {
+            .run_agent(backend, run, &prompt, env, timeout, Some((task, epoch)), (Role::Worker, job.config), &mut || {
                 keep_lease()
             })
             .map_err(|e| Abort::Fail(e.to_string()))?;
         events.extend(planted.into_iter().map(Event::Warning));
         if let Err(e) = super::cannot_start(Role::Worker, backend, &out) {
-            git::abort_rebase(wt);
             return Err(Abort::CannotStart(e));
         }
         if let Exit::OverBudget(why) = &out.exit {
-            git::abort_rebase(wt);
             return Err(Abort::Budget(format!("the task spent its budget ({why}) in a conflict run")));
         }
         if out.exit == Exit::Stopped {
-            git::abort_rebase(wt);
             return Err(if r.stopping() {
                 Abort::Interrupted
             } else {
                 Abort::LostClaim("taken over during a conflict run".into())
             });
         }
-        if !git::rebase_in_progress(wt) {
-            if out.exit.success() {
-                return Ok(());
-            }
-            return Err(Abort::Fail(super::reason_from(
-                &format!("the conflict run {} and the rebase is no longer in progress", out.exit),
-                &out.tail,
-            )));
-        }
         if !out.exit.success() {
-            git::abort_rebase(wt);
             return Err(Abort::Fail(super::reason_from(
                 &format!("a rebase conflict in {} was not resolved: the agent {}", files.join(", "), out.exit),
                 &out.tail,
             )));
         }
-        // The agent resolved the files but left the rebase stopped (no `git rebase --continue`): go on for it.
-        match git::continue_rebase(wt, &r.commit_ident, &before) {
-            Ok(git::Rebased::Clean) => return Ok(()),
-            Ok(git::Rebased::Conflict(left)) => files = left,
-            Err(e) => {
-                git::abort_rebase(wt);
-                return Err(Abort::Fail(format!("the rebase could not go on after the conflict run: {e}")));
-            }
+        // What it left, taken over the tree it was given: its own commits in this run do not count, its files do.
+        let tree = crate::agent::files::Dir::open(&slot.tree)
+            .map_err(|e| Abort::Fail(format!("the conflict run left no work tree: {e}")))?;
+        let ignores = super::snapshot::Ignores {
+            excludes: crate::hooks::agent::excludes_text(&r.common_dir()),
+            info_exclude: crate::agent::files::read_text(&r.common_dir().join("info/exclude"), 1 << 20)
+                .unwrap_or_default(),
+        };
+        let taken = super::snapshot::take(repo, &tree, checkout.tree, &ignores, None, &checkout.known)
+            .map_err(|e| Abort::Fail(format!("cannot take what the conflict run left: {e}")))?;
+        events.extend(taken.left_out.iter().map(|w| Event::Warning(format!("{}: {w}", task.id))));
+        current = taken.tree;
+        let still = super::slot::unresolved(repo, current, &open);
+        if still.is_empty() {
+            return Ok((current, attempt));
         }
+        open.retain(|(p, _)| still.contains(p));
     }
-    git::abort_rebase(wt);
     Err(Abort::Fail(format!("a rebase conflict was still unresolved after {tries} agent runs")))
 }
 
-/// Run the check command in the work tree: (passed, last lines of its output).
-/// Run the check `cmd` in `wt` (contained as the worker's agent is: it runs the change's code), for at most
-/// `timeout`: whether it passed, and the last lines it printed.
+/// `<12 hex> <subject>` of `id`, for a prompt.
+fn short_commit(repo: &gix::Repository, id: ObjectId) -> String {
+    let subject = repo
+        .find_commit(id)
+        .ok()
+        .and_then(|c| c.message_raw_sloppy().lines().next().map(|l| l.to_str_lossy().into_owned()))
+        .unwrap_or_default();
+    format!("{} {subject}", &id.to_string()[..12])
+}
+
+/// Run the check `cmd` in the slot's work tree (checked out at `commit`; contained as the worker's agent is: it
+/// runs the change's code), for at most `timeout`: whether it passed, and the last lines it printed.
 pub(crate) fn run_check(
     r: &Runner<'_>,
-    wt: &Path,
+    slot: &Slot,
+    commit: ObjectId,
     cmd: &str,
     timeout: Duration,
     config: &crate::model::Config,
     keep_going: &dyn Fn() -> bool,
 ) -> (bool, Vec<String>) {
-    let contained = match r.contain_run(wt, Role::Worker, None, config) {
+    let contained = match r.contain_run(slot, Role::Worker, None, config, Some(commit), None) {
         Ok(c) => c,
         Err(e) => return (false, vec![e.to_string()]),
     };
     let mut env = r.commit_ident.clone();
     env.extend(contained.env.iter().cloned());
     let inv = crate::agent::Invocation {
-        cwd: wt,
+        cwd: &slot.tree,
         prompt: "",
-        prompt_file: r.run_dir().join("check-input.txt"),
+        prompt_file: slot.run.join("check-input.txt"),
         env,
         log: None,
         timeout: Some(timeout),

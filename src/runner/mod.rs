@@ -21,12 +21,14 @@ pub mod planted;
 pub mod prompts;
 mod propose;
 pub mod rebase;
+mod slot;
+mod snapshot;
 mod spent;
 mod text;
 mod wait;
 pub mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -293,10 +295,10 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Remove this runner's run files (prompt, hand-off, a CLI's last message): what it kept for its agents is not
-    /// left in the cache folder once it is done.
+    /// Remove this runner's work tree, run files (prompt, hand-off, a CLI's last message) and its own index: what it
+    /// kept for its agents is not left in the cache folder once it is done.
     pub(crate) fn teardown(&self) {
-        let _ = std::fs::remove_dir_all(self.run_dir());
+        self.slot().remove();
     }
 
     /// The remote may be away for a while: this runner's ops (and reads, and pushes aside) ride it out for a third
@@ -437,15 +439,17 @@ impl Runner<'_> {
         env
     }
 
-    /// Run an agent; `poll` as in [`agent::run`], also stopped by the stop flag. The caller checks the outcome with
-    /// [`cannot_start`]: an agent that could not be started at all (exit 126 or 127) is a runner error. With the
-    /// outcome, what the agent changed in the git directory and [`planted::Guard`] put back (to be said).
-    /// `attempt`: the claim (task, epoch) the run is part of, whose usage it adds to and whose budget stops it.
+    /// Run an agent in the slot's work tree (`run`: the slot, the `HEAD` of the agent's git directory, and the
+    /// commit a conflict run replays); `poll` as in [`agent::run`], also stopped by the stop flag. The caller checks
+    /// the outcome with [`cannot_start`]: an agent that could not be started at all (exit 126 or 127) is a runner
+    /// error. With the outcome, what an uncontained agent changed in the git directory and [`planted::Guard`] put
+    /// back, and what the agent filed (to be said). `attempt`: the claim (task, epoch) the run is part of, whose
+    /// usage it adds to and whose budget stops it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_agent(
         &self,
         agent: &agent::Prepared,
-        cwd: &Path,
+        (slot, head, replayed): (&slot::Slot, Option<ObjectId>, Option<ObjectId>),
         prompt: &str,
         mut env: Vec<(String, String)>,
         timeout: Duration,
@@ -455,11 +459,10 @@ impl Runner<'_> {
     ) -> Result<(agent::Outcome, Vec<String>), RunError> {
         let stop = Arc::clone(&self.stop);
         env.extend(agent.env.iter().cloned());
-        agent.clear_last_message();
-        let contained = self.contain_run(cwd, role, Some(agent), config)?;
+        let contained = self.contain_run(slot, role, Some(agent), config, head, replayed)?;
         env.extend(contained.env.iter().cloned());
-        // What the agent may not leave changed in the git directory (in a sandbox: only its work tree's links).
-        let guard = self.guard(cwd);
+        // What an uncontained agent may not leave changed in the git directory.
+        let guard = self.guard();
         let (live, budget) = match attempt {
             Some((t, epoch)) => {
                 let (l, b) = self.spent.watch(&t.id, epoch, t.usage);
@@ -468,9 +471,9 @@ impl Runner<'_> {
             None => (None, None),
         };
         let inv = agent::Invocation {
-            cwd,
+            cwd: &slot.tree,
             prompt,
-            prompt_file: self.run_dir().join("prompt.md"),
+            prompt_file: slot.run.join("prompt.md"),
             env,
             log: Some(self.log_file()),
             timeout: Some(timeout),
@@ -485,7 +488,6 @@ impl Runner<'_> {
             self.spent.ended(&t.id, epoch, out.as_ref().ok().and_then(|o| o.usage));
         }
         let mut planted = guard.restore();
-        self.bring_objects(&contained)?;
         planted.extend(self.file_outbox());
         Ok((out?, planted))
     }

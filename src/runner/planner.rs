@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::landing::LeaseKeeper;
-use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, git, prompts};
+use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, prompts};
 use crate::agent::Exit;
 use crate::escape::squash;
 use crate::model::{Kind, Status, Task};
@@ -459,18 +459,13 @@ fn run_round_agent(
     prompt: &str,
 ) -> Result<crate::agent::Outcome, RunError> {
     let (id, epoch, config) = (round.id.as_str(), round.epoch, &round.full.board.config);
-    // The planner explores a work tree at the target's tip (read-only by its prompt; whatever it changes is
-    // thrown away with the tree).
-    let wt = r.worktree();
-    let common = r.common_dir();
+    // The planner explores a work tree at the target's tip, made afresh (read-only by its prompt; whatever it
+    // changes is thrown away with the tree); with no target yet, an empty one.
+    let slot = r.slot();
     let branch = format!("refs/heads/{}", config.target);
-    let cwd = match r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(&branch))? {
-        Some(tip) => {
-            git::add_worktree(&common, &wt, tip)?;
-            wt.clone()
-        }
-        None => r.run_dir(),
-    };
+    let tip = r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(&branch))?;
+    let empty = r.swarm.local.repo.empty_tree().id;
+    slot.checkout(tip.unwrap_or(empty), r.agent_owner(), &[]).map_err(RunError::Setup)?;
     let mut env = r.base_env(Role::Planner);
     env.push(("GIT_SWARM_PARENT".into(), id.to_string()));
     env.push(("GIT_SWARM_TASK_ID".into(), id.to_string()));
@@ -480,14 +475,14 @@ fn run_round_agent(
     r.emit(Event::AgentStarted { task: id.to_string(), what: "plan" });
     env.extend(backend.env.iter().cloned());
     backend.clear_last_message();
-    let contained = r.contain_run(&cwd, Role::Planner, Some(backend), config)?;
+    let contained = r.contain_run(&slot, Role::Planner, Some(backend), config, tip, None)?;
     env.extend(contained.env.iter().cloned());
     let stop = std::sync::Arc::clone(&r.stop);
     let (live, budget) = r.spent.watch(id, epoch, h.task.usage);
     let inv = crate::agent::Invocation {
-        cwd: &cwd,
+        cwd: &slot.tree,
         prompt,
-        prompt_file: r.run_dir().join("prompt.md"),
+        prompt_file: slot.run.join("prompt.md"),
         env,
         log: Some(r.log_file()),
         timeout: Some(round.settings.plan_timeout),
@@ -497,7 +492,7 @@ fn run_round_agent(
         budget,
         contain: Some(contained.contain.clone()),
     };
-    let guard = r.guard(&cwd);
+    let guard = r.guard();
     let res = crate::agent::run(&backend.backend, &inv, &mut || {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             return false;
@@ -510,7 +505,6 @@ fn run_round_agent(
     });
     r.spent.ended(id, epoch, res.as_ref().ok().and_then(|o| o.usage));
     let planted = guard.restore();
-    git::remove_worktree(&common, &wt);
     for p in planted {
         r.emit(Event::Warning(p));
     }

@@ -1,4 +1,5 @@
-//! What an agent may not leave behind in the git directory it shares with the runner and the user: a
+//! For an agent that runs uncontained (`[run] sandbox = "off"`, or no sandbox here): what it may not leave behind
+//! in the git directory it shares with the runner and the user — a
 //! `.git/config` with a clean/smudge filter, a `diff`/`merge` driver, `core.sshCommand`, `include.path`…; an
 //! `info/attributes` that hooks such a driver to every path; a `config.worktree` of its own. The runner's next
 //! `git add`, `checkout` or `rebase` — outside the agent's process group and time limit — and the user's own git
@@ -22,32 +23,24 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    /// Take the files as they are now: the common dir's `config` and `info/attributes`, the derived files of
-    /// `.git/swarm/cache`, and the links of the work tree at `wt` to its git directory ([`Guard::take_links`]).
-    /// For an agent that runs uncontained (`[run] sandbox = "off"`).
-    pub fn take(common_dir: &Path, wt: &Path) -> Guard {
-        let mut g = Guard::take_links(common_dir, wt);
-        let mut more = vec![common_dir.join("config"), common_dir.join("info").join("attributes")];
-        more.retain(|p| !g.files.iter().any(|(q, _)| q == p));
-        g.files.extend(more.into_iter().map(|p| (p.clone(), read(&p))));
+    /// Take the files as they are now: the common dir's `config` and `info/attributes`, and the derived files of
+    /// `.git/swarm/cache`. For an agent that runs uncontained (`[run] sandbox = "off"`).
+    pub fn take(common_dir: &Path) -> Guard {
+        let files = [common_dir.join("config"), common_dir.join("info").join("attributes")]
+            .into_iter()
+            .map(|p| (p.clone(), read(&p)))
+            .collect();
         let cache = common_dir.join("swarm").join("cache");
-        g.cache = Some((cache.clone(), fingerprints(&cache)));
-        g
+        Guard {
+            files,
+            keep_dir: common_dir.join("swarm").join("planted"),
+            cache: Some((cache.clone(), fingerprints(&cache))),
+        }
     }
 
-    /// Only the work tree's links to its git directory, and back (its `.git` file, and `commondir`, `gitdir` and
-    /// `config.worktree` of `.git/worktrees/<id>`, which the agent can write even in a sandbox): a link that
-    /// pointed elsewhere would have the runner's own git work in a repository of the agent's choosing (with its
-    /// config), or in the user's.
-    pub(crate) fn take_links(common_dir: &Path, wt: &Path) -> Guard {
-        let mut paths = vec![wt.join(".git")];
-        if let Some(admin) = super::git::worktree_git_dir(wt) {
-            paths.push(admin.join("config.worktree"));
-            paths.push(admin.join("commondir"));
-            paths.push(admin.join("gitdir"));
-        }
-        let files = paths.into_iter().map(|p| (p.clone(), read(&p))).collect();
-        Guard { files, keep_dir: common_dir.join("swarm").join("planted"), cache: None }
+    /// Nothing to guard: a sandboxed agent sees none of the clone's git directory.
+    pub(crate) fn none() -> Guard {
+        Guard { files: Vec::new(), keep_dir: PathBuf::new(), cache: None }
     }
 
     /// Put back every file that changed since [`Guard::take`]; one message per file put back.
@@ -136,7 +129,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let common = dir.path();
         std::fs::write(common.join("config"), "[core]\n\tbare = false\n").expect("config");
-        let g = Guard::take(common, &common.join("no-worktree"));
+        let g = Guard::take(common);
         assert!(g.restore().is_empty(), "nothing changed");
         std::fs::write(common.join("config"), "[core]\n\tbare = false\n[filter \"x\"]\n\tclean = evil\n").expect("w");
         std::fs::create_dir_all(common.join("info")).expect("info");

@@ -1,8 +1,14 @@
-//! Rebase in-process, for the common case: a task's commits touch paths that the target branch did not change
-//! meanwhile. Each commit is replayed onto the new tip as a path-level three-way merge (a path changed on one side
-//! only takes that side); a path changed on both sides, a merge commit, or a file/folder clash returns `None` and
-//! the caller falls back to `git rebase` (and, on a real conflict, to the agent). No work tree is touched: landing
-//! after a lost race costs a few object writes instead of a `git rebase` process.
+//! The runner's rebase of a task's work onto the target's newest tip, in the runner's own state: no work tree, no
+//! index, no rebase state anywhere an agent could write (docs/security.md, *Containment*).
+//!
+//! * In-process, for the common case ([`rebase_in_process`]): a task's commits touch paths that the target branch
+//!   did not change meanwhile. Each commit is replayed onto the new tip as a path-level three-way merge (a path
+//!   changed on one side only takes that side); a path changed on both sides, a merge commit, or a file/folder
+//!   clash returns `None`. Landing after a lost race costs a few object writes.
+//! * Else with `git merge-tree --write-tree` in the clone's git directory ([`replay`]), one commit at a time, with
+//!   the attributes of the target's tip: a real three-way merge with git's own rename detection and merge drivers,
+//!   whose result is a tree. A conflict stops the replay ([`Stop`]): the runner checks the tree with conflict
+//!   markers out for the agent, takes the files it resolved as data, and goes on ([`resume`]).
 
 use std::collections::BTreeMap;
 
@@ -180,7 +186,210 @@ fn rewrite(
     Ok(store.repo.write_object(&commit).git(|| "cannot write a commit".into())?.detach())
 }
 
-/// The most commits replayed in-process (more go to `git rebase`).
+/// How a [`replay`] went.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Every commit replayed: the new tip.
+    Done(ObjectId),
+    /// A commit conflicts.
+    Stopped(Stop),
+}
+
+/// A replay stopped on a commit's conflicts: what to show the agent, and what is left to replay once they are
+/// resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Stop {
+    /// The replayed tip so far: the conflicted commit goes on top of it.
+    pub(crate) onto: ObjectId,
+    /// The commit being replayed.
+    pub(crate) commit: ObjectId,
+    /// The commits after it, oldest first.
+    pub(crate) rest: Vec<ObjectId>,
+    /// The merge's tree, with conflict markers in the conflicted files.
+    pub(crate) tree: ObjectId,
+    pub(crate) conflicts: Vec<super::slot::Conflicted>,
+}
+
+/// Who replays, for which claim: every replayed commit is stamped as the landing of claim `epoch` of `task`, and
+/// committed by `committer` at `now`; attributes come from the target's tip `attrs`.
+pub(crate) struct Replay<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) task: &'a str,
+    pub(crate) epoch: u64,
+    pub(crate) committer: &'a Identity,
+    pub(crate) now: Timestamp,
+    pub(crate) attrs: ObjectId,
+}
+
+impl Replay<'_> {
+    /// Replay `commits` (oldest first, no merges) onto `onto` with `git merge-tree`; a commit that becomes empty
+    /// (its change is on the target already) is dropped, as `git rebase` drops it.
+    pub(crate) fn replay(&self, commits: &[ObjectId], onto: ObjectId) -> Result<Step, String> {
+        let mut tip = onto;
+        if !crate::gitcmd::has_merge_base() && commits.len() > 1 {
+            // An older git merges with the merge base it finds itself: the work's own base, right for the work as a
+            // whole only. Its commits land as one, which says what they were.
+            let (Some(first), Some(last)) = (commits.first(), commits.last()) else { return Ok(Step::Done(tip)) };
+            let squashed = self.squash(*first, *last, commits)?;
+            return self.replay(&[squashed], onto);
+        }
+        for (i, &c) in commits.iter().enumerate() {
+            let commit = self.store.repo.find_commit(c).map_err(|e| format!("cannot read commit {c}: {e}"))?;
+            let parent = commit.parent_ids().next().map(|p| p.detach()).ok_or_else(|| format!("commit {c} has no parent"))?;
+            let (tree, conflicts) = self.merge_tree(parent, tip, c)?;
+            if !conflicts.is_empty() {
+                return Ok(Step::Stopped(Stop { onto: tip, commit: c, rest: commits[i + 1..].to_vec(), tree, conflicts }));
+            }
+            tip = self.commit_onto(c, tree, tip)?;
+        }
+        Ok(Step::Done(tip))
+    }
+
+    /// Go on after a stop: the conflicted commit with the agent's `resolved` tree, then the rest.
+    pub(crate) fn resume(&self, stop: &Stop, resolved: ObjectId) -> Result<Step, String> {
+        let tip = self.commit_onto(stop.commit, resolved, stop.onto)?;
+        self.replay(&stop.rest, tip)
+    }
+
+    /// `commit` again with `tree` on `parent` (stamped, its author kept); `parent` itself when that changes nothing.
+    fn commit_onto(&self, commit: ObjectId, tree: ObjectId, parent: ObjectId) -> Result<ObjectId, String> {
+        let repo = &self.store.repo;
+        let parent_tree = tree_of(self.store, parent).map_err(|e| e.to_string())?;
+        if tree == parent_tree {
+            return Ok(parent);
+        }
+        let c = repo.find_commit(commit).map_err(|e| format!("cannot read commit {commit}: {e}"))?;
+        let message = stamp(&c.message_raw_sloppy().to_str_lossy(), self.task, self.epoch);
+        let author = c
+            .author()
+            .map_err(|e| format!("author of {commit}: {e}"))?
+            .to_owned()
+            .map_err(|e| format!("author of {commit}: {e}"))?;
+        let committer = gix::actor::Signature {
+            name: self.committer.name.as_str().into(),
+            email: self.committer.email.as_str().into(),
+            time: gix::date::Time { seconds: self.now.secs() as i64, offset: 0 },
+        };
+        let new = gix::objs::Commit {
+            tree,
+            parents: vec![parent].into(),
+            author,
+            committer,
+            encoding: None,
+            message: message.into(),
+            extra_headers: vec![],
+        };
+        Ok(repo.write_object(&new).map_err(|e| format!("cannot write a commit: {e}"))?.detach())
+    }
+
+    /// The commits `first..=last` as one commit on `first`'s parent, holding `last`'s tree, by `first`'s author,
+    /// its message the subjects of them all.
+    fn squash(&self, first: ObjectId, last: ObjectId, all: &[ObjectId]) -> Result<ObjectId, String> {
+        let repo = &self.store.repo;
+        let read = |id: ObjectId| repo.find_commit(id).map_err(|e| format!("cannot read commit {id}: {e}"));
+        let (f, l) = (read(first)?, read(last)?);
+        let parent = f.parent_ids().next().map(|p| p.detach()).ok_or_else(|| format!("commit {first} has no parent"))?;
+        let mut message = String::new();
+        for id in all {
+            let c = read(*id)?;
+            let subject = c.message_raw_sloppy().lines().next().map(|l| l.to_str_lossy().into_owned()).unwrap_or_default();
+            message.push_str(&format!("{subject}\n"));
+        }
+        let author = f.author().map_err(|e| e.to_string())?.to_owned().map_err(|e| e.to_string())?;
+        let committer = l.committer().map_err(|e| e.to_string())?.to_owned().map_err(|e| e.to_string())?;
+        let new = gix::objs::Commit {
+            tree: l.tree_id().map_err(|e| e.to_string())?.detach(),
+            parents: vec![parent].into(),
+            author,
+            committer,
+            encoding: None,
+            message: message.into(),
+            extra_headers: vec![],
+        };
+        Ok(repo.write_object(&new).map_err(|e| format!("cannot write a commit: {e}"))?.detach())
+    }
+
+    /// `git merge-tree --write-tree` of `commit` onto `onto` with `base` as the merge base, in the clone's git
+    /// directory: the tree, and the conflicted paths with their stages. A git older than 2.40 finds the merge base
+    /// itself and reads attributes from `info/attributes` alone.
+    fn merge_tree(
+        &self,
+        base: ObjectId,
+        onto: ObjectId,
+        commit: ObjectId,
+    ) -> Result<(ObjectId, Vec<super::slot::Conflicted>), String> {
+        let dir = self.store.repo.common_dir();
+        let mut cmd = crate::gitcmd::local(dir);
+        cmd.env("GIT_DIR", dir);
+        let exact = crate::gitcmd::has_merge_base();
+        if exact {
+            cmd.arg(format!("--attr-source={}", self.attrs));
+        }
+        cmd.args(["merge-tree", "--write-tree", "--no-messages", "-z"]);
+        if exact {
+            cmd.arg(format!("--merge-base={base}"));
+        }
+        let out = cmd
+            .args([onto.to_string(), commit.to_string()])
+            .output()
+            .map_err(|e| format!("cannot run git merge-tree: {e}"))?;
+        // 0: merged; 1: conflicts (the tree holds their markers); anything else: an error.
+        if !matches!(out.status.code(), Some(0 | 1)) {
+            return Err(format!(
+                "git merge-tree of {} onto {} failed: {}",
+                short(commit),
+                short(onto),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let mut parts = out.stdout.split(|b| *b == 0);
+        let tree = parts
+            .next()
+            .and_then(|t| ObjectId::from_hex(t.trim_ascii()).ok())
+            .ok_or_else(|| "git merge-tree gave no tree".to_string())?;
+        let mut conflicts: Vec<super::slot::Conflicted> = Vec::new();
+        for entry in parts.take_while(|p| !p.is_empty()) {
+            // `<mode> <object> <stage>\t<path>`
+            let Some(tab) = entry.iter().position(|b| *b == b'\t') else { continue };
+            let (head, path) = (&entry[..tab], &entry[tab + 1..]);
+            let fields: Vec<&[u8]> = head.split(|b| *b == b' ').collect();
+            let [mode, id, stage] = fields.as_slice() else { continue };
+            let mode = u32::from_str_radix(&String::from_utf8_lossy(mode), 8).map_err(|e| e.to_string())?;
+            let id = ObjectId::from_hex(id).map_err(|e| e.to_string())?;
+            let stage: u8 = String::from_utf8_lossy(stage).parse().map_err(|_| "a bad stage".to_string())?;
+            match conflicts.last_mut().filter(|c| c.path == path) {
+                Some(c) => c.stages.push((stage, mode, id)),
+                None => conflicts.push(super::slot::Conflicted { path: path.into(), stages: vec![(stage, mode, id)] }),
+            }
+        }
+        Ok((tree, conflicts))
+    }
+}
+
+/// The commits of the work `base..head` to replay, oldest first: its chain, or — with merges in it — every commit
+/// that is not a merge, in the order `git rebase` takes them (`git rev-list --reverse --no-merges --topo-order`).
+pub(crate) fn commits(store: &Store, base: ObjectId, head: ObjectId) -> Result<Vec<ObjectId>, String> {
+    if let Some(chain) = chain(store, base, head, LANDING_LIMIT).map_err(|e| e.to_string())? {
+        return Ok(chain);
+    }
+    let dir = store.repo.common_dir();
+    let out = crate::gitcmd::local(dir)
+        .env("GIT_DIR", dir)
+        .args(["rev-list", "--reverse", "--no-merges", "--topo-order"])
+        .arg(format!("--max-count={LANDING_LIMIT}"))
+        .args([head.to_string(), format!("^{base}")])
+        .output()
+        .map_err(|e| format!("cannot run git rev-list: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("git rev-list of the work failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| ObjectId::from_hex(l.trim().as_bytes()).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// The most commits replayed in-process (more go to `git merge-tree`).
 const REPLAY_LIMIT: usize = 500;
 /// The most commits of one landing (its stamp and its check).
 const LANDING_LIMIT: usize = 10_000;

@@ -133,6 +133,24 @@ pub fn commit_ident(repo: &gix::Repository, agent: &str) -> Vec<(String, String)
     .collect()
 }
 
+/// The author and committer of a commit the runner makes itself at `now`: the identity [`commit_ident`] chose, or
+/// the one the runner's environment sets (a CI job that exports `GIT_AUTHOR_NAME`).
+pub(crate) fn signature(ident: &[(String, String)], now: crate::time::Timestamp) -> gix::actor::Signature {
+    let get = |k: &str| {
+        ident
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(k).ok())
+            .unwrap_or_else(|| "git-swarm".to_string())
+    };
+    gix::actor::Signature {
+        name: get("GIT_AUTHOR_NAME").into(),
+        email: get("GIT_AUTHOR_EMAIL").into(),
+        time: gix::date::Time { seconds: now.secs() as i64, offset: 0 },
+    }
+}
+
 /// The last lines of an agent's output, one line, for a failure reason.
 pub(crate) fn reason_from(what: &str, tail: &[String]) -> String {
     let lines: Vec<&str> =

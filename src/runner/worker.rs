@@ -66,7 +66,6 @@ pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerSt
     let _member = r.desk.as_ref().map(super::desk::Desk::enter);
     r.setup()?;
     let res = run_loop(r, opts);
-    git::remove_worktree(&r.common_dir(), &r.worktree());
     r.teardown();
     res
 }
@@ -278,8 +277,7 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
     let settings = r.settings(&config)?;
     let backend = r.backend(&config, Role::Worker)?;
     let branch = format!("refs/heads/{}", config.target);
-    let wt = r.worktree();
-    let common = r.common_dir();
+    let slot = r.slot();
     let base = match super::landing::fetch_target(r, &branch)? {
         Some(b) => b,
         None => return Err(missing_target(r, &config.target)),
@@ -294,14 +292,12 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
             return roll_forward(r, &h, code, None, None, claim_next, config.lease, Instant::now());
         }
     }
-    // The work tree is this runner's for its whole life (reset and cleaned for each task, removed at the end).
-    // Nothing may still work in it: a process of an earlier run that escaped (a killed runner's agent's daemon)
-    // would write into this task's work.
-    crate::agent::contain::kill_working_in(&wt);
-    git::fresh_worktree(&common, &wt, base)?;
-    let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &wt, &config)?;
+    // A work tree made afresh by the runner at the target's tip (whatever was in it before is removed: nothing of
+    // an earlier task, and no process of an earlier run still working in it).
+    let checkout = slot.checkout(base, r.agent_owner(), &[]).map_err(RunError::Setup)?;
+    let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &slot, base, &config)?;
     let job = Job { settings: &settings, config: &config, state: snap.commit, backend: &backend };
-    finish(r, &job, &mut h, &wt, base, &branch, outcome, claim_next)
+    finish(r, &job, &mut h, &slot, &checkout, base, &branch, outcome, claim_next)
 }
 
 /// The code of task `id` on the target at `tip` (since `stop`): a runner's landing of one of its claims whose epoch
@@ -333,7 +329,7 @@ fn roll_forward(
     h: &Held,
     code: ObjectId,
     handoff: Option<String>,
-    work: Option<(&Path, ObjectId)>,
+    work: Option<ObjectId>,
     claim_next: bool,
     lease: Duration,
     since: Instant,
@@ -373,8 +369,8 @@ fn roll_forward(
         Err(TxnError::Domain(e)) => {
             // The code on the target is a twin's (whoever took the task over from us landed it): ours is kept
             // aside, as any fenced holder's is.
-            if let Some((wt, tip)) = work {
-                keep_aside(r, h, wt, tip);
+            if let Some(tip) = work {
+                keep_aside(r, h, tip);
             }
             r.emit(Event::LostClaim { task: id, why: e.to_string() });
             Ok((TaskEnd::Gone, None))
@@ -414,7 +410,8 @@ fn missing_target(r: &Runner<'_>, target: &str) -> RunError {
 
 /// What the agent run came to.
 enum AgentRun {
-    Exited { exit: Exit, tail: Vec<String>, at: Instant },
+    /// `handoff`: what the agent (or its CLI's last message) left as its hand-off, read once, bounded.
+    Exited { exit: Exit, tail: Vec<String>, at: Instant, handoff: Option<String> },
     LostClaim(String),
     Interrupted,
 }
@@ -458,41 +455,36 @@ fn worker_prompt(
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_worker_agent(
     r: &mut Runner<'_>,
     backend: &Prepared,
     settings: &RunSettings,
     snap: &Snapshot,
     h: &mut Held,
-    wt: &Path,
+    slot: &super::slot::Slot,
+    base: ObjectId,
     config: &crate::model::Config,
 ) -> Result<AgentRun, RunError> {
     let prompt = worker_prompt(r, settings, snap, &h.task, config);
     let t = &h.task;
-    let handoff = r.run_dir().join("handoff.md");
-    let _ = std::fs::remove_file(&handoff);
-    let _ = std::fs::remove_file(crate::hooks::agent::auto_marker(&handoff));
+    let handoff = slot.run.join("handoff.md");
     let mut env = r.base_env(Role::Worker);
     env.push(("GIT_SWARM_TASK_ID".into(), t.id.clone()));
     env.push(("GIT_SWARM_TASK_TITLE".into(), t.title.clone()));
     env.push(("GIT_SWARM_EPOCH".into(), h.epoch.to_string()));
     env.push(("GIT_SWARM_HANDOFF_FILE".into(), handoff.to_string_lossy().into_owned()));
-    // The agent hooks (docs/hooks.md): settings files in the work tree, kept out of the task's commits.
-    let hooks = if settings.agent_hooks { crate::hooks::agent::install(wt) } else { Default::default() };
+    // The agent hooks (docs/hooks.md): settings files in the fresh work tree, ignored by what the runner takes.
+    let hooks = if settings.agent_hooks { crate::hooks::agent::install(&slot.tree) } else { Default::default() };
     for why in &hooks.skipped {
         r.emit(Event::Warning(format!("agent hooks: {why}")));
-    }
-    // The hook files and the agents' own folders stay out of the agent's `git add -A` (and the runner's, below).
-    if let Some(excludes) = crate::hooks::agent::write_excludes(wt, &r.run_dir()) {
-        env.extend(crate::hooks::agent::exclude_env(&excludes));
     }
     // What the hooks run (`${GIT_SWARM_BIN:-git-swarm}`): this binary, whatever the agent's PATH holds.
     if let Ok(exe) = std::env::current_exe() {
         env.push(("GIT_SWARM_BIN".into(), exe.to_string_lossy().into_owned()));
     }
     env.extend(backend.env.iter().cloned());
-    backend.clear_last_message();
-    let contained = r.contain_run(wt, Role::Worker, Some(backend), config)?;
+    let contained = r.contain_run(slot, Role::Worker, Some(backend), config, Some(base), None)?;
     env.extend(contained.env.iter().cloned());
     r.emit(Event::AgentStarted { task: t.id.clone(), what: "work" });
     let id = t.id.clone();
@@ -503,13 +495,12 @@ fn run_worker_agent(
         // The poll below needs `r` mutably (to report renewals as they happen); the run itself only reads it:
         // split the borrow by moving what the run needs out first.
         let stop = std::sync::Arc::clone(&r.stop);
-        let inv_prompt_file = r.run_dir().join("prompt.md");
         let log = r.log_file();
         let (live, budget) = r.spent.watch(&id, epoch, h.task.usage);
         let inv = crate::agent::Invocation {
-            cwd: wt,
+            cwd: &slot.tree,
             prompt: &prompt,
-            prompt_file: inv_prompt_file,
+            prompt_file: slot.run.join("prompt.md"),
             env,
             log: Some(log),
             timeout: Some(settings.task_timeout),
@@ -519,8 +510,8 @@ fn run_worker_agent(
             budget,
             contain: Some(contained.contain.clone()),
         };
-        // What the agent may not leave changed in the git directory (in a sandbox: only its work tree's links).
-        let guard = r.guard(wt);
+        // What the agent may not leave changed in the git directory (uncontained: its config, attributes, cache).
+        let guard = r.guard();
         let out = crate::agent::run(&backend.backend, &inv, &mut || {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return false;
@@ -538,13 +529,9 @@ fn run_worker_agent(
     for p in planted {
         r.emit(Event::Warning(p));
     }
-    // What it committed is in its own object directory: into the clone, before the runner's git reads it.
-    r.bring_objects(&contained)?;
     for m in r.file_outbox() {
         r.emit(Event::Warning(m));
     }
-    // Before anything is committed: the settings files are not part of the work.
-    crate::hooks::agent::remove(&hooks);
     let out = out?;
     h.until = keeper.until();
     let at = Instant::now();
@@ -558,11 +545,11 @@ fn run_worker_agent(
     // A command that could not start did no work: the claim goes back with no attempt spent, the runner stops.
     super::cannot_start(Role::Worker, backend, &out)?;
     // The CLI's own record of its last message is the hand-off when neither the agent nor a hook wrote one.
-    let written = crate::agent::files::read_text(&handoff, HANDOFF_READ).is_some();
-    if !written && let Some(text) = backend.last_message.read(&out.stdout_tail) {
-        let _ = crate::hooks::agent::record_handoff(&handoff, &text);
+    let mut handoff = read_handoff(r, &handoff);
+    if handoff.is_none() {
+        handoff = backend.last_message.read(&out.stdout_tail).filter(|t| !t.trim().is_empty());
     }
-    Ok(AgentRun::Exited { exit: out.exit, tail: out.tail, at })
+    Ok(AgentRun::Exited { exit: out.exit, tail: out.tail, at, handoff })
 }
 
 /// How much of a hand-off file is read (what is kept of it is less: 64 KiB).
@@ -612,19 +599,20 @@ fn finish(
     r: &mut Runner<'_>,
     job: &Job<'_>,
     h: &mut Held,
-    wt: &Path,
+    slot: &super::slot::Slot,
+    checkout: &super::slot::Checkout,
     base: ObjectId,
     branch: &str,
     outcome: AgentRun,
     claim_next: bool,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
     let (settings, lease) = (job.settings, job.config.lease);
-    let (exit, tail, exited_at) = match outcome {
+    let (exit, tail, exited_at, handoff) = match outcome {
         AgentRun::LostClaim(why) => {
             return conclude(r, h, None, false, End::Gone(why), claim_next, lease, Instant::now());
         }
         AgentRun::Interrupted => return conclude(r, h, None, false, End::Released, claim_next, lease, Instant::now()),
-        AgentRun::Exited { exit, tail, at } => (exit, tail, at),
+        AgentRun::Exited { exit, tail, at, handoff } => (exit, tail, at, handoff),
     };
     let over_budget = match &exit {
         Exit::OverBudget(why) => Some(format!("the task spent its budget ({why}); the agent was stopped")),
@@ -639,20 +627,16 @@ fn finish(
         };
         return conclude(r, h, None, false, End::fail(super::reason_from(&what, &tail)), claim_next, lease, exited_at);
     }
-    // An agent that removed its work tree (or its `.git`) left nothing to land, and would do it again: an attempt
-    // of the task, and the next task gets a fresh work tree.
-    let head_ok = git::head_fast(wt).is_ok_and(|h| r.swarm.local.repo.find_commit(h).is_ok());
-    if !wt.join(".git").exists() || !head_ok {
-        let why = "the agent removed its work tree (or the work tree's .git): nothing to land";
-        return conclude(r, h, None, false, End::fail(why), claim_next, lease, exited_at);
-    }
-    let work_tip = commit_work(r, &h.task, h.epoch, wt, base)?;
-    let handoff = read_handoff(r, &r.run_dir().join("handoff.md"))
-        // At most 64 KiB (bytes: what every reader of `notes/<id>.md` reads), cut at a character.
-        .map(|t| {
-            let t = super::redact_secrets(&t);
-            t[..t.floor_char_boundary(64 * 1024 - 1)].to_string()
-        });
+    let work_tip = match commit_work(r, &h.task, h.epoch, slot, checkout, base)? {
+        Ok(tip) => tip,
+        // An agent that removed its work tree left nothing to land, and would do it again: an attempt of the task.
+        Err(why) => return conclude(r, h, None, false, End::fail(why), claim_next, lease, exited_at),
+    };
+    // At most 64 KiB (bytes: what every reader of `notes/<id>.md` reads), cut at a character.
+    let handoff = handoff.map(|t| {
+        let t = super::redact_secrets(&t);
+        t[..t.floor_char_boundary(64 * 1024 - 1)].to_string()
+    });
     let mine = !own_commits(&r.swarm.local, base, work_tip).is_empty();
     let (keep, end) = if let Some(reason) = over_budget {
         // Another attempt would start past the budget: the task fails for good, what the agent did kept aside.
@@ -666,36 +650,88 @@ fn finish(
     } else if !mine {
         (false, End::fail("the agent exited 0 without changing anything"))
     } else {
-        land_work(r, job, h, wt, base, work_tip, branch, handoff, claim_next)?
+        land_work(r, job, h, slot, base, work_tip, branch, handoff, claim_next)?
     };
-    conclude(r, h, Some((wt, work_tip)), keep, end, claim_next, lease, exited_at)
+    conclude(r, h, Some(work_tip), keep, end, claim_next, lease, exited_at)
 }
 
-/// Commit what the agent left in `wt` as its work, stamped as the landing of this claim (`Swarm-Task` and
-/// `Swarm-Epoch`, `hooks::trailer`), with its tools' files taken out: the work's tip.
-fn commit_work(r: &Runner<'_>, task: &Task, epoch: u64, wt: &Path, base: ObjectId) -> Result<ObjectId, RunError> {
-    // Whatever the agent left uncommitted is part of its work. A rebase it left half done is not.
-    git::abort_rebase(wt);
-    let message = crate::hooks::trailer::stamp(&one_line(&task.title), &task.id, epoch);
-    let excludes = r.run_dir().join("agent-excludes");
-    let scope = &task.scope;
-    // Agent files the task's scope names are the task's (`--scope .claude/commands/review.md`).
-    let wanted = |p: &str| crate::hooks::agent::is_agent_artifact(p) && crate::hooks::agent::in_scope(p, scope);
-    let wanted = crate::hooks::agent::scope_names_artifacts(scope).then_some(&wanted as &dyn Fn(&str) -> bool);
-    git::commit_all(wt, &message, &r.commit_ident, excludes.exists().then_some(excludes.as_path()), wanted)?;
-    // What the agent's own commits took of its tools' files (a CLI that drops the excludes from its shell's
-    // environment, a `git add -f`) is taken out again: a task's commits hold the work, not the agent's state.
-    let is_artifact = |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
-    let head = git::head_fast(wt)?;
-    let stripped = super::rebase::strip_new_paths(&r.swarm.local, base, head, &is_artifact)
-        .map_err(|e| RunError::Setup(format!("cannot take agent files out of the work: {e}")))?;
-    if let Some(stripped) = stripped {
-        git::run(wt, &["reset", "--hard", "--quiet", &stripped.to_string()])?;
+/// What the agent did, as the runner takes it ([`super::slot`], [`super::snapshot`]): the objects of its commits
+/// brought into the clone, its `HEAD` read as data, and what it left in its work tree committed on top (stamped as
+/// the landing of this claim: `Swarm-Task` and `Swarm-Epoch`, `hooks::trailer`), with its tools' files taken out.
+/// The work's tip; `Ok(Err(why))`: nothing can be taken (the agent removed its work tree).
+fn commit_work(
+    r: &mut Runner<'_>,
+    task: &Task,
+    epoch: u64,
+    slot: &super::slot::Slot,
+    checkout: &super::slot::Checkout,
+    base: ObjectId,
+) -> Result<Result<ObjectId, String>, RunError> {
+    let Ok(tree) = crate::agent::files::Dir::open(&slot.tree) else {
+        return Ok(Err("the agent removed its work tree: nothing to land".into()));
+    };
+    if let Err(why) = slot.bring_objects(&r.swarm.local.repo) {
+        return Ok(Err(why));
     }
-    Ok(git::head_fast(wt)?)
+    // Its own commits, when its HEAD names one the clone now has; else only its files count.
+    let head = slot.agent_head().filter(|id| r.swarm.local.repo.find_commit(*id).is_ok());
+    let head = match head {
+        Some(id) => id,
+        None => {
+            r.emit(Event::Warning(format!(
+                "{}: the agent's git HEAD names no commit the runner can read: its commits are not taken, its files are",
+                task.id
+            )));
+            base
+        }
+    };
+    let repo = &r.swarm.local.repo;
+    let tracked = repo
+        .find_commit(head)
+        .map_err(|e| e.to_string())
+        .and_then(|c| c.tree_id().map_err(|e| e.to_string()))
+        .map_err(|e| RunError::Setup(format!("cannot read the tree of {head}: {e}")))?
+        .detach();
+    let scope = &task.scope;
+    // Agent files the task's scope names are the task's (`--scope .claude/commands/review.md`); the hook settings
+    // the runner installed never are.
+    let hook_file = |p: &str| crate::hooks::agent::FILES.iter().any(|f| f.path == p);
+    let wanted =
+        |p: &str| crate::hooks::agent::is_agent_artifact(p) && crate::hooks::agent::in_scope(p, scope) && !hook_file(p);
+    let keep = crate::hooks::agent::scope_names_artifacts(scope).then_some(&wanted as &dyn Fn(&str) -> bool);
+    let ignores = super::snapshot::Ignores {
+        excludes: crate::hooks::agent::excludes_text(&r.common_dir()),
+        info_exclude: crate::agent::files::read_text(&r.common_dir().join("info/exclude"), 1 << 20).unwrap_or_default(),
+    };
+    let taken = super::snapshot::take(repo, &tree, tracked, &ignores, keep, &checkout.known)
+        .map_err(|e| RunError::Setup(format!("cannot take the work of {}: {e}", task.id)))?;
+    let mut tip = head;
+    if taken.tree != tracked {
+        let message = crate::hooks::trailer::stamp(&one_line(&task.title), &task.id, epoch);
+        let who = super::text::signature(&r.commit_ident, (r.clock)());
+        let commit = gix::objs::Commit {
+            tree: taken.tree,
+            parents: vec![head].into(),
+            author: who.clone(),
+            committer: who,
+            encoding: None,
+            message: message.into(),
+            extra_headers: vec![],
+        };
+        tip = repo.write_object(&commit).map_err(|e| RunError::Setup(format!("cannot write a commit: {e}")))?.detach();
+    }
+    for what in taken.left_out {
+        r.emit(Event::Warning(format!("{}: {what}", task.id)));
+    }
+    // What the agent's own commits took of its tools' files (a `git add -f`) is taken out again: a task's commits
+    // hold the work, not the agent's state.
+    let is_artifact = |p: &str| crate::hooks::agent::is_agent_artifact(p) && !crate::hooks::agent::in_scope(p, scope);
+    let stripped = super::rebase::strip_new_paths(&r.swarm.local, base, tip, &is_artifact)
+        .map_err(|e| RunError::Setup(format!("cannot take agent files out of the work: {e}")))?;
+    Ok(Ok(stripped.unwrap_or(tip)))
 }
 
-/// Land the agent's work (`base..work_tip` in `wt`): rebase onto the newest target (stamping every commit on the
+/// Land the agent's work (`base..work_tip`): rebase onto the newest target (stamping every commit on the
 /// first pass), check, then one atomic update of the branch and the state (done + hand-off + the next claim),
 /// published by the desk's next batch when other agents share this process, else alone. Whether to keep the work
 /// aside, and the task's end.
@@ -704,7 +740,7 @@ fn land_work(
     r: &mut Runner<'_>,
     job: &Job<'_>,
     h: &Held,
-    wt: &Path,
+    slot: &super::slot::Slot,
     base: ObjectId,
     work_tip: ObjectId,
     branch: &str,
@@ -739,7 +775,7 @@ fn land_work(
         Some(desk) => desk.as_ref(),
         None => &Alone,
     };
-    let (landed, events) = Landing::new(r, job, wt, &h.task, &keeper, base, work_tip, stamped).land(publisher, &rec);
+    let (landed, events) = Landing::new(r, job, slot, &h.task, &keeper, base, work_tip, stamped).land(publisher, &rec);
     for e in events {
         r.emit(e);
     }
@@ -776,14 +812,14 @@ fn land_work(
     })
 }
 
-/// Record the task's end `end`, the one place where the work (`work`: the work tree and the work's tip) is kept
+/// Record the task's end `end`, the one place where the work (`work`: the work's tip) is kept
 /// aside when `keep` says so, before the end is recorded (a roll-forward keeps it too when the code on the target
 /// turns out to be a twin's). `since`: when the agent exited.
 #[allow(clippy::too_many_arguments)]
 fn conclude(
     r: &mut Runner<'_>,
     h: &Held,
-    work: Option<(&Path, ObjectId)>,
+    work: Option<ObjectId>,
     keep: bool,
     end: End,
     claim_next: bool,
@@ -791,8 +827,8 @@ fn conclude(
     since: Instant,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
     r.say_ridden_out();
-    if let (true, Some((wt, tip))) = (keep, work) {
-        keep_aside(r, h, wt, tip);
+    if let (true, Some(tip)) = (keep, work) {
+        keep_aside(r, h, tip);
     }
     let id = h.task.id.clone();
     match end {
@@ -945,8 +981,7 @@ fn fail_noted(
 }
 
 /// Push the agent's work to `refs/swarm-work/<swarm>/<task>/<epoch>` (one ref per attempt) for a person to look at.
-fn keep_aside(r: &mut Runner<'_>, h: &Held, wt: &Path, work_tip: ObjectId) {
-    git::abort_rebase(wt);
+fn keep_aside(r: &mut Runner<'_>, h: &Held, work_tip: ObjectId) {
     let id = h.task.id.as_str();
     let refname = r.swarm.kept_work_ref(id, h.epoch);
     match r.swarm.riding_out(&r.retry, || r.swarm.push_aside(&refname, work_tip)) {

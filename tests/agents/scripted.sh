@@ -14,7 +14,7 @@
 #              @loop <in>             loop for ever, reporting <in> more input tokens every 0.2 s (a runaway agent)
 #              @first-sleep <secs>    sleep, in the task's first claim only (epoch 1)
 #              @first-write <path> <text>  @write, in the task's first claim only (epoch 1)
-#            With GIT_SWARM_CONFLICT=1 it resolves a stopped rebase by keeping both sides of every conflict.
+#            With GIT_SWARM_CONFLICT=1 it resolves the conflicted files by keeping both sides of every conflict.
 #   judge    (GIT_SWARM_ROLE=judge): prints `verdict: <v>`, v from $SCRIPTED_VERDICTS (comma-separated, one per
 #            cycle, the last one repeats; default stop).
 #   Usage:   $SCRIPTED_CONFLICT_USAGE / $SCRIPTED_JUDGE_USAGE ("<in> <out>") are reported by conflict and judge runs.
@@ -120,16 +120,10 @@ worker)
     if [ "${GIT_SWARM_CONFLICT:-}" = 1 ]; then
         # shellcheck disable=SC2086
         [ -n "${SCRIPTED_CONFLICT_USAGE:-}" ] && report_usage ${SCRIPTED_CONFLICT_USAGE}
-        tries=0
-        while [ -d "$(git rev-parse --git-path rebase-merge)" ] || [ -d "$(git rev-parse --git-path rebase-apply)" ]; do
-            tries=$((tries + 1))
-            [ "$tries" -gt 20 ] && exit 1
-            for f in $(git diff --name-only --diff-filter=U); do
-                grep -v -E '^(<<<<<<<|=======|>>>>>>>)' "$f" > "$f.resolved" || true
-                mv "$f.resolved" "$f"
-                git add -- "$f"
-            done
-            GIT_EDITOR=true git rebase --continue >/dev/null 2>&1 || true
+        # The runner made the merge: the conflicted files hold markers, the index their stages. Keep both sides.
+        for f in $(git diff --name-only --diff-filter=U); do
+            grep -v -E '^(<<<<<<<|=======|>>>>>>>)' "$f" > "$f.resolved" || true
+            mv "$f.resolved" "$f"
         done
         echo "resolved the conflict of ${GIT_SWARM_TASK_ID:-?} by keeping both sides"
         exit 0

@@ -79,6 +79,9 @@ impl Env {
             .prefix("git-swarm-test")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
             .expect("temp dir");
+        // Open to other users, as a user's projects folder is: a root runner's agents run as nobody, and reach
+        // their work trees, the clone's objects and the test's agent scripts through it.
+        std::fs::set_permissions(root.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
         let home = root.path().join("home");
         std::fs::create_dir_all(&home).expect("home");
         let gitconfig = home.join(".gitconfig");
