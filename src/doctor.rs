@@ -142,17 +142,35 @@ pub fn broken_settings(b: &crate::ops::BrokenSettings, fixed: Option<String>) ->
 /// Whether this clone's runners contain their agents (`[run] sandbox`, under this clone's `git config swarm.*`):
 /// in a sandbox here, uncontained on purpose, or uncontained for want of one — an error where `required`.
 pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local) -> Finding {
-    use crate::agent::sandbox::{Mode, Support, support};
+    use crate::agent::sandbox::{AgentUser, Mode, Support, support};
     const C: &str = "sandbox";
     let mode = crate::runner::RunSettings::from_config(&local.apply(config)).map(|s| s.sandbox).unwrap_or_default();
     match (mode, support()) {
         (Mode::Off, _) => Finding::new(C, Severity::Info, "agents run uncontained here: [run] sandbox = \"off\"")
             .hint("they can read this machine's files and keys and write the clone; \"auto\" contains them where bubblewrap works"),
-        (_, Support::Ready { version, .. }) => Finding::new(
-            C,
-            Severity::Ok,
-            format!("agents run in a sandbox ({}): their work tree, a fresh home, no credentials", if version.is_empty() { "bubblewrap" } else { version }),
-        ),
+        (mode, support @ Support::Ready { version, user, .. }) => {
+            let bwrap = if version.is_empty() { "bubblewrap" } else { version.as_str() };
+            let who = match user {
+                AgentUser::Runner => "as this user (what it can read outside the hidden folders, they can: docs/security.md)".to_string(),
+                AgentUser::Dropped { uid, .. } => format!("as nobody (uid {uid}), not root"),
+                AgentUser::Root => "as root".to_string(),
+            };
+            match (support.open_door(), mode) {
+                (None, _) => Finding::new(
+                    C,
+                    Severity::Ok,
+                    format!("agents run in a sandbox ({bwrap}) {who}: their work tree, a fresh home, no credentials, no terminal"),
+                ),
+                (Some(door), Mode::Required) => Finding::new(
+                    C,
+                    Severity::Error,
+                    format!("[run] sandbox = \"required\", but {door}: runners refuse to start"),
+                )
+                .hint("run the runner as a normal user, or give its container CAP_SYS_ADMIN so that agents run as nobody"),
+                (Some(door), _) => Finding::new(C, Severity::Warn, format!("agents run in a sandbox ({bwrap}), but {door}"))
+                    .hint("run the runner as a normal user, or give its container CAP_SYS_ADMIN so that agents run as nobody"),
+            }
+        }
         (Mode::Auto, Support::Missing { why, hint }) => {
             Finding::new(C, Severity::Warn, format!("agents would run uncontained: {why}")).hint(hint.clone())
         }
@@ -162,6 +180,34 @@ pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local) -> F
             format!("[run] sandbox = \"required\", but {why}: runners refuse to start"),
         )
         .hint(hint.clone()),
+    }
+}
+
+/// Whether this machine's git has what the runner's own rebase uses: `git merge-tree --write-tree` (2.38) to
+/// replay a work that conflicts, `--merge-base` and `--attr-source` (2.40) to replay it commit by commit with the
+/// target's attributes. `None` when it does.
+pub fn git_version() -> Option<Finding> {
+    const C: &str = "git";
+    let v = crate::gitcmd::version()?;
+    let shown = format!("{}.{}", v.0, v.1);
+    if v < (2, 38) {
+        Some(
+            Finding::new(
+                C,
+                Severity::Warn,
+                format!(
+                    "git {shown} has no `merge-tree --write-tree`: a task whose rebase conflicts fails its attempt"
+                ),
+            )
+            .hint("install git 2.40 or newer"),
+        )
+    } else if v < (2, 40) {
+        Some(
+            Finding::new(C, Severity::Warn, format!("git {shown}: a task whose rebase needs git lands its commits as one, and merges without the target's attributes"))
+                .hint("install git 2.40 or newer"),
+        )
+    } else {
+        None
     }
 }
 

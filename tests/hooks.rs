@@ -319,6 +319,8 @@ fn a_worker_installs_agent_hooks_the_stop_hook_records_the_handoff_and_nothing_o
     let c = env.clone(bare.to_str().expect("utf-8"), "c");
     let out = env.path("out");
     std::fs::create_dir_all(&out).expect("out");
+    // Written by the agent, which runs as nobody under a root runner: open to it.
+    std::fs::set_permissions(&out, std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
     let script = env.path("agent.sh");
     std::fs::write(
         &script,
@@ -401,6 +403,8 @@ fn a_tracked_settings_file_is_not_clobbered_and_agent_hooks_can_be_turned_off() 
     env.git(&c, &["push", "-q", "origin", "HEAD:main"]);
     let out = env.path("out");
     std::fs::create_dir_all(&out).expect("out");
+    // Written by the agent, which runs as nobody under a root runner: open to it.
+    std::fs::set_permissions(&out, std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
     let exec = "cp .claude/settings.local.json \"$OUT/seen-$GIT_SWARM_SWARM.json\"; \
                 if test -e .cursor/hooks.json; then touch \"$OUT/cursor-$GIT_SWARM_SWARM\"; fi; \
                 echo x >> work.txt";

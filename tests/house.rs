@@ -355,3 +355,127 @@ fn the_import_scan_sees_what_it_should() {
         .collect();
     assert_eq!(circles(&graph), vec![vec!["a".to_string(), "b".into(), "c".into()]]);
 }
+
+/// The raw file-system and process calls of the modules that handle what agents leave (`src/runner`, `src/agent`,
+/// `src/hooks/agent.rs`): `std::fs`, `File`, `OpenOptions`, a command's working directory. Test code is left out.
+fn raw_calls(text: &str) -> Vec<(usize, String)> {
+    const RAW: &[&str] = &[
+        "std::fs::",
+        "File::open",
+        "File::create",
+        "OpenOptions",
+        "DirBuilder",
+        ".current_dir(",
+        "--work-tree",
+        "Command::new(",
+        "lchown",
+    ];
+    let mut out = Vec::new();
+    // Test modules (`#[cfg(test)] mod … { … }`) are skipped by counting their braces.
+    let (mut in_test, mut depth, mut opened) = (false, 0i64, false);
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            (in_test, depth, opened) = (true, 0, false);
+            continue;
+        }
+        if in_test {
+            let code = line.split("//").next().unwrap_or_default();
+            depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+            opened |= code.contains('{');
+            if opened && depth <= 0 {
+                in_test = false;
+            }
+            continue;
+        }
+        let code = line.split("//").next().unwrap_or_default();
+        if RAW.iter().any(|r| code.contains(r)) {
+            out.push((n + 1, line.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// Invariant 39 (docs/architecture.md): the runner reads and writes a path an agent could have replaced only through
+/// `agent::files` (no link followed, no FIFO waited on, bounded), and runs git only in its own state. Every other
+/// raw file or process call of the modules that handle what agents leave is audited here, file by file, with why
+/// its paths are the runner's own: a new one fails this test until it goes through the helper, or is audited.
+#[test]
+fn every_raw_file_access_near_agents_is_audited() {
+    const AUDITED: &[(&str, usize, &str)] = &[
+        ("src/agent/contain.rs", 6, "/proc of the runner's own children and agents (bounded by the kernel)"),
+        (
+            "src/agent/mod.rs",
+            8,
+            "the agent's command itself (the trampoline or `sh`, started in its work tree); the pid file of a run's group, beside its run folder in the runner's own `run/`; /proc of a leftover group",
+        ),
+        ("src/agent/preset.rs", 2, "a CLI's `--version` probe; programs on the runner's PATH"),
+        ("src/agent/sandbox.rs", 5, "system folders (/etc/resolv.conf, /home), the mounts' sources and their modes"),
+        (
+            "src/hooks/agent.rs",
+            11,
+            "the hook files written into a work tree the runner just made; the user's excludes; the hook handler's own files (it runs as the agent)",
+        ),
+        ("src/runner/baseline.rs", 1, "the clone's cache folder of check results"),
+        (
+            "src/runner/contained.rs",
+            6,
+            "the runner's home (login files to copy) and the fresh home it makes in a fresh run folder",
+        ),
+        ("src/runner/git.rs", 10, "the clone's git directory: its worktree registrations and lock"),
+        ("src/runner/mod.rs", 4, "the runner's logs, pid file and run folders, made private"),
+        ("src/runner/places.rs", 16, "the places record and pid files of the clone's runners"),
+        (
+            "src/runner/planted.rs",
+            8,
+            "uncontained runs only: the clone's config and cache, and the copies kept of them",
+        ),
+        (
+            "src/runner/slot.rs",
+            11,
+            "the runner's index and folders: fresh trees and run folders made in folders of its own; the clone's refs copied into a fresh run folder",
+        ),
+    ];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src/runner"), &mut files);
+    rust_files(&root.join("src/agent"), &mut files);
+    files.push(root.join("src/hooks/agent.rs"));
+    let mut wrong = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(root).unwrap_or(f).to_string_lossy().replace('\\', "/");
+        if rel == "src/agent/files.rs" {
+            continue; // the helper itself
+        }
+        let text = std::fs::read_to_string(f).expect("read a source file");
+        let calls = raw_calls(&text);
+        let audited = AUDITED.iter().find(|(p, ..)| *p == rel).map_or(0, |(_, n, _)| *n);
+        if calls.len() != audited {
+            let lines: Vec<String> = calls.iter().map(|(n, l)| format!("  {rel}:{n}: {l}")).collect();
+            wrong.push(format!("{rel}: {} raw calls, {audited} audited:\n{}", calls.len(), lines.join("\n")));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a raw file or process call near agents that is not audited: read and write what an agent could have \
+         replaced through agent::files, or (a path of the runner's own) count it in AUDITED with why:\n{}",
+        wrong.join("\n")
+    );
+    // The runner's git writes into a work tree only where it makes one afresh (`Slot::checkout`).
+    let work_tree: Vec<&PathBuf> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .is_ok_and(|t| t.split("#[cfg(test)]").next().unwrap_or_default().contains("--work-tree"))
+        })
+        .collect();
+    assert_eq!(work_tree, vec![&root.join("src/runner/slot.rs")], "git with a work tree outside Slot::checkout");
+}
+
+#[test]
+fn the_raw_call_scan_sees_what_it_should() {
+    let text = "let a = std::fs::read(p);\n// std::fs::write in a comment\nlet b = x; // std::fs::remove_file\n\
+                cmd.current_dir(wt);\n#[cfg(test)]\nmod t {\n    fn f() {\n        std::fs::write(t);\n    }\n}\n\
+                let c = File::open(p);\n";
+    let got: Vec<usize> = raw_calls(text).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(got, vec![1, 4, 11]);
+}

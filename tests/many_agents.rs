@@ -242,7 +242,7 @@ fn one_agents_daemon_ends_with_its_run_and_its_siblings_work_goes_on() {
 }
 
 /// `--once` as for one agent: exit 3 when there is nothing to claim, 1 when an agent's task did not land; and one
-/// agent that cannot go on (its work tree cannot be made: a file stands at its path) stops its siblings, whose
+/// agent that cannot go on (its work tree cannot be made: a file stands where its index goes) stops its siblings, whose
 /// claims go back unspent.
 #[test]
 fn once_exit_codes_and_one_failing_agent_stops_the_others() {
@@ -261,9 +261,10 @@ fn once_exit_codes_and_one_failing_agent_stops_the_others() {
     assert_eq!(o.code, 1, "one task failed: {o:?}");
     assert!(o.stderr.contains("did not land"), "{}", o.stderr);
     let slow = [add(&env, c, "slow 1", "sleeps"), add(&env, c, "slow 2", "sleeps")];
-    let trees = env.places(c).trees();
-    std::fs::create_dir_all(&trees).expect("trees");
-    std::fs::write(trees.join("w-2"), "not a work tree").expect("block w-2");
+    // w-2's own folder of the runner's (its index) cannot be made: a file stands at its path.
+    let slots = c.join(".git/swarm/slots");
+    std::fs::create_dir_all(&slots).expect("slots");
+    std::fs::write(slots.join("w-2"), "not a folder").expect("block w-2");
     let started = std::time::Instant::now();
     let o = finish(env.spawn(c, "w", &[], &["run", "worker", "--agents", "2"]), 60, "the runner");
     assert_eq!(o.code, 1, "{}", o.stderr);

@@ -431,11 +431,10 @@ fn an_agent_that_deletes_its_work_tree_fails_its_task_and_the_runner_goes_on() {
         let t = show(&env, &c, &wreck);
         assert_eq!(t["status"], "failed", "{what}: {t}");
         let reason = t["failures"][0]["reason"].as_str().unwrap_or_default();
-        // A deleted `.git` link is put back after the run (`runner::planted`), which then finds nothing to land; a
-        // deleted tree is said as such.
+        // A deleted `.git` link costs the agent its commits, not the runner its work (it reads the agent's git
+        // directory, not the link): nothing to land; a deleted tree is said as such.
         let why = if what == ".git" { "without changing anything" } else { "work tree" };
         assert!(reason.contains(why), "{what}: {reason}");
-        assert!(out.stderr.contains("the agent changed") || what != ".git", "{what}: {}", out.stderr);
         assert_eq!(show(&env, &c, &fine)["status"], "done", "{what}");
         assert_eq!(landed_commits(&env, &bare, &fine).len(), 1, "{what}");
     }
@@ -617,14 +616,18 @@ fn a_push_that_hangs_in_a_remote_hook_ends_at_the_time_limit() {
 fn config_an_agent_plants_in_the_git_directory_never_runs_in_the_runners_git() {
     let env = Env::new();
     let pwned = env.home.join("pwned");
+    // Uncontained, the agent reaches the clone's git directory by its path (its own git directory is a copy in its
+    // run folder). In a sandbox it cannot see the clone's at all: tests/contained.rs.
+    let clone_git = env.path("c0/.git");
     let exec = format!(
-        "git config filter.evil.clean 'touch {} ; cat' && git config filter.evil.required false && \
-         mkdir -p \"$(git rev-parse --git-common-dir)/info\" && \
-         echo '* filter=evil' > \"$(git rev-parse --git-common-dir)/info/attributes\" && echo work > w.txt",
-        pwned.display()
+        "g={g}; git config --file \"$g/config\" filter.evil.clean 'touch {p} ; cat' && \
+         git config --file \"$g/config\" filter.evil.required false && mkdir -p \"$g/info\" && \
+         echo '* filter=evil' > \"$g/info/attributes\" && echo work > w.txt",
+        g = clone_git.display(),
+        p = pwned.display()
     );
-    // (In a sandbox the agent cannot write the git directory at all: tests/contained.rs.)
     let (bare, c, id) = uncontained_task_swarm(&env, &exec, 3);
+    assert_eq!(c.join(".git"), clone_git, "the clone the agent writes into");
     let config_before = std::fs::read_to_string(c.join(".git/config")).expect("config");
     let o = env.sw(&c, &["--agent", "w1", "run", "worker", "--once"]);
     assert_eq!(o.code, 0, "{}", o.stderr);

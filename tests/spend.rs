@@ -179,6 +179,8 @@ fn a_cycle_budget_stops_a_fleet_of_runners_in_several_clones() {
     // (The judge writes its prompt where the test reads it: a folder this clone lets its agents write.)
     let out = env.path("out");
     std::fs::create_dir_all(&out).expect("out");
+    // Open to the agent, which runs as nobody under a root runner.
+    std::fs::set_permissions(&out, std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
     env.git(&clones[0], &["config", "swarm.run.sandboxWrite", out.to_str().expect("utf-8")]);
     let seen = out.join("judge-prompt.md");
     let judge_exec = format!(

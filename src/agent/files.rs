@@ -1,5 +1,5 @@
 //! The one helper through which a runner touches a path an agent could have replaced (docs/security.md,
-//! *Containment*; invariant 41 of docs/architecture.md): its work tree, its run folder (the hand-off, a CLI's
+//! *Containment*; invariant 39 of docs/architecture.md): its work tree, its run folder (the hand-off, a CLI's
 //! last-message file, its chat history, its git directory), the report a check leaves.
 //!
 //! The agent controls what is at those paths. A symlink to `/dev/zero` would have the runner read gigabytes, a
@@ -263,7 +263,8 @@ impl Dir {
     }
 
     fn dup(&self) -> Result<Dir, Refused> {
-        let fd = nix::fcntl::openat(self.fd.as_fd(), ".", DIR_FLAGS, Mode::empty()).map_err(|e| refused(&self.path, e))?;
+        let fd =
+            nix::fcntl::openat(self.fd.as_fd(), ".", DIR_FLAGS, Mode::empty()).map_err(|e| refused(&self.path, e))?;
         Ok(Dir { fd, path: self.path.clone() })
     }
 
@@ -312,18 +313,20 @@ impl Dir {
         };
         let parent = self.dir(&folders.iter().collect::<PathBuf>())?;
         let shown = parent.path.join(last);
-        let fd = nix::fcntl::openat(parent.fd.as_fd(), *last, READ_FLAGS | OFlag::O_CLOEXEC, Mode::empty())
-            .map_err(|e| match e {
+        let fd = nix::fcntl::openat(parent.fd.as_fd(), *last, READ_FLAGS | OFlag::O_CLOEXEC, Mode::empty()).map_err(
+            |e| match e {
                 nix::errno::Errno::ELOOP => Refused::NotRegular { path: shown.display().to_string(), kind: "symlink" },
                 e => refused(&shown, e),
-            })?;
+            },
+        )?;
         let (file, len) = checked(std::fs::File::from(fd), &shown)?;
         Ok((file, len, shown))
     }
 
     /// The entries of this folder (not `.` and `..`), each as `fstatat` without following a link sees it.
     pub(crate) fn entries(&self) -> Result<Vec<Entry>, Refused> {
-        let fd = nix::fcntl::openat(self.fd.as_fd(), ".", DIR_FLAGS, Mode::empty()).map_err(|e| refused(&self.path, e))?;
+        let fd =
+            nix::fcntl::openat(self.fd.as_fd(), ".", DIR_FLAGS, Mode::empty()).map_err(|e| refused(&self.path, e))?;
         let mut d = nix::dir::Dir::from_fd(fd).map_err(|e| refused(&self.path, e))?;
         let mut out = Vec::new();
         for e in d.iter() {
@@ -363,7 +366,8 @@ impl Dir {
     /// Give this folder itself to `uid`:`gid`.
     pub(crate) fn chown_self(&self, uid: u32, gid: u32) -> Result<(), Refused> {
         let (u, g) = (Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(gid)));
-        nix::unistd::fchownat(self.fd.as_fd(), ".", u, g, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| refused(&self.path, e))
+        nix::unistd::fchownat(self.fd.as_fd(), ".", u, g, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(|e| refused(&self.path, e))
     }
 
     /// Give the entry `name` of this folder (a link itself, never what it points at) to `uid`:`gid`: its stat
@@ -371,7 +375,8 @@ impl Dir {
     pub(crate) fn chown(&self, name: &OsStr, uid: u32, gid: u32) -> Result<Stat, Refused> {
         let (u, g) = (Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(gid)));
         let shown = || self.path.join(name);
-        nix::unistd::fchownat(self.fd.as_fd(), name, u, g, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| refused(&shown(), e))?;
+        nix::unistd::fchownat(self.fd.as_fd(), name, u, g, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(|e| refused(&shown(), e))?;
         self.stat(name).map_err(|e| refused(&shown(), e))
     }
 
@@ -398,7 +403,8 @@ impl Dir {
                         .mode(0o600)
                         .open(&dest)
                         .map_err(|err| io(&dest, err))?;
-                    let copied = std::io::copy(&mut (&mut file).take(*budget), &mut out).map_err(|err| io(&dest, err))?;
+                    let copied =
+                        std::io::copy(&mut (&mut file).take(*budget), &mut out).map_err(|err| io(&dest, err))?;
                     *budget -= copied;
                 }
                 Kind::Link | Kind::Other(_) => {}
@@ -501,8 +507,12 @@ mod tests {
         let alias = root.path().join("alias");
         std::os::unix::fs::symlink(&tree, &alias).expect("symlink");
         assert!(Dir::open(&alias).is_err());
-        let mut names: Vec<(String, Kind)> =
-            d.entries().expect("entries").into_iter().map(|e| (e.name.to_string_lossy().into_owned(), e.kind)).collect();
+        let mut names: Vec<(String, Kind)> = d
+            .entries()
+            .expect("entries")
+            .into_iter()
+            .map(|e| (e.name.to_string_lossy().into_owned(), e.kind))
+            .collect();
         names.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(names, [("link".to_string(), Kind::Link), ("src".to_string(), Kind::Dir)]);
         assert_eq!(d.link_target(OsStr::new("link")).expect("target"), outside.as_os_str().as_bytes());

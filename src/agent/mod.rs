@@ -66,13 +66,6 @@ impl Prepared {
             _ => out.stdout.clone(),
         }
     }
-
-    /// Remove what a previous run left where this one will leave its last message and its usage.
-    pub(crate) fn clear_last_message(&self) {
-        for f in self.last_message.files().into_iter().chain(self.report.files()) {
-            let _ = std::fs::remove_file(f);
-        }
-    }
 }
 
 /// Why an agent cannot start here: found before anything is claimed (and when an agent exits 126 or 127).
@@ -305,9 +298,16 @@ pub(crate) fn could_not_start(out: &Outcome) -> bool {
     }
     let said = |p: &str| out.tail.iter().any(|l| l.contains(p));
     !said("Argument list too long")
-        && ["not found", "Permission denied", "cannot execute", "No such file or directory", "Is a directory", "cannot start the agent"]
-            .iter()
-            .any(|p| said(p))
+        && [
+            "not found",
+            "Permission denied",
+            "cannot execute",
+            "No such file or directory",
+            "Is a directory",
+            "cannot start the agent",
+        ]
+        .iter()
+        .any(|p| said(p))
 }
 
 /// One run of an agent.
@@ -438,9 +438,6 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
         });
     }
     // Into the run's fresh folder, where nothing can be yet: never through what an agent left at the path.
-    if let Some(parent) = inv.prompt_file.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
     let prompt_error = |e: String| AgentError::PromptFile { path: inv.prompt_file.display().to_string(), message: e };
     files::create(&inv.prompt_file, inv.prompt).map_err(|e| prompt_error(e.to_string()))?;
     if let Some((uid, gid)) = inv.contain.as_ref().and_then(|c| c.owner)

@@ -114,10 +114,7 @@ pub fn support() -> &'static Support {
 
 /// The uid and gid an agent runs as when the runner is root: `nobody`'s, else 65534.
 pub(crate) fn nobody() -> (u32, u32) {
-    nix::unistd::User::from_name("nobody")
-        .ok()
-        .flatten()
-        .map_or((65534, 65534), |u| (u.uid.as_raw(), u.gid.as_raw()))
+    nix::unistd::User::from_name("nobody").ok().flatten().map_or((65534, 65534), |u| (u.uid.as_raw(), u.gid.as_raw()))
 }
 
 /// This binary, as a trampoline an agent starts through ([`crate::agent::enter`]); `None` when this process is not
@@ -159,7 +156,9 @@ fn probe() -> Support {
         let mut args: Vec<String> =
             ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"].map(String::from).to_vec();
         args.extend(caps(user).into_iter().map(|a| a.to_string_lossy().into_owned()));
-        args.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--"].map(String::from));
+        args.extend(
+            ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--"].map(String::from),
+        );
         match user {
             Some((uid, gid)) => {
                 let exe = trampoline().ok_or("this program cannot find its own binary")?;
@@ -174,7 +173,9 @@ fn probe() -> Support {
             None => args.push("true".into()),
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        crate::agent::preset::run_bounded(&program, &args, Duration::from_secs(20)).map(|_| ()).map_err(|e| e.to_string())
+        crate::agent::preset::run_bounded(&program, &args, Duration::from_secs(20))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     };
     let root = nix::unistd::geteuid().is_root();
     if root && trial(Some(nobody())).is_ok() {
@@ -473,7 +474,9 @@ impl Spec {
         let mut made: Vec<&Path> = Vec::new();
         for (to, kind) in mounts {
             // The folders between the hidden one above it and the mount point: made, open to every uid.
-            if let Some(top) = self.hidden.iter().filter(|h| to.starts_with(h) && *h != to).max_by_key(|h| h.as_os_str().len()) {
+            if let Some(top) =
+                self.hidden.iter().filter(|h| to.starts_with(h) && *h != to).max_by_key(|h| h.as_os_str().len())
+            {
                 let mut between: Vec<&Path> = to.ancestors().skip(1).take_while(|p| *p != top.as_path()).collect();
                 between.reverse();
                 for p in between {
@@ -486,7 +489,12 @@ impl Spec {
             match kind {
                 0 => {
                     let private = PRIVATE_TMP.iter().any(|t| to == Path::new(t));
-                    a.extend(["--perms".into(), if private { "1777" } else { "0755" }.into(), "--tmpfs".into(), to.into()]);
+                    a.extend([
+                        "--perms".into(),
+                        if private { "1777" } else { "0755" }.into(),
+                        "--tmpfs".into(),
+                        to.into(),
+                    ]);
                 }
                 1 => a.extend(["--ro-bind".into(), to.into(), to.into()]),
                 _ => a.extend(["--bind".into(), to.into(), to.into()]),
@@ -509,31 +517,40 @@ impl Spec {
 }
 
 impl Spec {
-    /// A folder on the way to something this run is shown that its agent cannot pass, when it runs as another uid
-    /// than the runner's ([`Spec::user`]): `(what is shown, the folder that stops it)`. Folders the sandbox hides
-    /// are made open on the way (bubblewrap makes them); a real folder must let other users through (`o+x`).
-    pub fn unreachable(&self) -> Option<(PathBuf, PathBuf)> {
-        use std::os::unix::fs::PermissionsExt;
+    /// Why an agent that runs as another uid than the runner's ([`Spec::user`]) could not reach what this run shows
+    /// it, if it could not: a real folder on the way that lets no other user through (folders the sandbox hides are
+    /// made open on the way: bubblewrap makes them), or a folder of `must_write` (`[run] sandbox_write`) that it
+    /// may not write. A sentence naming the folder and the fix.
+    pub fn unreachable(&self, must_write: &[PathBuf]) -> Option<String> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let (uid, gid) = self.user?;
-        let passes = |p: &Path| {
+        // `bits`: what the owner needs (0o100 to pass, 0o300 to write there); the group's and others' are shifted.
+        let may = |p: &Path, bits: u32| {
             std::fs::metadata(p).is_ok_and(|m| {
-                use std::os::unix::fs::MetadataExt;
                 let mode = m.permissions().mode();
-                (m.uid() == uid && mode & 0o100 != 0) || (m.gid() == gid && mode & 0o010 != 0) || mode & 0o001 != 0
+                (m.uid() == uid && mode & bits == bits)
+                    || (m.gid() == gid && mode & (bits >> 3) == bits >> 3)
+                    || mode & (bits >> 6) == bits >> 6
             })
         };
         for shown in self.writable.iter().chain(&self.readable).chain(std::iter::once(&self.cwd)) {
             for anc in shown.ancestors().skip(1) {
-                if self.hidden.iter().any(|h| anc.starts_with(h)) {
-                    // Inside a hidden folder: bubblewrap's own folders, open to all (and above it, checked on).
-                    continue;
-                }
-                if !passes(anc) {
-                    return Some((shown.clone(), anc.to_path_buf()));
+                if !self.hidden.iter().any(|h| anc.starts_with(h)) && !may(anc, 0o100) {
+                    return Some(format!(
+                        "{} lets no other user through, so uid {uid} cannot reach {} (open it: chmod o+x {})",
+                        anc.display(),
+                        shown.display(),
+                        anc.display()
+                    ));
                 }
             }
         }
-        None
+        must_write.iter().filter(|w| w.exists()).find(|w| !may(w, 0o300)).map(|w| {
+            format!(
+                "uid {uid} may not write {} ([run] sandbox_write): give it to that uid or open it to others (chmod o+rwx)",
+                w.display()
+            )
+        })
     }
 }
 
@@ -573,7 +590,9 @@ pub(crate) fn credential_paths(env: &dyn Fn(&str) -> Option<OsString>) -> (Vec<P
     if let Some(list) = env("KUBECONFIG") {
         files.extend(std::env::split_paths(&list).filter(|p| p.is_absolute()));
     }
-    for var in ["GNUPGHOME", "PASSWORD_STORE_DIR", "CLOUDSDK_CONFIG", "AZURE_CONFIG_DIR", "GH_CONFIG_DIR", "SSH_AUTH_SOCK"] {
+    for var in
+        ["GNUPGHOME", "PASSWORD_STORE_DIR", "CLOUDSDK_CONFIG", "AZURE_CONFIG_DIR", "GH_CONFIG_DIR", "SSH_AUTH_SOCK"]
+    {
         folders.extend(path(var).filter(|p| p.is_dir()));
     }
     // An ssh agent's socket is a file: blanked (its folder is usually under the hidden /tmp or /run).

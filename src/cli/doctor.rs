@@ -41,6 +41,7 @@ pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
         let run_dir = git_swarm::runner::Places::of(swarm.local.repo.common_dir()).run_dir("doctor");
         findings.extend(git_swarm::doctor::agents(&snap.board.config, &local, &run_dir));
         findings.push(git_swarm::doctor::sandbox(&snap.board.config, &local));
+        findings.extend(git_swarm::doctor::git_version());
         findings.extend(git_swarm::doctor::forge(&snap.board.config));
     }
     for f in &findings {

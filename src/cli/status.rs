@@ -136,8 +136,12 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     if let Some(why) = &uncontained_why {
         ctx.out.line(format!("sandbox: agents of this clone run UNCONTAINED ({why}); see `git swarm doctor`"));
     }
+    let open_door = if contained { support.open_door() } else { None };
+    if let Some(door) = &open_door {
+        ctx.out.line(format!("sandbox: {door}; see `git swarm doctor`"));
+    }
     ctx.out.doc(&json!({
-        "sandbox": {"mode": settings.sandbox.as_str(), "contained": contained, "why": uncontained_why},
+        "sandbox": {"mode": settings.sandbox.as_str(), "contained": contained, "why": uncontained_why, "open": open_door},
         "spend": spend,
         "commit": snap.commit.to_string(),
         "target": board.config.target,

@@ -96,13 +96,12 @@ pub fn install(wt: &Path) -> Installed {
     out
 }
 
-/// Take out what [`install`] put in (best effort: the next task's checkout cleans the work tree anyway).
-pub fn remove(installed: &Installed) {
-    for f in &installed.files {
-        let _ = std::fs::remove_file(f);
-    }
-    for d in &installed.dirs {
-        let _ = std::fs::remove_dir(d); // only when empty
+impl Installed {
+    /// Give what [`install`] made (in a work tree the runner just made, before the agent's run) to `uid`:`gid`.
+    pub(crate) fn hand_over(&self, uid: u32, gid: u32) {
+        for p in self.dirs.iter().chain(&self.files) {
+            let _ = std::os::unix::fs::lchown(p, Some(uid), Some(gid));
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 
 use gix::ObjectId;
 
-use super::{Role, RunError, Runner};
 use super::slot::Slot;
+use super::{Role, RunError, Runner};
 use crate::agent::sandbox::{AgentUser, Mode, Spec, Support};
 use crate::agent::{self, Prepared};
 use crate::model::Config;
@@ -61,52 +61,6 @@ pub(crate) struct Run {
     pub env: Vec<(String, String)>,
 }
 
-/// What an agent's copy of the git directory keeps of its `config`: the repository's format (`[core]`'s
-/// `repositoryformatversion`, `bare`, `filemode`, `symlinks`, `ignorecase`, `precomposeunicode`, `logallrefupdates`)
-/// and every `[extensions]` key; nothing else (remotes, credentials, includes, filters, hooks).
-pub(super) fn repository_config(path: &Path) -> String {
-    const CORE: &[&str] = &[
-        "repositoryformatversion",
-        "bare",
-        "filemode",
-        "symlinks",
-        "ignorecase",
-        "precomposeunicode",
-        "logallrefupdates",
-    ];
-    let mut out = String::new();
-    let Some(text) = agent::files::read_text(path, 1 << 20) else {
-        return "[core]\n\trepositoryformatversion = 0\n[gc]\n\tauto = 0\n".into();
-    };
-    let Ok(file) = gix::config::File::try_from(text.as_str()) else {
-        return "[core]\n\trepositoryformatversion = 0\n[gc]\n\tauto = 0\n".into();
-    };
-    let simple = |v: &str| v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    for (section, keep) in [("core", Some(CORE)), ("extensions", None)] {
-        let mut lines = Vec::new();
-        for sec in
-            file.sections_by_name(section).into_iter().flatten().filter(|s| s.header().subsection_name().is_none())
-        {
-            for name in sec.body().value_names() {
-                let key = name.to_string().to_ascii_lowercase();
-                if keep.is_some_and(|k| !k.contains(&key.as_str())) {
-                    continue;
-                }
-                if let Some(v) = sec.body().value(&name).map(|v| v.to_string()).filter(|v| simple(v)) {
-                    lines.push(format!("\t{key} = {v}\n"));
-                }
-            }
-        }
-        if !lines.is_empty() {
-            out.push_str(&format!("[{section}]\n"));
-            out.extend(lines);
-        }
-    }
-    // No background maintenance of a copy that is thrown away.
-    out.push_str("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n");
-    out
-}
-
 /// The names of the runner's environment an agent of `role` gets: its preset's, then `env` of `[roles.<role>]`
 /// and `[roles.default]` (`config` with this clone's `git config swarm.*` over it), and the API-key variables a
 /// Codex config names (`model_providers.*.env_key`).
@@ -155,11 +109,13 @@ impl Runner<'_> {
         let support = agent::sandbox::support();
         match (s.mode, support) {
             (Mode::Off, _) => Ok(None),
-            (Mode::Required, Support::Ready { .. }) if support.open_door().is_some() => Err(RunError::Settings(format!(
-                "[run] sandbox = \"required\", but {} (run the runner as a normal user, or give its container \
+            (Mode::Required, Support::Ready { .. }) if support.open_door().is_some() => {
+                Err(RunError::Settings(format!(
+                    "[run] sandbox = \"required\", but {} (run the runner as a normal user, or give its container \
                  CAP_SYS_ADMIN)",
-                support.open_door().unwrap_or_default()
-            ))),
+                    support.open_door().unwrap_or_default()
+                )))
+            }
             (_, Support::Ready { bwrap, user, .. }) => Ok(Some((bwrap.clone(), *user))),
             (Mode::Required, Support::Missing { why, hint }) => {
                 Err(RunError::Settings(format!("[run] sandbox = \"required\", but {why} ({hint})")))
@@ -240,25 +196,11 @@ impl Runner<'_> {
         let mut writable = vec![slot.tree.clone(), slot.run.clone()];
         writable.extend(settings.write.iter().cloned());
         let env_of = |k: &str| std::env::var_os(k);
-        let spec = Spec::new(
-            &slot.tree,
-            home.as_deref(),
-            &hide,
-            &writable,
-            &readable,
-            settings.network,
-            owner,
-            &env_of,
-        );
-        if let Some((shown, blocked)) = spec.unreachable() {
-            let (uid, _) = owner.unwrap_or_default();
+        let spec =
+            Spec::new(&slot.tree, home.as_deref(), &hide, &writable, &readable, settings.network, owner, &env_of);
+        if let Some(why) = spec.unreachable(&settings.write) {
             return Err(RunError::Setup(format!(
-                "the agents of a root runner run as uid {uid} (nobody), which cannot reach {}: {} lets no other user \
-                 through. Open it (chmod o+x {}), keep the clone and its cache folder where other users may pass, or \
-                 run the runner as a normal user",
-                shown.display(),
-                blocked.display(),
-                blocked.display()
+                "the agents of a root runner run as nobody, and {why}; or run the runner as a normal user"
             )));
         }
         let contain = agent::Contain { pass_env: pass, sandbox: Some((bwrap, spec)), home: Some(fresh), owner };
@@ -298,32 +240,4 @@ fn copy_into(from: &Path, to: &Path) {
             copy_into(&e.path(), &to.join(e.file_name()));
         }
     }
-}
-
-/// Write every object of the object directory `dir` into `repo`, checking that each is what its id says.
-pub(crate) fn bring_objects(repo: &gix::Repository, dir: &Path) -> Result<usize, String> {
-    use gix::objs::Find;
-    use gix::objs::Write;
-    let odb = gix::odb::at(dir, gix::hash::Kind::Sha1).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
-    let ids: Vec<ObjectId> = odb
-        .iter()
-        .map_err(|e| format!("cannot list the objects of {}: {e}", dir.display()))?
-        .filter_map(Result::ok)
-        .collect();
-    let mut buf = Vec::new();
-    let mut brought = 0;
-    for id in ids {
-        if repo.has_object(id) {
-            continue;
-        }
-        let Ok(Some(data)) = odb.try_find(&id, &mut buf) else { continue };
-        let (kind, bytes) = (data.kind, data.data.to_vec());
-        match repo.write_buf(kind, &bytes) {
-            Ok(written) if written == id => brought += 1,
-            // Not what its name says: the clone never takes it (a commit naming it then has a missing object).
-            Ok(_) => {}
-            Err(e) => return Err(format!("cannot write object {id}: {e}")),
-        }
-    }
-    Ok(brought)
 }

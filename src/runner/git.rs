@@ -70,7 +70,7 @@ fn worktree_lock(dir: &Path, args: &[&str]) -> Option<std::fs::File> {
 /// Remove a work tree that an older runner registered with `git worktree`, and its registration (best effort): the
 /// folder removed without following a link, the registration that names it removed, `git worktree prune` for
 /// the rest. No git command looks into the tree itself (an agent left it).
-pub fn remove_worktree(common_dir: &Path, path: &Path) {
+pub(crate) fn remove_worktree(common_dir: &Path, path: &Path) {
     let want = same_file_key(&path.join(".git"));
     let _ = crate::agent::files::remove_all(path);
     for reg in registrations(common_dir) {

@@ -243,7 +243,8 @@ impl<'a, 'r> Landing<'a, 'r> {
             Ok(Some(new)) => self.head = new,
             _ if self.batched => return Err(Abort::Conflicted),
             _ => {
-                let replay = Replay { store: &r.swarm.local, task: id, epoch, committer: &r.who, now: (r.clock)(), attrs: tip };
+                let replay =
+                    Replay { store: &r.swarm.local, task: id, epoch, committer: &r.who, now: (r.clock)(), attrs: tip };
                 let commits = super::rebase::commits(&r.swarm.local, self.base, self.head).map_err(Abort::Fail)?;
                 let mut step = replay.replay(&commits, tip).map_err(Abort::Fail)?;
                 let mut runs = 0;
@@ -253,9 +254,16 @@ impl<'a, 'r> Landing<'a, 'r> {
                         Step::Stopped(stop) => {
                             let keeper = self.keeper;
                             let tries = self.job.settings.conflict_tries.saturating_sub(runs);
-                            let res = resolve_conflict(r, self.job, self.slot, self.task, &stop, tries, &mut self.events, &|| {
-                                keeper.keep(r)
-                            });
+                            let res = resolve_conflict(
+                                r,
+                                self.job,
+                                self.slot,
+                                self.task,
+                                &stop,
+                                tries,
+                                &mut self.events,
+                                &|| keeper.keep(r),
+                            );
                             self.events.extend(keeper.drain());
                             if let Some(why) = keeper.lost() {
                                 return Err(Abort::LostClaim(why));
@@ -577,7 +585,8 @@ pub(super) fn resolve_conflict(
         let t = repo.find_tree(tree).ok()?;
         t.lookup_entry_by_path(path.to_path_lossy()).ok().flatten().map(|e| e.object_id())
     };
-    let mut open: Vec<(BString, Option<ObjectId>)> = stop.conflicts.iter().map(|c| (c.path.clone(), at(stop.tree, &c.path))).collect();
+    let mut open: Vec<(BString, Option<ObjectId>)> =
+        stop.conflicts.iter().map(|c| (c.path.clone(), at(stop.tree, &c.path))).collect();
     let mut current = stop.tree;
     for attempt in 1..=tries {
         let files: Vec<String> = open.iter().map(|(p, _)| p.to_string()).collect();
@@ -607,9 +616,16 @@ pub(super) fn resolve_conflict(
         let epoch = task.claim.as_ref().map_or(task.epoch, |c| c.epoch);
         let run = (slot, Some(stop.onto), Some(stop.commit));
         let (out, planted) = r
-            .run_agent(backend, run, &prompt, env, timeout, Some((task, epoch)), (Role::Worker, job.config), &mut || {
-                keep_lease()
-            })
+            .run_agent(
+                backend,
+                run,
+                &prompt,
+                env,
+                timeout,
+                Some((task, epoch)),
+                (Role::Worker, job.config),
+                &mut || keep_lease(),
+            )
             .map_err(|e| Abort::Fail(e.to_string()))?;
         events.extend(planted.into_iter().map(Event::Warning));
         if let Err(e) = super::cannot_start(Role::Worker, backend, &out) {

@@ -40,7 +40,7 @@ pub(crate) fn take(path: &Path) -> Option<Result<Vec<Proposal>, String>> {
         Err(e) if e.is_missing() => return None,
         Err(e) => Err(e.to_string()),
     };
-    let _ = std::fs::remove_file(path);
+    let _ = crate::agent::files::remove_all(path);
     Some(text.and_then(|t| if t.trim().is_empty() { Ok(vec![]) } else { plan::parse_task_file(&t) }))
 }
 
@@ -48,19 +48,22 @@ impl super::Runner<'_> {
     /// Say in the agent's log which of its hooks fired during the run (their stamps in the run's folder: inside a
     /// runner the renewal hooks leave the lease to the runner, and this is how one tells they ran).
     pub(crate) fn note_hooks(&self) {
+        // The run's folder is the agent's: listed through `agent::files` (names only), its stamps removed by
+        // name (an unlink, never followed).
         let dir = self.run_dir();
-        let mut fired: Vec<String> = std::fs::read_dir(&dir)
+        let Ok(run) = crate::agent::files::Dir::open(&dir) else { return };
+        let mut fired: Vec<String> = run
+            .entries()
+            .unwrap_or_default()
             .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str().filter(|n| n.starts_with("hook-")).map(str::to_string))
+            .filter_map(|e| e.name.to_str().filter(|n| n.starts_with("hook-")).map(str::to_string))
             .collect();
         if fired.is_empty() {
             return;
         }
         fired.sort();
         for f in &fired {
-            let _ = std::fs::remove_file(dir.join(f));
+            let _ = crate::agent::files::remove_all(&dir.join(f));
         }
         if let Ok(mut log) = crate::secrets::private_file(&self.log_file(), true) {
             use std::io::Write;

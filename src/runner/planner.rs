@@ -474,7 +474,6 @@ fn run_round_agent(
     env.push(("GIT_SWARM_DEPTH".into(), round.depth.to_string()));
     r.emit(Event::AgentStarted { task: id.to_string(), what: "plan" });
     env.extend(backend.env.iter().cloned());
-    backend.clear_last_message();
     let contained = r.contain_run(&slot, Role::Planner, Some(backend), config, tip, None)?;
     env.extend(contained.env.iter().cloned());
     let stop = std::sync::Arc::clone(&r.stop);

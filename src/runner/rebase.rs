@@ -235,10 +235,17 @@ impl Replay<'_> {
         }
         for (i, &c) in commits.iter().enumerate() {
             let commit = self.store.repo.find_commit(c).map_err(|e| format!("cannot read commit {c}: {e}"))?;
-            let parent = commit.parent_ids().next().map(|p| p.detach()).ok_or_else(|| format!("commit {c} has no parent"))?;
+            let parent =
+                commit.parent_ids().next().map(|p| p.detach()).ok_or_else(|| format!("commit {c} has no parent"))?;
             let (tree, conflicts) = self.merge_tree(parent, tip, c)?;
             if !conflicts.is_empty() {
-                return Ok(Step::Stopped(Stop { onto: tip, commit: c, rest: commits[i + 1..].to_vec(), tree, conflicts }));
+                return Ok(Step::Stopped(Stop {
+                    onto: tip,
+                    commit: c,
+                    rest: commits[i + 1..].to_vec(),
+                    tree,
+                    conflicts,
+                }));
             }
             tip = self.commit_onto(c, tree, tip)?;
         }
@@ -288,11 +295,13 @@ impl Replay<'_> {
         let repo = &self.store.repo;
         let read = |id: ObjectId| repo.find_commit(id).map_err(|e| format!("cannot read commit {id}: {e}"));
         let (f, l) = (read(first)?, read(last)?);
-        let parent = f.parent_ids().next().map(|p| p.detach()).ok_or_else(|| format!("commit {first} has no parent"))?;
+        let parent =
+            f.parent_ids().next().map(|p| p.detach()).ok_or_else(|| format!("commit {first} has no parent"))?;
         let mut message = String::new();
         for id in all {
             let c = read(*id)?;
-            let subject = c.message_raw_sloppy().lines().next().map(|l| l.to_str_lossy().into_owned()).unwrap_or_default();
+            let subject =
+                c.message_raw_sloppy().lines().next().map(|l| l.to_str_lossy().into_owned()).unwrap_or_default();
             message.push_str(&format!("{subject}\n"));
         }
         let author = f.author().map_err(|e| e.to_string())?.to_owned().map_err(|e| e.to_string())?;

@@ -1,5 +1,5 @@
 //! A runner's slot: the work tree its agents and checks run in, the run folder of each run, and the runner's own
-//! git state for them, which no agent can reach (docs/security.md, *Containment*; invariant 41).
+//! git state for them, which no agent can reach (docs/security.md, *Containment*; invariant 39).
 //!
 //! * `<cache>/trees/<agent>` — the **work tree**. Made afresh for each use ([`Slot::checkout`]): whatever was there
 //!   is removed (no link followed), a new folder made, and the runner's git writes the commit into it with an index
@@ -94,7 +94,8 @@ impl Slot {
         conflicts: &[Conflicted],
     ) -> Result<Checkout, String> {
         crate::agent::contain::kill_working_in(&self.tree);
-        files::remove_all(&self.tree).map_err(|e| format!("cannot remove the work tree {}: {e}", self.tree.display()))?;
+        files::remove_all(&self.tree)
+            .map_err(|e| format!("cannot remove the work tree {}: {e}", self.tree.display()))?;
         let parent = self.tree.parent().unwrap_or(Path::new("/"));
         std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         std::fs::create_dir(&self.tree).map_err(|e| format!("cannot create {}: {e}", self.tree.display()))?;
@@ -161,7 +162,8 @@ impl Slot {
     /// of this user's alone.
     pub(crate) fn fresh_run(&self) -> Result<(), String> {
         use std::os::unix::fs::DirBuilderExt;
-        files::remove_all(&self.run).map_err(|e| format!("cannot remove the run folder {}: {e}", self.run.display()))?;
+        files::remove_all(&self.run)
+            .map_err(|e| format!("cannot remove the run folder {}: {e}", self.run.display()))?;
         if let Some(parent) = self.run.parent() {
             std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
@@ -195,7 +197,7 @@ impl Slot {
         if let Some(r) = replayed {
             put("REBASE_HEAD", format!("{r}\n").as_bytes())?;
         }
-        let mut config = super::contained::repository_config(&self.common.join("config"));
+        let mut config = repository_config(&self.common.join("config"));
         // The agents' own files and the user's global excludes stay out of the agent's `git add -A` (the runner
         // leaves them out of what it takes anyway: `runner::snapshot`).
         let excludes = crate::hooks::agent::write_excludes(&self.common, &self.run)
@@ -271,7 +273,7 @@ impl Slot {
                     .map_err(|e| format!("the objects of the agent's run cannot be taken: {e}"))?;
             }
         }
-        let n = if staging.is_dir() { super::contained::bring_objects(repo, &staging)? } else { 0 };
+        let n = if staging.is_dir() { bring_objects(repo, &staging)? } else { 0 };
         let _ = files::remove_all(&staging);
         Ok(n)
     }
@@ -288,6 +290,80 @@ impl Slot {
 /// `value` as a git config value: quoted, its backslashes and quotes escaped.
 fn quote_config(value: &str) -> String {
     format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// What an agent's copy of the git directory keeps of its `config`: the repository's format (`[core]`'s
+/// `repositoryformatversion`, `bare`, `filemode`, `symlinks`, `ignorecase`, `precomposeunicode`, `logallrefupdates`)
+/// and every `[extensions]` key; nothing else (remotes, credentials, includes, filters, hooks).
+fn repository_config(path: &Path) -> String {
+    const CORE: &[&str] = &[
+        "repositoryformatversion",
+        "bare",
+        "filemode",
+        "symlinks",
+        "ignorecase",
+        "precomposeunicode",
+        "logallrefupdates",
+    ];
+    let mut out = String::new();
+    let Some(text) = files::read_text(path, 1 << 20) else {
+        return "[core]\n\trepositoryformatversion = 0\n[gc]\n\tauto = 0\n".into();
+    };
+    let Ok(file) = gix::config::File::try_from(text.as_str()) else {
+        return "[core]\n\trepositoryformatversion = 0\n[gc]\n\tauto = 0\n".into();
+    };
+    let simple = |v: &str| v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    for (section, keep) in [("core", Some(CORE)), ("extensions", None)] {
+        let mut lines = Vec::new();
+        for sec in
+            file.sections_by_name(section).into_iter().flatten().filter(|s| s.header().subsection_name().is_none())
+        {
+            for name in sec.body().value_names() {
+                let key = name.to_string().to_ascii_lowercase();
+                if keep.is_some_and(|k| !k.contains(&key.as_str())) {
+                    continue;
+                }
+                if let Some(v) = sec.body().value(&name).map(|v| v.to_string()).filter(|v| simple(v)) {
+                    lines.push(format!("\t{key} = {v}\n"));
+                }
+            }
+        }
+        if !lines.is_empty() {
+            out.push_str(&format!("[{section}]\n"));
+            out.extend(lines);
+        }
+    }
+    // No background maintenance of a copy that is thrown away.
+    out.push_str("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n");
+    out
+}
+
+/// Write every object of the object directory `dir` into `repo`, checking that each is what its id says.
+fn bring_objects(repo: &gix::Repository, dir: &Path) -> Result<usize, String> {
+    use gix::objs::Find;
+    use gix::objs::Write;
+    let odb = gix::odb::at(dir, gix::hash::Kind::Sha1).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    let ids: Vec<ObjectId> = odb
+        .iter()
+        .map_err(|e| format!("cannot list the objects of {}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .collect();
+    let mut buf = Vec::new();
+    let mut brought = 0;
+    for id in ids {
+        if repo.has_object(id) {
+            continue;
+        }
+        let Ok(Some(data)) = odb.try_find(&id, &mut buf) else { continue };
+        let (kind, bytes) = (data.kind, data.data.to_vec());
+        match repo.write_buf(kind, &bytes) {
+            Ok(written) if written == id => brought += 1,
+            // Not what its name says: the clone never takes it (a commit naming it then has a missing object).
+            Ok(_) => {}
+            Err(e) => return Err(format!("cannot write object {id}: {e}")),
+        }
+    }
+    Ok(brought)
 }
 
 /// The tree of `what` (a commit, or a tree already).
@@ -327,7 +403,11 @@ fn copy_refs(from: &Path, to: &Path) -> Result<(), String> {
 
 /// Does any conflicted path of `conflicts` still hold what git left in it (`markers`: the blob with conflict
 /// markers) or markers of its own in `tree`? The paths still unresolved.
-pub(crate) fn unresolved(repo: &gix::Repository, tree: ObjectId, conflicts: &[(BString, Option<ObjectId>)]) -> Vec<BString> {
+pub(crate) fn unresolved(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    conflicts: &[(BString, Option<ObjectId>)],
+) -> Vec<BString> {
     let Ok(t) = repo.find_tree(tree) else { return conflicts.iter().map(|(p, _)| p.clone()).collect() };
     conflicts
         .iter()

@@ -154,14 +154,26 @@ enum Folder {
 impl Walk<'_> {
     /// The tree of the folder `d` at `rel` (its path from the top, `/`-separated), over `tracked` (what the agent's
     /// commit has there). `hidden`: the folder is ignored, only files `keep` wants are taken.
-    fn dir(&mut self, d: &Dir, rel: &mut Vec<u8>, tracked: Option<ObjectId>, hidden: bool) -> Result<Option<ObjectId>, String> {
+    fn dir(
+        &mut self,
+        d: &Dir,
+        rel: &mut Vec<u8>,
+        tracked: Option<ObjectId>,
+        hidden: bool,
+    ) -> Result<Option<ObjectId>, String> {
         match self.folder(d, rel, tracked, hidden)? {
             Folder::Tree(id) => Ok(Some(id)),
             Folder::Empty | Folder::Nested => Ok(None),
         }
     }
 
-    fn folder(&mut self, d: &Dir, rel: &mut Vec<u8>, tracked: Option<ObjectId>, hidden: bool) -> Result<Folder, String> {
+    fn folder(
+        &mut self,
+        d: &Dir,
+        rel: &mut Vec<u8>,
+        tracked: Option<ObjectId>,
+        hidden: bool,
+    ) -> Result<Folder, String> {
         let top = rel.is_empty();
         let entries = d.entries().map_err(|e| e.to_string())?;
         if !top && entries.iter().any(|e| e.name.as_bytes().eq_ignore_ascii_case(b".git")) {

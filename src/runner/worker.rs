@@ -411,7 +411,12 @@ fn missing_target(r: &Runner<'_>, target: &str) -> RunError {
 /// What the agent run came to.
 enum AgentRun {
     /// `handoff`: what the agent (or its CLI's last message) left as its hand-off, read once, bounded.
-    Exited { exit: Exit, tail: Vec<String>, at: Instant, handoff: Option<String> },
+    Exited {
+        exit: Exit,
+        tail: Vec<String>,
+        at: Instant,
+        handoff: Option<String>,
+    },
     LostClaim(String),
     Interrupted,
 }
@@ -476,6 +481,10 @@ fn run_worker_agent(
     env.push(("GIT_SWARM_HANDOFF_FILE".into(), handoff.to_string_lossy().into_owned()));
     // The agent hooks (docs/hooks.md): settings files in the fresh work tree, ignored by what the runner takes.
     let hooks = if settings.agent_hooks { crate::hooks::agent::install(&slot.tree) } else { Default::default() };
+    // Written after the tree was given to the agent's uid: theirs too, or the agent could not write beside them.
+    if let Some((uid, gid)) = r.agent_owner() {
+        hooks.hand_over(uid, gid);
+    }
     for why in &hooks.skipped {
         r.emit(Event::Warning(format!("agent hooks: {why}")));
     }
