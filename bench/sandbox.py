@@ -4,7 +4,8 @@
     python3 bench/sandbox.py [--bin PATH] [--tasks 20] [--rounds 3]
 
 One worker drains a board of `--tasks` trivial tasks (the agent writes one file) with `[run] sandbox = "auto"`
-(bubblewrap; the fresh home, the copy of the git directory, the objects brought in) and with `sandbox = "off"`,
+(bubblewrap; the fresh home, the agent's own git directory, its work taken as data; as root, the agent as nobody)
+and with `sandbox = "off"`,
 in interleaved rounds (off, on, on, off, …) on the same machine, each round on a fresh board of its own. The
 figure is (time on − time off) / tasks: what one run costs more in a sandbox, everything of it included. Also the
 bare cost of bubblewrap: `bwrap <the runner's arguments> -- true` against `sh -c true`, 50 times each.
@@ -66,6 +67,8 @@ def world(base, binary, mode, tasks):
 
 def drain(binary, mode, tasks):
     base = tempfile.mkdtemp(prefix=f"swarm-sandbox-{mode}-", dir=os.environ.get("BENCH_TMP", "/var/tmp"))
+    # Open to other users, as a projects folder is: a root runner's agents run as nobody and must reach it.
+    os.chmod(base, 0o755)
     try:
         clone, env = world(base, binary, mode, tasks)
         t = time.monotonic()

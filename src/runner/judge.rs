@@ -232,7 +232,7 @@ fn judge_once(
     let tip = r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(&branch))?;
     let check = match (&settings.check, tip) {
         (Some(cmd), Some(t)) => {
-            slot.checkout(t, r.agent_owner(), &[]).map_err(RunError::Setup)?;
+            slot.checkout(&r.swarm.local.repo, t, r.agent_owner(), &[]).map_err(RunError::Setup)?;
             let guard = r.guard();
             let (ok, tail) = super::landing::run_check(r, &slot, t, cmd, settings.task_timeout, config, &|| true);
             for p in guard.restore() {
@@ -268,7 +268,7 @@ fn judge_once(
     env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
     // The judge reads a work tree at the target's tip, made afresh (an empty one with no target yet).
-    slot.checkout(tip.unwrap_or(r.swarm.local.repo.empty_tree().id), r.agent_owner(), &[]).map_err(RunError::Setup)?;
+    slot.checkout(&r.swarm.local.repo, tip.unwrap_or(r.swarm.local.repo.empty_tree().id), r.agent_owner(), &[]).map_err(RunError::Setup)?;
     let out = r.run_agent(
         &backend,
         (&slot, tip, None),

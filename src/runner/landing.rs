@@ -373,7 +373,7 @@ impl<'a, 'r> Landing<'a, 'r> {
     fn run_check_on(&mut self, cmd: &str, commit: ObjectId) -> Result<(crate::check::CheckRun, Vec<String>), Abort> {
         let (r, keeper) = (self.r, self.keeper);
         let report = self.job.settings.check_report.clone();
-        self.slot.checkout(commit, r.agent_owner(), &[]).map_err(Abort::Fail)?;
+        self.slot.checkout(&r.swarm.local.repo, commit, r.agent_owner(), &[]).map_err(Abort::Fail)?;
         // The check runs the change's code (its tests, its Makefile): uncontained, what it plants in `.git` is put
         // back too.
         let guard = r.guard();
@@ -607,7 +607,7 @@ pub(super) fn resolve_conflict(
         );
         let left: Vec<super::slot::Conflicted> =
             stop.conflicts.iter().filter(|c| open.iter().any(|(p, _)| *p == c.path)).cloned().collect();
-        let checkout = slot.checkout(current, r.agent_owner(), &left).map_err(Abort::Fail)?;
+        let checkout = slot.checkout(&r.swarm.local.repo, current, r.agent_owner(), &left).map_err(Abort::Fail)?;
         let mut env = r.base_env(Role::Worker);
         env.push(("GIT_SWARM_TASK_ID".into(), task.id.clone()));
         env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));

@@ -89,6 +89,7 @@ impl Slot {
     /// the agent's `git status` shows them unmerged.
     pub(crate) fn checkout(
         &self,
+        repo: &gix::Repository,
         what: ObjectId,
         owner: Option<(u32, u32)>,
         conflicts: &[Conflicted],
@@ -122,7 +123,7 @@ impl Slot {
         if !conflicts.is_empty() {
             self.stage(conflicts)?;
         }
-        let tree = tree_of(&self.common, what)?;
+        let tree = tree_of(repo, what)?;
         Ok(Checkout { tree, known })
     }
 
@@ -367,8 +368,10 @@ fn bring_objects(repo: &gix::Repository, dir: &Path) -> Result<usize, String> {
 }
 
 /// The tree of `what` (a commit, or a tree already).
-fn tree_of(common: &Path, what: ObjectId) -> Result<ObjectId, String> {
-    let repo = gix::open(common).map_err(|e| format!("cannot open {}: {e}", common.display()))?;
+fn tree_of(repo: &gix::Repository, what: ObjectId) -> Result<ObjectId, String> {
+    if what == repo.empty_tree().id {
+        return Ok(what);
+    }
     let obj = repo.find_object(what).map_err(|e| format!("cannot read {what}: {e}"))?;
     match obj.kind {
         gix::object::Kind::Tree => Ok(what),

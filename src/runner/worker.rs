@@ -294,7 +294,7 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
     }
     // A work tree made afresh by the runner at the target's tip (whatever was in it before is removed: nothing of
     // an earlier task, and no process of an earlier run still working in it).
-    let checkout = slot.checkout(base, r.agent_owner(), &[]).map_err(RunError::Setup)?;
+    let checkout = slot.checkout(&r.swarm.local.repo, base, r.agent_owner(), &[]).map_err(RunError::Setup)?;
     let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &slot, base, &config)?;
     let job = Job { settings: &settings, config: &config, state: snap.commit, backend: &backend };
     finish(r, &job, &mut h, &slot, &checkout, base, &branch, outcome, claim_next)
