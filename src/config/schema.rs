@@ -154,7 +154,7 @@ settings! {
         network: String => bool = true, "\"on\"", network;
         /// More paths contained agents may read (absolute, or `~/…` in the runner's home).
         sandbox_read: Vec<String> => Vec<String> = vec![], "[]", sandbox_paths;
-        /// More paths contained agents may write (absolute, or `~/…` in the runner's home).
+        /// More paths contained agents may write (absolute, or `~/…` in the runner's home; under a root runner, writable by nobody).
         sandbox_write: Vec<String> => Vec<String> = vec![], "[]", sandbox_paths;
         /// A worker agent that runs longer than this is stopped, and the task fails; the check's time limit too.
         task_timeout: DurationText => Duration = Duration::from_secs(30 * 60), "\"30m\"", duration;

@@ -224,6 +224,9 @@ pub(crate) fn remove_runner_worktree(places: &Places, common_dir: &Path, name: &
 pub(super) fn clear_own_worktree(places: &Places, common_dir: &Path, name: &str, path: &Path) {
     agent::kill_leftover(&agent::pgid_file_of(&places.run_dir(name).join("prompt.md")), path);
     git::remove_worktree(common_dir, path);
+    // Its run folder and its own index too (`runner::slot`): nothing of a dead runner's is read again.
+    let _ = agent::files::remove_all(&places.run_dir(name));
+    let _ = agent::files::remove_all(&common_dir.join("swarm").join("slots").join(name));
 }
 
 /// Does a process with this id run? (Signal 0: no signal is sent, only the check.)
