@@ -63,6 +63,47 @@ pub(crate) fn known_from_vars(vars: impl IntoIterator<Item = (String, String)>) 
         .collect()
 }
 
+/// The credentials in a login file a runner copies into its agents' homes (`~/.codex/auth.json`, Claude Code's
+/// `.credentials.json`, Gemini CLI's `oauth_creds.json` and `.env`): every string value under a name that says it
+/// is a secret (the scrubber's rule, `secrets::is_secret`), in JSON, TOML or `NAME=value` lines, labelled by the
+/// file and the name. The agent was handed these values: none of them may land.
+pub(crate) fn known_in_file(file: &str, text: &str) -> Vec<Known> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    fn walk_json(name: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::String(s) => out.push((name.to_string(), s.clone())),
+            serde_json::Value::Object(m) => m.iter().for_each(|(k, v)| walk_json(k, v, out)),
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk_json(name, v, out)),
+            _ => {}
+        }
+    }
+    fn walk_toml(name: &str, v: &toml::Value, out: &mut Vec<(String, String)>) {
+        match v {
+            toml::Value::String(s) => out.push((name.to_string(), s.clone())),
+            toml::Value::Table(m) => m.iter().for_each(|(k, v)| walk_toml(k, v, out)),
+            toml::Value::Array(a) => a.iter().for_each(|v| walk_toml(name, v, out)),
+            _ => {}
+        }
+    }
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+        walk_json("", &v, &mut pairs);
+    } else if let Ok(v) = toml::from_str::<toml::Table>(text) {
+        v.iter().for_each(|(k, v)| walk_toml(k, v, &mut pairs));
+    } else {
+        for line in text.lines() {
+            if let Some((k, v)) = line.trim().trim_start_matches("export ").split_once(['=', ':']) {
+                pairs.push((k.trim().to_string(), v.trim().trim_matches(['"', '\'']).to_string()));
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    pairs
+        .into_iter()
+        .filter(|(name, value)| is_secret(name, value) && seen.insert(value.clone()))
+        .map(|(name, value)| Known { label: format!("the {name} of {file}, which the agent was given"), value })
+        .collect()
+}
+
 /// Scan what `head_tree` adds over `base_tree` (both trees in `repo`) for secrets: in every blob added or changed
 /// (symbolic links too; not submodules), the lines of the new blob that were not lines of the old one. Known values
 /// are looked for everywhere, binary files included (line 0); shapes only in text, and not in a path `allow` says
@@ -212,6 +253,19 @@ impl File<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_credentials_of_a_login_file_are_known() {
+        let json = r#"{"OPENAI_API_KEY": null, "tokens": {"access_token": "eyJhbGciOiJSUzI1NiJ9.abcdefghijk", "account_id": "acct-1"}, "last_refresh": "2026-12-01"}"#;
+        let k = known_in_file("~/.codex/auth.json", json);
+        assert_eq!(k.len(), 1, "{:?}", k.iter().map(|k| &k.label).collect::<Vec<_>>());
+        assert_eq!(k[0].value, "eyJhbGciOiJSUzI1NiJ9.abcdefghijk");
+        assert!(k[0].label.contains("access_token") && k[0].label.contains("~/.codex/auth.json"));
+        let env = "GEMINI_API_KEY=AIzaSyA-0123456789abcdefghij\nOTHER=plain words\n";
+        let k = known_in_file("~/.gemini/.env", env);
+        assert_eq!(k.iter().map(|k| k.value.as_str()).collect::<Vec<_>>(), ["AIzaSyA-0123456789abcdefghij"]);
+        assert!(known_in_file("x", "model = \"gpt-5.2\"\n").is_empty());
+    }
     use gix::object::tree::EntryKind;
 
     const KEY: &str = "sk-ant-api03-not-a-real-key-0123456789";

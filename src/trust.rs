@@ -36,10 +36,18 @@ impl Document {
         if let Some(run) = config.extra.get("run").and_then(|r| r.as_table()) {
             // What decides whether code lands, beside the check itself (each only when set: the digest of settings
             // that do not use them stays what it was).
-            // And what an agent may reach (its sandbox, its network, paths it may read or write).
-            for key in
-                ["check", "check_baseline", "check_report", "sandbox", "network", "sandbox_read", "sandbox_write"]
-            {
+            // And what an agent may reach (its sandbox, its network, paths it may read or write), and where what
+            // looks like a secret may land.
+            for key in [
+                "check",
+                "check_baseline",
+                "check_report",
+                "sandbox",
+                "network",
+                "sandbox_read",
+                "sandbox_write",
+                "secret_allow",
+            ] {
                 if let Some(v) = run.get(key) {
                     lines.push(format!("run.{key} = {v}"));
                 }

@@ -95,3 +95,61 @@ fn secrets_in_agent_output_never_reach_the_state_ref() {
     }
     assert!(!all.contains(secret), "a commit message holds the secret");
 }
+
+/// S21: the agent's own API key (a variable its role is given), written into a source file, never lands — and is
+/// not carried to the remote aside either: the landing is refused with the file and line (never the value), the
+/// work kept in this clone only. A token shape lands only where `[run] secret_allow` says it is no secret; a value
+/// of the runner's own never does, allowed or not.
+#[test]
+fn a_secret_the_runner_knows_never_lands_and_never_leaves_the_clone() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let c = env.clone(&file_url(&bare), "c");
+    let script = env.path("agent.sh");
+    std::fs::write(
+        &script,
+        "case \"$GIT_SWARM_TASK_TITLE\" in\n\
+         key*) mkdir -p src && printf 'client = Client(\\n    key=\"%s\",\\n)\\n' \"$MY_MODEL_API_KEY\" > src/client.py ;;\n\
+         fixture*) mkdir -p tests/fixtures && echo 'token: ghp_0123456789abcdefghijABCDEFGHIJ0123' > tests/fixtures/gh.yml ;;\n\
+         allowed-key*) mkdir -p tests/fixtures && echo \"$MY_MODEL_API_KEY\" > tests/fixtures/key.txt ;;\n\
+         esac\n",
+    )
+    .expect("script");
+    let cfg = env.path("swarm.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "max_attempts = 1\n[run]\nsecret_allow = [\"tests/fixtures/**\"]\n[roles.worker]\nexec = \"sh {}\"\n\
+             env = [\"MY_MODEL_API_KEY\"]\n",
+            script.display()
+        ),
+    )
+    .expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let key = env.sw(&c, &["add", "key in the source"]).ok().line();
+    let fixture = env.sw(&c, &["add", "fixture with a token shape"]).ok().line();
+    let allowed_key = env.sw(&c, &["add", "allowed-key in a fixture"]).ok().line();
+    let secret = "mk-live-5f1a9c0e77b24d6e8a3b";
+    let o = env.sw_env(&c, &[("MY_MODEL_API_KEY", secret)], &["--agent", "w1", "run", "worker", "--until-idle"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let show = |id: &str| env.sw(&c, &["show", id, "--json"]).ok().json();
+    // The key: refused, named by file and line, the value nowhere on the board or in what the runner said.
+    let t = show(&key);
+    assert_eq!(t["status"], "failed", "{t}");
+    let reason = t["failures"][0]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("src/client.py:2") && reason.contains("MY_MODEL_API_KEY"), "{reason}");
+    assert!(!reason.contains(secret) && !o.stderr.contains(secret), "{reason}\n{}", o.stderr);
+    // Kept in the clone only: nothing of it on the remote, aside or on main.
+    let held = format!("refs/swarm-held/default/{key}/1");
+    let tip = env.rev(&c.join(".git"), &held).expect("the work is held in the clone");
+    assert!(env.git(&c, &["show", &format!("{tip}:src/client.py")]).contains(secret));
+    assert!(env.rev(&bare, &format!("refs/swarm-work/default/{key}/1")).is_none(), "pushed aside");
+    let everything = env.git(&bare, &["log", "--all", "-p", "--format=%B"]);
+    assert!(!everything.contains(secret), "the secret reached the remote");
+    // A token shape in a fixture the settings allow lands; the runner's own value there does not.
+    assert_eq!(show(&fixture)["status"], "done", "{}", o.stderr);
+    assert!(env.git(&bare, &["show", "main:tests/fixtures/gh.yml"]).contains("ghp_"));
+    let t = show(&allowed_key);
+    assert_eq!(t["status"], "failed", "{t}");
+    assert!(t["failures"][0]["reason"].as_str().unwrap_or_default().contains("tests/fixtures/key.txt:1"), "{t}");
+}

@@ -156,6 +156,9 @@ settings! {
         sandbox_read: Vec<String> => Vec<String> = vec![], "[]", sandbox_paths;
         /// More paths contained agents may write (absolute, or `~/…` in the runner's home; under a root runner, writable by nobody).
         sandbox_write: Vec<String> => Vec<String> = vec![], "[]", sandbox_paths;
+        /// Paths (globs, `tests/fixtures/**`) where token shapes are no secret: the scan of a landing lets them land
+        /// (never a value of the runner's own secrets; docs/security.md, S21).
+        secret_allow: Vec<String> => Vec<String> = vec![], "[]";
         /// A worker agent that runs longer than this is stopped, and the task fails; the check's time limit too.
         task_timeout: DurationText => Duration = Duration::from_secs(30 * 60), "\"30m\"", duration;
         /// The time limit of planner and judge runs.

@@ -217,6 +217,24 @@ impl Runner<'_> {
         }
     }
 
+    /// The secrets this runner knows, by value, that no landing may carry (S21): those of its environment (by name
+    /// and by value, as the scrubber knows them: the agent's own API key among them), and the credentials in the
+    /// login files of `agent`'s CLI that a run gets a copy of (`~/.codex/auth.json`, `~/.claude/.credentials.json`…).
+    pub(crate) fn known_secrets(&self, agent: &Prepared) -> Vec<crate::leaks::Known> {
+        let mut known = crate::leaks::known_from_vars(
+            std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        );
+        if let (Some(p), Some(home)) = (agent.preset, runner_home()) {
+            for f in p.home {
+                let path = home.join(f);
+                if let Some(text) = agent::files::read_text(&path, 1 << 20) {
+                    known.extend(crate::leaks::known_in_file(&format!("~/{f}"), &text));
+                }
+            }
+        }
+        known
+    }
+
     /// Where the agent's own `git swarm add` writes the tasks it files (`GIT_SWARM_OUTBOX`).
     pub(crate) fn outbox_file(&self) -> PathBuf {
         self.run_dir().join("outbox.toml")

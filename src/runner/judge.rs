@@ -268,7 +268,8 @@ fn judge_once(
     env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
     // The judge reads a work tree at the target's tip, made afresh (an empty one with no target yet).
-    slot.checkout(&r.swarm.local.repo, tip.unwrap_or(r.swarm.local.repo.empty_tree().id), r.agent_owner(), &[]).map_err(RunError::Setup)?;
+    slot.checkout(&r.swarm.local.repo, tip.unwrap_or(r.swarm.local.repo.empty_tree().id), r.agent_owner(), &[])
+        .map_err(RunError::Setup)?;
     let out = r.run_agent(
         &backend,
         (&slot, tip, None),

@@ -198,6 +198,10 @@ impl<'a, 'r> Landing<'a, 'r> {
         if let Some(why) = super::rebase::unstamped(&self.r.swarm.local, tip, self.head, id, epoch).map_err(fail)? {
             return Err(Abort::Fail(why));
         }
+        // And it carries no secret the runner knows, nor a well-known token's shape (S21).
+        if let Some(why) = self.secrets(tip)? {
+            return Err(Abort::Secret(why));
+        }
         self.check()?;
         Ok(self.head)
     }
@@ -219,6 +223,40 @@ impl<'a, 'r> Landing<'a, 'r> {
     /// The work as the landing started: its base, its tip, whether it is stamped; and the settings it runs with.
     pub(super) fn work(&self) -> (ObjectId, ObjectId, bool, &'a RunSettings) {
         (self.base, self.head, self.stamped, self.job.settings)
+    }
+
+    /// Why the work (what `self.head` adds over `tip`) must not land because of what looks like a secret, if it
+    /// must not: the runner's own secrets by value ([`Runner::known_secrets`]) anywhere, token shapes outside
+    /// `[run] secret_allow`. The reason names files and lines, never a value.
+    fn secrets(&self, tip: ObjectId) -> Result<Option<String>, Abort> {
+        let repo = &self.r.swarm.local.repo;
+        let tree = |c: ObjectId| -> Result<ObjectId, Abort> {
+            let commit = repo.find_commit(c).map_err(fail)?;
+            Ok(commit.tree_id().map_err(fail)?.detach())
+        };
+        let known = self.r.known_secrets(self.job.backend);
+        let globs = &self.job.settings.secret_allow;
+        let allow = |p: &str| {
+            globs.iter().any(|g| {
+                gix::glob::wildmatch(g.as_bytes().into(), p.as_bytes().into(), gix::glob::wildmatch::Mode::empty())
+            })
+        };
+        let found = crate::leaks::scan(repo, tree(tip)?, tree(self.head)?, &known, &allow).map_err(Abort::Fail)?;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let list: Vec<String> = found.iter().take(10).map(|f| f.to_string()).collect();
+        let more = if found.len() > 10 { format!(" and {} more", found.len() - 10) } else { String::new() };
+        let shapes_only = found.iter().all(|f| !f.known);
+        Ok(Some(format!(
+            "the work holds what looks like a secret, so it did not land and is kept in this clone only: {}{more}{}",
+            list.join("; "),
+            if shapes_only {
+                " (not a secret, a test fixture? `[run] secret_allow = [\"<path glob>\"]` lets token shapes land there)"
+            } else {
+                ""
+            }
+        )))
     }
 
     /// Does the newest board still show this landing's claim live (`true` when it cannot be read: the publish
@@ -537,6 +575,9 @@ pub(super) enum Abort {
     /// The target holds this task's code already (`Swarm-Task:` on a commit since the work's base): a landing whose
     /// state half failed (the remote took the branch and not the state ref). It is finished, never landed again.
     AlreadyLanded(ObjectId),
+    /// The work carries what looks like a secret (`leaks::scan`): fail the task, the work kept in this clone only —
+    /// pushed aside, it would carry the secret to the remote.
+    Secret(String),
 }
 
 /// How far back (first-parent commits of the target) a takeover looks for the task's code before it runs an agent.

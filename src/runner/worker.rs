@@ -577,6 +577,22 @@ fn read_handoff(r: &mut Runner<'_>, file: &Path) -> Option<String> {
     }
 }
 
+/// Where the work of a task that did not land is kept for a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    No,
+    /// On the remote, at `refs/swarm-work/<swarm>/<task>/<epoch>` ([`keep_aside`]).
+    Aside,
+    /// In this clone only ([`keep_held`]): it holds what looks like a secret, which a push would carry away.
+    Here,
+}
+
+impl Keep {
+    fn aside_if(mine: bool) -> Keep {
+        if mine { Keep::Aside } else { Keep::No }
+    }
+}
+
 /// How a finished agent run ends for its task, once decided: what [`conclude`] records.
 enum End {
     /// Landed: the code on the target, `done` on the state ref, the next task claimed with it.
@@ -618,9 +634,11 @@ fn finish(
     let (settings, lease) = (job.settings, job.config.lease);
     let (exit, tail, exited_at, handoff) = match outcome {
         AgentRun::LostClaim(why) => {
-            return conclude(r, h, None, false, End::Gone(why), claim_next, lease, Instant::now());
+            return conclude(r, h, None, Keep::No, End::Gone(why), claim_next, lease, Instant::now());
         }
-        AgentRun::Interrupted => return conclude(r, h, None, false, End::Released, claim_next, lease, Instant::now()),
+        AgentRun::Interrupted => {
+            return conclude(r, h, None, Keep::No, End::Released, claim_next, lease, Instant::now());
+        }
         AgentRun::Exited { exit, tail, at, handoff } => (exit, tail, at, handoff),
     };
     let over_budget = match &exit {
@@ -634,12 +652,21 @@ fn finish(
             }
             other => format!("the agent {other}"),
         };
-        return conclude(r, h, None, false, End::fail(super::reason_from(&what, &tail)), claim_next, lease, exited_at);
+        return conclude(
+            r,
+            h,
+            None,
+            Keep::No,
+            End::fail(super::reason_from(&what, &tail)),
+            claim_next,
+            lease,
+            exited_at,
+        );
     }
     let work_tip = match commit_work(r, &h.task, h.epoch, slot, checkout, base)? {
         Ok(tip) => tip,
         // An agent that removed its work tree left nothing to land, and would do it again: an attempt of the task.
-        Err(why) => return conclude(r, h, None, false, End::fail(why), claim_next, lease, exited_at),
+        Err(why) => return conclude(r, h, None, Keep::No, End::fail(why), claim_next, lease, exited_at),
     };
     // At most 64 KiB (bytes: what every reader of `notes/<id>.md` reads), cut at a character.
     let handoff = handoff.map(|t| {
@@ -649,15 +676,18 @@ fn finish(
     let mine = !own_commits(&r.swarm.local, base, work_tip).is_empty();
     let (keep, end) = if let Some(reason) = over_budget {
         // Another attempt would start past the budget: the task fails for good, what the agent did kept aside.
-        (mine, End::Fail { reason, note: handoff, for_good: true })
+        (Keep::aside_if(mine), End::Fail { reason, note: handoff, for_good: true })
     } else if let Some(reason) = handoff.as_deref().and_then(reported_failure) {
         // The agent said it failed (`Status: failed: <reason>`, the line the worker prompt asks for), whatever its
         // exit status: what it did is kept aside, not landed.
-        (mine, End::Fail { reason: format!("the agent reported: failed: {reason}"), note: handoff, for_good: false })
+        (
+            Keep::aside_if(mine),
+            End::Fail { reason: format!("the agent reported: failed: {reason}"), note: handoff, for_good: false },
+        )
     } else if !mine && settings.empty == crate::config::Empty::Done {
-        (false, End::Empty { note: handoff })
+        (Keep::No, End::Empty { note: handoff })
     } else if !mine {
-        (false, End::fail("the agent exited 0 without changing anything"))
+        (Keep::No, End::fail("the agent exited 0 without changing anything"))
     } else {
         land_work(r, job, h, slot, base, work_tip, branch, handoff, claim_next)?
     };
@@ -755,7 +785,7 @@ fn land_work(
     branch: &str,
     handoff: Option<String>,
     claim_next: bool,
-) -> Result<(bool, End), RunError> {
+) -> Result<(Keep, End), RunError> {
     let (id, epoch) = (h.task.id.as_str(), h.epoch);
     // Only the agent's own work on the target lands: an unrelated history it merged in (a second root) fails the
     // task, its work kept aside (invariant 22).
@@ -763,7 +793,7 @@ fn land_work(
         .map_err(|e| RunError::Setup(format!("cannot read the work of {id}: {e}")))?;
     if let Some(why) = foreign {
         let why = format!("the work is not the agent's own history on {}: {why}", job.config.target);
-        return Ok((true, End::fail(why)));
+        return Ok((Keep::Aside, End::fail(why)));
     }
     // Commits stamped already (the runner's own commit of what the agent left) need no rewrite; any other message
     // is stamped by the rebase, whatever `Swarm-*` lines the agent wrote.
@@ -795,49 +825,52 @@ fn land_work(
             if alone {
                 r.swarm.landed_on_target(branch, code);
             }
-            (false, End::Landed { code, lost_races, next })
+            (Keep::No, End::Landed { code, lost_races, next })
         }
-        Landed::Aborted(Abort::AlreadyLanded(code)) => (false, End::RollForward { code, note: handoff }),
+        Landed::Aborted(Abort::AlreadyLanded(code)) => (Keep::No, End::RollForward { code, note: handoff }),
         // The caller gives the claim back (no attempt spent) and the runner stops.
-        Landed::Aborted(Abort::CannotStart(e) | Abort::Stop(e)) => (true, End::Stop(e)),
-        Landed::Aborted(Abort::Interrupted) => (false, End::Released),
-        Landed::Aborted(Abort::Fail(reason)) => (true, End::fail(reason)),
+        Landed::Aborted(Abort::CannotStart(e) | Abort::Stop(e)) => (Keep::Aside, End::Stop(e)),
+        Landed::Aborted(Abort::Interrupted) => (Keep::No, End::Released),
+        Landed::Aborted(Abort::Fail(reason)) => (Keep::Aside, End::fail(reason)),
+        Landed::Aborted(Abort::Secret(reason)) => (Keep::Here, End::fail(reason)),
         // Only a batch's prepare says so, and its task then lands alone: never here.
-        Landed::Aborted(Abort::Conflicted) => (true, End::fail("a rebase conflict left unresolved")),
-        Landed::Aborted(Abort::Budget(reason)) => (true, End::Fail { reason, note: None, for_good: true }),
-        Landed::Aborted(Abort::LostClaim(why)) => (true, End::Gone(why)),
+        Landed::Aborted(Abort::Conflicted) => (Keep::Aside, End::fail("a rebase conflict left unresolved")),
+        Landed::Aborted(Abort::Budget(reason)) => (Keep::Aside, End::Fail { reason, note: None, for_good: true }),
+        Landed::Aborted(Abort::LostClaim(why)) => (Keep::Aside, End::Gone(why)),
         // Our claim is gone (taken over after our lease ran out): our code must not land.
-        Landed::Failed(TxnError::Domain(e)) => (true, End::Gone(e.to_string())),
+        Landed::Failed(TxnError::Domain(e)) => (Keep::Aside, End::Gone(e.to_string())),
         Landed::Failed(TxnError::Remote(crate::remote::RemoteError::Refused { remote, refname, reason }))
             if !crate::remote::is_storage_refusal(&reason) =>
         {
             // A refusal that retrying will not change (a protected branch, a hook): an attempt of the task, and
             // the runner goes on. If the remote refuses the state ref too, recording the failure fails as well,
             // and that error ends the runner.
-            (true, End::fail(format!("{remote} refused the landing: {refname}: {reason}")))
+            (Keep::Aside, End::fail(format!("{remote} refused the landing: {refname}: {reason}")))
         }
         // The agent's work is not lost with the error: kept where a person (or a retry) finds it.
-        Landed::Failed(e) => (true, End::Stop(e.into())),
+        Landed::Failed(e) => (Keep::Aside, End::Stop(e.into())),
     })
 }
 
 /// Record the task's end `end`, the one place where the work (`work`: the work's tip) is kept
-/// aside when `keep` says so, before the end is recorded (a roll-forward keeps it too when the code on the target
+/// aside (or held in this clone) as `keep` says, before the end is recorded (a roll-forward keeps it too when the code on the target
 /// turns out to be a twin's). `since`: when the agent exited.
 #[allow(clippy::too_many_arguments)]
 fn conclude(
     r: &mut Runner<'_>,
     h: &Held,
     work: Option<ObjectId>,
-    keep: bool,
+    keep: Keep,
     end: End,
     claim_next: bool,
     lease: Duration,
     since: Instant,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
     r.say_ridden_out();
-    if let (true, Some(tip)) = (keep, work) {
-        keep_aside(r, h, tip);
+    match (keep, work) {
+        (Keep::Aside, Some(tip)) => keep_aside(r, h, tip),
+        (Keep::Here, Some(tip)) => keep_held(r, h, tip),
+        _ => {}
     }
     let id = h.task.id.clone();
     match end {
@@ -986,6 +1019,24 @@ fn fail_noted(
             Ok((TaskEnd::Gone, None))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Keep the agent's work in this clone only, at `refs/swarm-held/<swarm>/<task>/<epoch>`: a ref no runner pushes
+/// (work kept here for an outage is pushed later; this never is), for a person to look at and clean.
+fn keep_held(r: &mut Runner<'_>, h: &Held, work_tip: ObjectId) {
+    let id = h.task.id.as_str();
+    let refname = format!("refs/swarm-held/{}/{id}/{}", r.swarm.name, h.epoch);
+    match r.swarm.local.set_ref(
+        &refname,
+        work_tip,
+        "git swarm: work held in this clone (it looks like it holds a secret)",
+    ) {
+        Ok(()) => r.emit(Event::Warning(format!(
+            "{id}: its work is kept in this clone only, at {refname} (never pushed): look with `git show {refname}`, \
+             and remove it with `git update-ref -d {refname}` once the secret is out of it"
+        ))),
+        Err(e) => r.emit(Event::Warning(format!("{id}: could not keep its work at {refname}: {e}"))),
     }
 }
 
