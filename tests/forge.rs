@@ -7,6 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::serve::{Answer, Seen, Served};
 use common::{Env, file_url, scripted_agent};
@@ -25,6 +26,8 @@ struct Pr {
     state: String,
     /// The commit merged, once merged.
     merged_sha: Option<String>,
+    /// The descriptions written to it after the forge merged it.
+    written_after_merge: Vec<String>,
 }
 
 /// A forge's pull requests as the stand-in keeps them.
@@ -63,7 +66,7 @@ fn github(state: Shared) -> impl Fn(&Seen) -> Answer + Send + Sync + 'static {
                    "state": if p.state == "open" { "open" } else { "closed" }, "draft": p.draft, "merged": p.state == "merged",
                    "merged_at": if p.state == "merged" { json!("2026-12-03T00:00:00Z") } else { Value::Null },
                    "head": {"ref": p.head, "sha": p.merged_sha.clone().unwrap_or_else(|| "0".repeat(40))},
-                   "base": {"ref": p.base}})
+                   "base": {"ref": p.base}, "title": p.title, "body": p.body})
         };
         match (s.method.as_str(), s.url.split('?').next().unwrap_or("")) {
             ("GET", "/repos/o/r/pulls") => {
@@ -72,15 +75,13 @@ fn github(state: Shared) -> impl Fn(&Seen) -> Answer + Send + Sync + 'static {
                     s.url.contains("head=o:swarm/main") && s.url.contains("base=main"),
                     format!("list: {}", s.url),
                 );
-                let want = if s.url.contains("state=closed") { "merged" } else { "open" };
+                // Open or closed, the newest first: the runner's one look.
                 need(
                     &mut f,
-                    s.url.contains("state=closed") || s.url.contains("state=open"),
+                    s.url.contains("state=all") && s.url.contains("sort=created") && s.url.contains("direction=desc"),
                     format!("list: {}", s.url),
                 );
-                let mut found: Vec<u64> = f.prs.iter().filter(|p| p.state == want).map(|p| p.number).collect();
-                found.reverse();
-                let list: Vec<Value> = found.iter().map(|n| pr(*n, &f)).collect();
+                let list: Vec<Value> = f.prs.iter().rev().map(|p| pr(p.number, &f)).collect();
                 (200, vec![], Value::Array(list).to_string())
             }
             ("POST", "/repos/o/r/pulls") => {
@@ -102,7 +103,7 @@ fn github(state: Shared) -> impl Fn(&Seen) -> Answer + Send + Sync + 'static {
                     body: str_of("body"),
                     draft: b["draft"].as_bool().unwrap_or(false),
                     state: "open".into(),
-                    merged_sha: None,
+                    ..Pr::default()
                 };
                 f.prs.push(new);
                 (201, vec![], pr(n, &f).to_string())
@@ -115,6 +116,9 @@ fn github(state: Shared) -> impl Fn(&Seen) -> Answer + Send + Sync + 'static {
                     Some(p) => {
                         p.title = b["title"].as_str().unwrap_or_default().to_string();
                         p.body = b["body"].as_str().unwrap_or_default().to_string();
+                        if p.state == "merged" {
+                            p.written_after_merge.push(p.body.clone());
+                        }
                         (200, vec![], pr(n, &f).to_string())
                     }
                     None => (404, vec![], json!({"message": "Not Found"}).to_string()),
@@ -158,7 +162,8 @@ fn gitlab(state: Shared) -> impl Fn(&Seen) -> Answer + Send + Sync + 'static {
             let p = f.prs.iter().find(|p| p.number == n).expect("mr");
             json!({"iid": p.number, "web_url": format!("https://gitlab.example.com/o/r/-/merge_requests/{}", p.number),
                    "state": match p.state.as_str() { "open" => "opened", s => s }, "draft": p.title.starts_with("Draft:"),
-                   "source_branch": p.head, "target_branch": p.base, "sha": p.merged_sha})
+                   "source_branch": p.head, "target_branch": p.base, "sha": p.merged_sha,
+                   "title": p.title, "description": p.body})
         };
         match (s.method.as_str(), s.url.split('?').next().unwrap_or("")) {
             ("GET", "/api/v4/projects/o%2Fr/merge_requests") => {
@@ -169,13 +174,10 @@ fn gitlab(state: Shared) -> impl Fn(&Seen) -> Answer + Send + Sync + 'static {
                 );
                 need(
                     &mut f,
-                    s.url.contains("state=opened") || s.url.contains("state=merged"),
+                    s.url.contains("state=all") && s.url.contains("order_by=created_at") && s.url.contains("sort=desc"),
                     format!("list: {}", s.url),
                 );
-                let want = if s.url.contains("state=merged") { "merged" } else { "open" };
-                let mut found: Vec<u64> = f.prs.iter().filter(|p| p.state == want).map(|p| p.number).collect();
-                found.reverse();
-                let list: Vec<Value> = found.iter().map(|n| mr(*n, &f)).collect();
+                let list: Vec<Value> = f.prs.iter().rev().map(|p| mr(p.number, &f)).collect();
                 (200, vec![], Value::Array(list).to_string())
             }
             ("POST", "/api/v4/projects/o%2Fr/merge_requests") => {
@@ -193,7 +195,7 @@ fn gitlab(state: Shared) -> impl Fn(&Seen) -> Answer + Send + Sync + 'static {
                     body: str_of("description"),
                     draft: false,
                     state: "open".into(),
-                    merged_sha: None,
+                    ..Pr::default()
                 };
                 f.prs.push(new);
                 (201, vec![], mr(n, &f).to_string())
@@ -206,6 +208,9 @@ fn gitlab(state: Shared) -> impl Fn(&Seen) -> Answer + Send + Sync + 'static {
                     Some(p) => {
                         p.title = b["title"].as_str().unwrap_or_default().to_string();
                         p.body = b["description"].as_str().unwrap_or_default().to_string();
+                        if p.state == "merged" {
+                            p.written_after_merge.push(p.body.clone());
+                        }
                         (200, vec![], mr(n, &f).to_string())
                     }
                     None => (404, vec![], json!({"message": "404 Not found"}).to_string()),
@@ -308,7 +313,8 @@ fn run_fleet(env: &Env, c: &Path, token: (&str, &str)) -> common::Out {
     out
 }
 
-fn protected_main_through_requests(kind: &str, how: Strategy) {
+/// A stand-in of `kind`'s API on loopback: what it keeps, the server, the API's base URL, and the runner's token.
+fn stand_in(kind: &str) -> (Shared, Served, String, (&'static str, &'static str)) {
     let state: Shared = Arc::default();
     let served = match kind {
         "github" => Served::start(github(Arc::clone(&state))),
@@ -320,6 +326,24 @@ fn protected_main_through_requests(kind: &str, how: Strategy) {
     } else {
         ("GITLAB_TOKEN", "glpat-forgetoken0000")
     };
+    (state, served, api, token)
+}
+
+/// The ids of the tasks a description lists, sorted: its `` - `id` `` entries under its `### Tasks`.
+fn listed(body: &str) -> Vec<String> {
+    let tasks = body.rfind("\n### Tasks\n").map_or("", |at| &body[at..]);
+    let mut ids: Vec<String> = tasks
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(id, _)| id.to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn protected_main_through_requests(kind: &str, how: Strategy) {
+    let (state, served, api, token) = stand_in(kind);
     let env = Env::new();
     let (bare, c) = protected(&env, kind, &api);
     let main_before = env.rev(&bare, "refs/heads/main");
@@ -452,6 +476,156 @@ fn a_protected_main_takes_the_swarms_work_through_one_merge_request_at_a_time() 
 #[test]
 fn a_squashed_merge_request_is_taken_back_without_conflicts_or_repeats() {
     protected_main_through_requests("gitlab", Strategy::Squash);
+}
+
+/// The forge merges the request while tasks land: after the second of three landings, while the third task's agent
+/// works. The merged request's description ends listing exactly the tasks whose code the merged commit holds (the
+/// second too, though the description had not caught up with it when the forge merged; not the third, which landed
+/// after the merge), it is never written but to say that, and the next request lists only the rest: each task in
+/// exactly one request. (The runner used to write the merged request's description with the third task, the answer
+/// telling it merged too late, and listed it again in the next request.)
+fn merged_while_tasks_land(kind: &str, how: Strategy) {
+    let (state, served, api, token) = stand_in(kind);
+    let env = Env::new();
+    let (bare, c) = protected(&env, kind, &api);
+    let go = env.path("merged");
+    let first = env.sw(&c, &["add", "one", "--body", "@write a.txt a"]).ok().line();
+    let second = env.sw(&c, &["add", "two", "--body", "@write b.txt b", "--after", &first]).ok().line();
+    let waits = format!("@wait-for {}\n@write c.txt c", go.display());
+    let third = env.sw(&c, &["add", "three", "--body", &waits, "--after", &second]).ok().line();
+    let (out, merged) = std::thread::scope(|scope| {
+        let forge = scope.spawn(|| {
+            wait_for("two landings and a request", || {
+                trailers(&env, &bare, "swarm/main").len() >= 2 && !state.lock().expect("lock").prs.is_empty()
+            });
+            let head = forge_merges(&env, &bare, &state, 1, how);
+            std::fs::write(&go, "go").expect("go");
+            head
+        });
+        let out = run_fleet(&env, &c, token);
+        // (Should the fleet end first, the forge's thread says why it did not merge.)
+        std::fs::write(&go, "go").ok();
+        (out, forge.join().expect("the forge merged"))
+    });
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("request 1 was merged"), "{}", out.stderr);
+    let mut carried = trailers(&env, &bare, &merged);
+    carried.sort();
+    let mut want = vec![first.clone(), second.clone()];
+    want.sort();
+    assert_eq!(carried, want, "the forge merged the first two tasks");
+    let body_one = {
+        let f = state.lock().expect("lock");
+        assert!(f.faults.is_empty(), "requests the forge would refuse: {:?}", f.faults);
+        let one = &f.prs[0];
+        assert_eq!(one.state, "merged");
+        assert_eq!(listed(&one.body), carried, "the merged request lists what it carried:\n{}", one.body);
+        for w in &one.written_after_merge {
+            assert_eq!(listed(w), carried, "a write after the merge says only what it carried:\n{w}");
+        }
+        assert_eq!(f.prs.len(), 2, "the third task is in a request of its own: {:?}", f.prs);
+        assert_eq!(listed(&f.prs[1].body), vec![third.clone()], "{}", f.prs[1].body);
+        one.body.clone()
+    };
+    // Two more landings go into the open request, though others' work reaches main between them (a move of the base
+    // that is no merge of the swarm's request: the runner looks, and writes it); the merged one is left as it is.
+    let go = env.path("others");
+    let calls_before = served.seen().len();
+    let fourth = env.sw(&c, &["add", "four", "--body", "@write d.txt d"]).ok().line();
+    let waits = format!("@wait-for {}\n@write e.txt e", go.display());
+    let fifth = env.sw(&c, &["add", "five", "--body", &waits, "--after", &fourth]).ok().line();
+    let out = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            wait_for("the fourth landing", || trailers(&env, &bare, "swarm/main").contains(&fourth));
+            others_land_on_main(&env, &bare);
+            std::fs::write(&go, "go").expect("go");
+        });
+        let out = run_fleet(&env, &c, token);
+        std::fs::write(&go, "go").ok();
+        out
+    });
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let f = state.lock().expect("lock");
+    assert!(f.faults.is_empty(), "{:?}", f.faults);
+    assert_eq!(f.prs.len(), 2, "{:?}", f.prs);
+    assert_eq!((f.prs[0].body.as_str(), f.prs[1].state.as_str()), (body_one.as_str(), "open"));
+    let mut rest = vec![third.clone(), fourth.clone(), fifth.clone()];
+    rest.sort();
+    assert_eq!(listed(&f.prs[1].body), rest, "{}", f.prs[1].body);
+    for id in [&first, &second, &third, &fourth, &fifth] {
+        let n = f.prs.iter().filter(|p| listed(&p.body).contains(id)).count();
+        assert_eq!(n, 1, "{id} is in exactly one request: {:?}", f.prs);
+    }
+    // The calls stayed few: a look when main moved (the sync's, the update reusing it), another when it moved again
+    // (in place of the sync's), and one update per landing.
+    let calls: Vec<String> = served.seen()[calls_before..].iter().map(|x| format!("{} {}", x.method, x.url)).collect();
+    assert!(calls.len() <= 4, "{calls:#?}");
+}
+
+/// The forge merges the request with a merge commit at the last landing, before the runner's update caught up with
+/// it, and nothing lands after (the next task fails): main then holds every landing, there is nothing left to propose,
+/// and the runner still puts the merged request's description right (it lists the last landing too), and opens no
+/// other request.
+#[test]
+fn a_merge_request_merged_at_its_last_landing_lists_it_too() {
+    let (state, _served, api, token) = stand_in("gitlab");
+    let env = Env::new();
+    let (bare, c) = protected(&env, "gitlab", &api);
+    env.sw(&c, &["config", "set", "max_attempts", "1"]).ok();
+    let go = env.path("merged");
+    let first = env.sw(&c, &["add", "one", "--body", "@write a.txt a"]).ok().line();
+    let second = env.sw(&c, &["add", "two", "--body", "@write b.txt b", "--after", &first]).ok().line();
+    let fails = format!("@wait-for {}\n@exit 1", go.display());
+    env.sw(&c, &["add", "three", "--body", &fails, "--after", &second]).ok();
+    let out = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            wait_for("two landings and a request", || {
+                trailers(&env, &bare, "swarm/main").len() >= 2 && !state.lock().expect("lock").prs.is_empty()
+            });
+            forge_merges(&env, &bare, &state, 1, Strategy::Merge);
+            std::fs::write(&go, "go").expect("go");
+        });
+        let out = run_fleet(&env, &c, token);
+        std::fs::write(&go, "go").ok();
+        out
+    });
+    assert!(out.stderr.contains("request 1 was merged"), "{}", out.stderr);
+    let f = state.lock().expect("lock");
+    assert!(f.faults.is_empty(), "{:?}", f.faults);
+    assert_eq!(f.prs.len(), 1, "nothing is left to propose: {:?}", f.prs);
+    let mut want = vec![first, second];
+    want.sort();
+    assert_eq!(listed(&f.prs[0].body), want, "{}", f.prs[0].body);
+}
+
+/// Wait until `done` (at most 120 s).
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not in time");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Others' work reaches main (another request's merge), past the hook as the forge's own push.
+fn others_land_on_main(env: &Env, bare: &Path) {
+    let scratch = env.path("others-work");
+    env.git(env.root.path(), &["clone", "-q", bare.to_str().expect("utf-8"), scratch.to_str().expect("utf-8")]);
+    std::fs::write(scratch.join("others.txt"), "others' work\n").expect("write");
+    env.git(&scratch, &["add", "others.txt"]);
+    env.git(&scratch, &["commit", "-q", "-m", "others' work"]);
+    let o = env.git_env(&scratch, &[("FORGE_MERGE", "1")], &["push", "-q", "origin", "HEAD:main"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
+#[test]
+fn a_pull_request_merged_while_tasks_land_lists_only_what_it_carried() {
+    merged_while_tasks_land("github", Strategy::Squash);
+}
+
+#[test]
+fn a_merge_request_merged_while_tasks_land_lists_only_what_it_carried() {
+    merged_while_tasks_land("gitlab", Strategy::Merge);
 }
 
 /// Without a token the runner says so once, and the tasks still land on the swarm's branch.

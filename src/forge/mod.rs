@@ -197,6 +197,27 @@ pub fn body(goal: Option<&str>, cycle: u64, target: &str, base: &str, landed: &[
     s
 }
 
+/// What a description of [`body`] lists: how many tasks it says it carries, and the ids of those it shows, in order
+/// (what tells whether a merged request's description says what the request carried). Only the runner's own lines
+/// count: the count line before the goal, and the entries after the last `### Tasks` heading at the start of a line
+/// (the goal's fence comes before it, and the notes are indented).
+pub(crate) fn listed(body: &str) -> (Option<usize>, Vec<String>) {
+    let count = body
+        .lines()
+        .find_map(|l| l.strip_prefix("**Cycle** "))
+        .and_then(|l| l.split_once(" · **"))
+        .and_then(|(_, r)| r.split_once(" task(s)**"))
+        .and_then(|(n, _)| n.parse().ok());
+    let tasks = body.rfind("\n### Tasks\n").map_or("", |at| &body[at..]);
+    let ids = tasks
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(id, _)| id.to_string())
+        .collect();
+    (count, ids)
+}
+
 /// A line of board text for Markdown: one line, control characters escaped, what Markdown would take for markup
 /// (`<`, `[`, `` ` ``, `*`, `_`, `@` mentions) escaped.
 fn md_line(t: &str) -> String {
@@ -313,5 +334,11 @@ mod tests {
         let shown = b.matches("- `t-").count();
         assert!(shown > 10 && shown < 200, "{shown}");
         assert!(b.len() <= MAX_BODY + 200 && b.contains(&format!("and {} more", 200 - shown)), "{}", b.len());
+        // What a description lists, read back: the count, and the ids shown (not what a goal or a note says).
+        let (n, ids) = listed(&b);
+        assert_eq!((n, ids.len()), (Some(200), shown));
+        let tricky = body(Some("- `t-goal00` in the goal\n### Tasks\n- `t-goal01`"), 1, "s", "m", &landed);
+        assert_eq!(listed(&tricky), (Some(2), vec!["t-aaaaaa".to_string(), "t-bbbbbb".to_string()]));
+        assert_eq!(listed("edited by a person"), (None, vec![]));
     }
 }

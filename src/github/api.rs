@@ -259,17 +259,11 @@ impl Client {
         serde_json::from_str(&text).map_err(|e| self.bad_response(&path, e))
     }
 
-    /// The open pull request from `head` (a branch of `repo` itself) into `base`, if there is one (`GET
-    /// /repos/{owner}/{repo}/pulls?state=open&head=owner:head&base=base`).
-    pub(crate) fn open_pull(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Option<Pull>, ApiError> {
-        Ok(self.pulls(repo, head, base, "state=open&per_page=5")?.into_iter().next())
-    }
-
-    /// The pull requests from `head` into `base` that GitHub merged, the last updated first (`…&state=closed&
-    /// sort=updated&direction=desc`).
-    pub(crate) fn merged_pulls(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Vec<Pull>, ApiError> {
-        let closed = self.pulls(repo, head, base, "state=closed&sort=updated&direction=desc&per_page=10")?;
-        Ok(closed.into_iter().filter(|p| p.merged).collect())
+    /// The pull requests from `head` (a branch of `repo` itself) into `base`, open or closed, the newest first (`GET
+    /// /repos/{owner}/{repo}/pulls?state=all&sort=created&direction=desc&head=owner:head&base=base`): the open one
+    /// if there is one, and the ones GitHub merged before it, with the commit each merged and its description.
+    pub(crate) fn recent_pulls(&self, repo: &RepoSlug, head: &str, base: &str) -> Result<Vec<Pull>, ApiError> {
+        self.pulls(repo, head, base, "state=all&sort=created&direction=desc&per_page=10")
     }
 
     /// `GET /repos/{owner}/{repo}/pulls?head=owner:head&base=base&<filter>`.
@@ -357,6 +351,8 @@ impl Client {
             merged: v.get("merged").and_then(Value::as_bool).unwrap_or(false)
                 || v.get("merged_at").is_some_and(|m| !m.is_null()),
             head_sha: v.pointer("/head/sha").and_then(Value::as_str).map(str::to_string),
+            title: v.get("title").and_then(Value::as_str).unwrap_or_default().to_string(),
+            body: v.get("body").and_then(Value::as_str).unwrap_or_default().to_string(),
         })
     }
 
@@ -377,6 +373,9 @@ pub struct Pull {
     pub merged: bool,
     /// The commit its branch was at (when merged: the commit the forge merged).
     pub head_sha: Option<String>,
+    pub title: String,
+    /// Its description.
+    pub body: String,
 }
 
 /// A value for a URL's query: what is not a letter, digit, `-`, `_`, `.`, `~`, `/` or `:` percent-encoded.

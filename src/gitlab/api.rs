@@ -240,6 +240,8 @@ pub struct MergeRequest {
     pub draft: bool,
     /// The commit its source branch was at (when merged: the commit GitLab merged).
     pub head_sha: Option<String>,
+    pub title: String,
+    pub description: String,
 }
 
 impl Client {
@@ -255,6 +257,8 @@ impl Client {
             merged: state == "merged",
             draft: v.get("draft").and_then(Value::as_bool).unwrap_or(false),
             head_sha: v.get("sha").and_then(Value::as_str).map(str::to_string),
+            title: v.get("title").and_then(Value::as_str).unwrap_or_default().to_string(),
+            description: v.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
         })
     }
 
@@ -270,26 +274,17 @@ impl Client {
         v.as_array().map(Vec::as_slice).unwrap_or_default().iter().map(|m| self.mr(&path, m)).collect()
     }
 
-    /// The open merge request from `source` into `target`, if there is one
-    /// (`GET /projects/:id/merge_requests?state=opened&source_branch=…&target_branch=…`).
-    pub(crate) fn open_mr(
-        &self,
-        project: &Project,
-        source: &str,
-        target: &str,
-    ) -> Result<Option<MergeRequest>, ApiError> {
-        Ok(self.mrs(project, source, target, "state=opened")?.into_iter().next())
-    }
-
-    /// The merge requests from `source` into `target` that GitLab merged, the last updated first
-    /// (`…&state=merged&order_by=updated_at&sort=desc`).
-    pub(crate) fn merged_mrs(
+    /// The merge requests from `source` into `target`, open or closed, the newest first
+    /// (`GET /projects/:id/merge_requests?state=all&order_by=created_at&sort=desc&source_branch=…&target_branch=…`):
+    /// the open one if there is one, and the ones GitLab merged before it, with the commit each merged and its
+    /// description.
+    pub(crate) fn recent_mrs(
         &self,
         project: &Project,
         source: &str,
         target: &str,
     ) -> Result<Vec<MergeRequest>, ApiError> {
-        self.mrs(project, source, target, "state=merged&order_by=updated_at&sort=desc&per_page=10")
+        self.mrs(project, source, target, "state=all&order_by=created_at&sort=desc&per_page=10")
     }
 
     /// Open a merge request (`POST /projects/:id/merge_requests`); a draft's title starts `Draft:`.

@@ -4,10 +4,19 @@
 //! (the forge merged the request, or others' work) — by a merge commit on the swarm's branch, published like a
 //! landing (`sync`), so that nothing landed is rewritten and every task's commit stays where the board says.
 //!
-//! Calls are few: at most one a landing batch (the update of the description, whose answer says whether the forge
-//! merged it), at most one every [`UPDATE_EVERY`] per process (later landings are in the next one, and the last is
-//! never dropped: a pending update is made when the runner goes idle, stops or ends), and the search and opening of
-//! a request once. The token is read from the runner's environment; agents never see it (`agent::sandbox`).
+//! A request's description lists the tasks its head carries: landed on the swarm's branch, and neither in the base
+//! nor in what the forge merged of an earlier request. A request the forge merged is not written again, but for one
+//! write, when what its description lists is not what the merged commit holds (a landing the description had not
+//! caught up with, or a write that raced the merge), to say exactly that; the next request lists only the rest.
+//!
+//! Calls are few: at most one a landing batch, and at most one every [`UPDATE_EVERY`] per process (later landings
+//! are in the next one, and the last is never dropped: a pending update is made when the runner goes idle, stops or
+//! ends). That one is the update of the description (whose answer says whether the forge merged it meanwhile), or,
+//! when the base moved since the forge last said the request was open (a merge moves it), a look at the requests
+//! instead, before anything is written: it says whether the forge merged the request and at which commit, the sync
+//! takes the merged commit from it, and an update it finds still due waits for the next chance. Once a request: the
+//! search (the same look) and the opening, and after its merge at most the one write above. The token is read from
+//! the runner's environment; agents never see it (`agent::sandbox`).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -34,6 +43,16 @@ struct Known {
     request: Option<Request>,
     last_update: Option<Instant>,
     last_sync: Option<Instant>,
+    /// The base's tip when the forge last answered that the request was open. A base that moved since may be the
+    /// forge's merge of it: the next update looks at the request before it writes (a merged request's description
+    /// is never written but to say what it carried).
+    base_seen: Option<ObjectId>,
+    /// The commit the forge merged of the last request this process knows merged: what it holds was carried, and is
+    /// not proposed again, whether or not the swarm's branch has taken the merge in yet.
+    carried: Option<ObjectId>,
+    /// The last look at the requests from the swarm's branch into the base (newest first), and the base's tip then:
+    /// the update and the sync share it while the base stays there (one look per move of the base).
+    looked: Option<(Option<ObjectId>, Vec<State>)>,
     /// Landings not yet in the description.
     pending: bool,
     /// Said once: no token, or the forge refuses.
@@ -61,6 +80,10 @@ pub(crate) fn configure(config: &Config) {
     with_known(|k| {
         if k.settings.as_ref().map(|x| (x.kind, &x.base)) != s.as_ref().map(|x| (x.kind, &x.base)) {
             k.request = None;
+            k.base_seen = None;
+            k.carried = None;
+            k.looked = None;
+            k.merged_head = None;
         }
         k.settings = s;
     });
@@ -78,12 +101,16 @@ enum Client {
 }
 
 /// What a forge said of the request.
+#[derive(Debug, Clone)]
 struct State {
     request: Request,
     open: bool,
     merged: bool,
     /// The commit its branch was at: the commit merged, when it was.
     head: Option<ObjectId>,
+    title: String,
+    /// Its description.
+    body: String,
 }
 
 impl Client {
@@ -127,10 +154,15 @@ impl Client {
         }
     }
 
-    fn find(&self, head: &str, base: &str) -> Result<Option<State>, String> {
+    /// The requests from `head` into `base`, open or closed, the newest first (one call).
+    fn look(&self, head: &str, base: &str) -> Result<Vec<State>, String> {
         match self {
-            Client::Github(c, repo) => Ok(c.open_pull(repo, head, base).map_err(|e| e.to_string())?.map(gh_state)),
-            Client::Gitlab(c, p) => Ok(c.open_mr(p, head, base).map_err(|e| e.to_string())?.map(gl_state)),
+            Client::Github(c, repo) => {
+                Ok(c.recent_pulls(repo, head, base).map_err(|e| e.to_string())?.into_iter().map(gh_state).collect())
+            }
+            Client::Gitlab(c, p) => {
+                Ok(c.recent_mrs(p, head, base).map_err(|e| e.to_string())?.into_iter().map(gl_state).collect())
+            }
         }
     }
 
@@ -166,19 +198,6 @@ impl Client {
             Client::Gitlab(c, p) => c.auto_merge(p, req.number).map_err(|e| e.to_string()),
         }
     }
-
-    /// The commit the forge merged of the last request it merged from `head` into `base`.
-    fn last_merged(&self, head: &str, base: &str) -> Result<Option<ObjectId>, String> {
-        let sha = match self {
-            Client::Github(c, repo) => {
-                c.merged_pulls(repo, head, base).map_err(|e| e.to_string())?.into_iter().find_map(|p| p.head_sha)
-            }
-            Client::Gitlab(c, p) => {
-                c.merged_mrs(p, head, base).map_err(|e| e.to_string())?.into_iter().find_map(|m| m.head_sha)
-            }
-        };
-        Ok(sha.and_then(|s| s.parse().ok()))
-    }
 }
 
 fn gh_state(p: crate::github::api::Pull) -> State {
@@ -186,6 +205,8 @@ fn gh_state(p: crate::github::api::Pull) -> State {
         open: p.open,
         merged: p.merged,
         head: p.head_sha.and_then(|s| s.parse().ok()),
+        title: p.title,
+        body: p.body,
         request: Request { number: p.number, url: p.url, node_id: p.node_id, draft: p.draft },
     }
 }
@@ -195,8 +216,37 @@ fn gl_state(m: crate::gitlab::api::MergeRequest) -> State {
         open: m.open,
         merged: m.merged,
         head: m.head_sha.and_then(|s| s.parse().ok()),
+        title: m.title,
+        body: m.description,
         request: Request { number: m.iid, url: m.url, node_id: String::new(), draft: m.draft },
     }
+}
+
+/// The requests from the swarm's branch into the base: the last look when the base is still at `base`, else one call
+/// (kept for the next update and sync).
+fn look(client: &Client, target: &str, base_name: &str, base: Option<ObjectId>) -> Result<Vec<State>, String> {
+    if let Some(l) = with_known(|k| k.looked.as_ref().filter(|(at, _)| *at == base).map(|(_, l)| l.clone())) {
+        return Ok(l);
+    }
+    let l = client.look(target, base_name)?;
+    with_known(|k| k.looked = Some((base, l.clone())));
+    Ok(l)
+}
+
+/// The request is merged or closed: it is written no more, and the next landing opens the next one. `head`: the
+/// commit the forge merged (none when a person closed it), carried from now on.
+fn forget(head: Option<ObjectId>, common: &std::path::Path) {
+    with_known(|k| {
+        k.request = None;
+        k.base_seen = None;
+        k.last_sync = None;
+        if let Some(h) = head {
+            k.merged_head = Some(h);
+            if k.carried.is_none_or(|c| git::is_ancestor(common, c, h)) {
+                k.carried = Some(h);
+            }
+        }
+    });
 }
 
 /// The URL of the remote the swarm is on, as configured.
@@ -235,9 +285,12 @@ impl Runner<'_> {
         }
         let Ok(snap) = self.swarm.read(true) else { return };
         let Some(s) = self.forge(&snap.board.config) else { return };
-        match self.update_request(&snap, &s) {
-            Ok(Some(say)) => self.emit(Event::Forge(say)),
-            Ok(None) => {}
+        match self.update_request(&snap, &s, now) {
+            Ok(said) => {
+                for say in said {
+                    self.emit(Event::Forge(say));
+                }
+            }
             Err(why) => {
                 let first = with_known(|k| !std::mem::replace(&mut k.warned, true));
                 if first {
@@ -252,9 +305,23 @@ impl Runner<'_> {
         }
     }
 
-    /// One update of the request: open it when there is none (and work to propose), else its title and
-    /// description; a request the forge merged makes the next claim take the base in. What to say, if anything.
-    fn update_request(&mut self, snap: &crate::store::Snapshot, s: &Settings) -> Result<Option<String>, String> {
+    /// One update of the request: its title and description, or its opening when there is none (and work to
+    /// propose). A request the forge merged or a person closed is never written, but for one write that puts right
+    /// what a merged one says it carried ([`Runner::merged`]); a merge makes the next claim take the base in. What
+    /// to say.
+    ///
+    /// The description lists the tasks whose code is on the swarm's branch and neither in the base nor in what the
+    /// forge merged of an earlier request ([`Known::carried`]). What the forge merged is learned before writing:
+    /// when this process knows no request, or the base moved since the forge last said the request was open (a merge
+    /// moves it), one look at the requests comes first, in place of the search and of the sync's own look. If the
+    /// forge merges in the instant between that and the write, the write's answer says so and the next step puts the
+    /// description back to what the request carried.
+    fn update_request(
+        &mut self,
+        snap: &crate::store::Snapshot,
+        s: &Settings,
+        now: bool,
+    ) -> Result<Vec<String>, String> {
         let config = &snap.board.config;
         let target = format!("refs/heads/{}", config.target);
         let base_ref = format!("refs/heads/{}", s.base);
@@ -264,72 +331,189 @@ impl Runner<'_> {
             .map_err(|e| e.to_string())?
             .ok_or("the swarm's branch is not there yet")?;
         let base = self.swarm.fetch_branch(&base_ref).map_err(|e| e.to_string())?;
-        let on_branch = commits_not_in(&self.common_dir(), tip, base);
+        let common = self.common_dir();
         let tasks: Vec<&crate::model::Task> = snap.board.tasks.values().map(|t| &t.task).collect();
-        let mut landed = forge::landed_since(&tasks, &on_branch);
-        with_known(|k| {
+        let proposed = || {
+            let carried = with_known(|k| k.carried);
+            forge::landed_since(&tasks, &commits_not_in(&common, tip, &[base, carried]))
+        };
+        let (mut request, base_seen) = with_known(|k| {
             k.pending = false;
             k.last_update = Some(Instant::now());
+            (k.request.clone(), k.base_seen)
         });
-        if landed.is_empty() {
-            return Ok(None);
+        // Nothing to propose, unless the base moved under a request this process knows: the forge may have merged
+        // it with the last landings (then they are in the base), and its description is to be settled.
+        if proposed().is_empty() && (request.is_none() || base_seen == base) {
+            return Ok(Vec::new());
         }
+        let client = Client::open(self, s)?;
+        let mut said = Vec::new();
+        if request.is_none() || base_seen != base {
+            let seen = look(&client, &config.target, &s.base, base)?;
+            if let Some(req) = request.take() {
+                match seen.iter().find(|r| r.request.number == req.number) {
+                    // Still open (others' work moved the base): the look was this batch's call, and the write waits
+                    // for the next chance (at once when the runner goes idle, stops or ends).
+                    Some(st) if st.open && !now => {
+                        with_known(|k| {
+                            k.request = Some(st.request.clone());
+                            k.base_seen = base;
+                            k.pending = true;
+                        });
+                        return Ok(said);
+                    }
+                    Some(st) if st.open => request = Some(st.request.clone()),
+                    Some(st) if st.merged => said.extend(self.merged(&client, s, &target, st, base_seen, &st.body)?),
+                    _ => forget(None, &common),
+                }
+            }
+            if request.is_none() {
+                // Another runner's, or a person's.
+                request = seen.iter().find(|r| r.open).map(|r| r.request.clone());
+                // What the forge merged last was carried, though the swarm's branch may not have taken it in yet.
+                if let Some(h) = seen.iter().find(|r| r.merged).and_then(|r| r.head)
+                    && self.have(&target, h)
+                {
+                    with_known(|k| {
+                        if k.carried.is_none_or(|c| git::is_ancestor(&common, c, h)) {
+                            k.carried = Some(h);
+                        }
+                    });
+                }
+            }
+            with_known(|k| {
+                k.request = request.clone();
+                k.base_seen = if request.is_some() { base } else { None };
+            });
+        }
+        let mut landed = proposed();
+        if landed.is_empty() {
+            return Ok(said);
+        }
+        if let Some(req) = request {
+            let (title, body, _) = self.describe(snap, s, &mut landed);
+            let st = client.update(&req, &title, &body)?;
+            if st.open {
+                with_known(|k| {
+                    k.request = Some(st.request.clone());
+                    k.base_seen = base;
+                });
+                return Ok(said);
+            }
+            // Merged (in the instant since the base was looked at: this write went in after it, and is put right),
+            // or closed by a person: the rest goes into a new one.
+            if st.merged {
+                said.extend(self.merged(&client, s, &target, &st, base, &body)?);
+            } else {
+                forget(None, &common);
+            }
+            landed = proposed();
+            if landed.is_empty() {
+                return Ok(said);
+            }
+        }
+        let (title, body, draft) = self.describe(snap, s, &mut landed);
+        let created = match client.create(&config.target, &s.base, &title, &body, draft) {
+            Ok(c) => c,
+            // Another runner opened it meanwhile: these landings go into it at the next chance.
+            Err(e) => {
+                with_known(|k| {
+                    k.looked = None;
+                    k.pending = true;
+                });
+                look(&client, &config.target, &s.base, base)?.into_iter().find(|r| r.open).ok_or(e)?
+            }
+        };
+        if s.auto_merge {
+            client.auto_merge(&created.request)?;
+        }
+        said.push(format!(
+            "opened {} {} from {} into {}: {}",
+            if s.kind == Kind::Github { "pull request" } else { "merge request" },
+            created.request.number,
+            config.target,
+            s.base,
+            created.request.url
+        ));
+        with_known(|k| {
+            k.request = Some(created.request.clone());
+            k.base_seen = base;
+        });
+        Ok(said)
+    }
+
+    /// The title and description of a request carrying `landed` (their notes are read), and whether it is a draft.
+    fn describe(
+        &self,
+        snap: &crate::store::Snapshot,
+        s: &Settings,
+        landed: &mut [forge::Landed],
+    ) -> (String, String, bool) {
         let store = self.swarm.store();
         for l in landed.iter_mut().take(forge::MAX_SHOWN) {
-            l.note = store
-                .read_text(snap.commit, &crate::state::note_path(&l.id), 64 * 1024)
-                .ok()
-                .flatten()
-                .and_then(Result::ok);
+            if l.note.is_none() {
+                l.note = store
+                    .read_text(snap.commit, &crate::state::note_path(&l.id), 64 * 1024)
+                    .ok()
+                    .flatten()
+                    .and_then(Result::ok);
+            }
         }
         let goal = super::goal(store, snap.commit);
-        let stopped = self.stopped_at(snap).is_some();
-        let draft = s.draft && !stopped;
+        let draft = s.draft && self.stopped_at(snap).is_none();
         let title = forge::title(goal.as_deref(), draft, s.kind);
-        let body = forge::body(goal.as_deref(), snap.board.cycle, &config.target, &s.base, &landed);
-        let client = Client::open(self, s)?;
-        let known = with_known(|k| k.request.clone());
-        let state = match known {
-            Some(req) => client.update(&req, &title, &body)?,
-            None => match client.find(&config.target, &s.base)? {
-                Some(found) => client.update(&found.request, &title, &body)?,
-                None => {
-                    let created = match client.create(&config.target, &s.base, &title, &body, draft) {
-                        Ok(c) => c,
-                        // Another runner opened it meanwhile.
-                        Err(e) => client.find(&config.target, &s.base)?.ok_or(e)?,
-                    };
-                    if s.auto_merge {
-                        client.auto_merge(&created.request)?;
-                    }
-                    let say = format!(
-                        "opened {} {} from {} into {}: {}",
-                        if s.kind == Kind::Github { "pull request" } else { "merge request" },
-                        created.request.number,
-                        config.target,
-                        s.base,
-                        created.request.url
-                    );
-                    with_known(|k| k.request = Some(created.request.clone()));
-                    return Ok(Some(say));
-                }
-            },
-        };
-        if state.open {
-            with_known(|k| k.request = Some(state.request.clone()));
-            return Ok(None);
+        let body = forge::body(goal.as_deref(), snap.board.cycle, &snap.board.config.target, &s.base, landed);
+        (title, body, draft)
+    }
+
+    /// The forge merged the request `st` at `st.head`: what that commit holds is carried from now on (the next
+    /// request lists none of it), and the request's description says exactly that. `shown` is what its description
+    /// says now (the forge's, or what this runner just wrote), `before` the base before the merge. One write when
+    /// what it lists differs from what the merged commit holds (a landing not yet described when the forge merged,
+    /// or a write that raced the merge), none else; none either when the runner cannot tell (the merged commit is
+    /// not here, or `before` holds it already).
+    fn merged(
+        &self,
+        client: &Client,
+        s: &Settings,
+        target: &str,
+        st: &State,
+        before: Option<ObjectId>,
+        shown: &str,
+    ) -> Result<Vec<String>, String> {
+        let common = self.common_dir();
+        let earlier = with_known(|k| k.carried);
+        let head = st.head.filter(|h| self.have(target, *h));
+        forget(head, &common);
+        let mut said =
+            vec![format!("request {} was merged into {}; the swarm's branch takes it in", st.request.number, s.base)];
+        let Some(h) = head else { return Ok(said) };
+        if before.is_some_and(|b| git::is_ancestor(&common, h, b)) {
+            return Ok(said);
         }
-        // Merged (or closed by a person): the next landing opens a new one; a merge is taken back in first.
-        with_known(|k| {
-            k.request = None;
-            k.last_sync = None;
-            if state.merged {
-                k.merged_head = state.head;
-            }
-        });
-        Ok(state.merged.then(|| {
-            format!("request {} was merged into {}; the swarm's branch takes it in", state.request.number, s.base)
-        }))
+        // A board as new as the merged commit: every task whose code it holds is done there (one atomic push).
+        let snap = self.swarm.read(true).map_err(|e| e.to_string())?;
+        let tasks: Vec<&crate::model::Task> = snap.board.tasks.values().map(|t| &t.task).collect();
+        let mut carried = forge::landed_since(&tasks, &commits_not_in(&common, h, &[before, earlier]));
+        let (_, body, _) = self.describe(&snap, s, &mut carried);
+        if forge::listed(&body) != forge::listed(shown) {
+            client.update(&st.request, &st.title, &body)?;
+            said.push(format!(
+                "request {}'s description now lists the {} task(s) the forge merged",
+                st.request.number,
+                carried.len()
+            ));
+        }
+        Ok(said)
+    }
+
+    /// Whether commit `h` is here, fetching the swarm's branch (`target`) once if it is not: the forge may have
+    /// merged a landing this runner has not fetched yet.
+    fn have(&self, target: &str, h: ObjectId) -> bool {
+        let common = self.common_dir();
+        let here = || git::run(&common, &["cat-file", "-e", &format!("{h}^{{commit}}")]).is_ok();
+        here() || (self.swarm.fetch_branch(target).is_ok() && here())
     }
 
     /// The judge said stop: the request is brought up to date and marked ready.
@@ -384,10 +568,11 @@ impl Runner<'_> {
             return Ok(());
         }
         // The commit the forge merged last, when it is not in the base (a squash or a rebase): from this process's
-        // last look at the request, else one call to the forge.
+        // last look at the request, else one look at the forge (which the next update uses too).
         let merged = with_known(|k| k.merged_head.take()).or_else(|| {
             let client = Client::open(self, &s).ok()?;
-            client.last_merged(&config.target, &s.base).ok().flatten()
+            let seen = look(&client, &config.target, &s.base, Some(base)).ok()?;
+            seen.iter().find(|r| r.merged).and_then(|r| r.head)
         });
         let squashed = merged.filter(|h| {
             git::is_ancestor(&common, *h, tip)
@@ -505,15 +690,16 @@ fn last_merged_on(common: &std::path::Path, tip: ObjectId) -> Option<ObjectId> {
     out.trim().split(',').next()?.trim().parse().ok()
 }
 
-/// The commits of `tip` that are not proposed yet: neither in `base` nor in what the forge last merged of a squashed or
-/// rebased request (all of them when there is no base), by id.
+/// The commits of `tip` that are not proposed yet: in none of `carried` (the base, what the forge merged of an
+/// earlier request) nor in what the forge last merged of a squashed or rebased request as the branch records it
+/// (all of them when there is none), by id.
 fn commits_not_in(
     common: &std::path::Path,
     tip: ObjectId,
-    base: Option<ObjectId>,
+    carried: &[Option<ObjectId>],
 ) -> std::collections::BTreeSet<String> {
     let mut args = vec!["rev-list".to_string(), "--max-count=100000".to_string(), tip.to_string()];
-    args.extend(base.map(|b| format!("^{b}")));
+    args.extend(carried.iter().flatten().map(|b| format!("^{b}")));
     args.extend(last_merged_on(common, tip).map(|m| format!("^{m}")));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     git::run(common, &args)

@@ -14,6 +14,7 @@
 #              @loop <in>             loop for ever, reporting <in> more input tokens every 0.2 s (a runaway agent)
 #              @first-sleep <secs>    sleep, in the task's first claim only (epoch 1)
 #              @first-write <path> <text>  @write, in the task's first claim only (epoch 1)
+#              @wait-for <path>       wait until the file exists (a test's go-ahead; at most 120 s)
 #            With GIT_SWARM_CONFLICT=1 it resolves the conflicted files by keeping both sides of every conflict.
 #   judge    (GIT_SWARM_ROLE=judge): prints `verdict: <v>`, v from $SCRIPTED_VERDICTS (comma-separated, one per
 #            cycle, the last one repeats; default stop).
@@ -122,14 +123,14 @@ worker)
         [ -n "${SCRIPTED_CONFLICT_USAGE:-}" ] && report_usage ${SCRIPTED_CONFLICT_USAGE}
         # The runner made the merge: the conflicted files hold markers, the index their stages. Keep both sides.
         for f in $(git diff --name-only --diff-filter=U); do
-            grep -v -E '^(<<<<<<<|=======|>>>>>>>)' "$f" > "$f.resolved" || true
+            grep -v -E '^(#              @wait-for <path>       wait until the file exists (a test's go-ahead; at most 120 s)
             mv "$f.resolved" "$f"
         done
         echo "resolved the conflict of ${GIT_SWARM_TASK_ID:-?} by keeping both sides"
         exit 0
     fi
     commit=0
-    grep -E '^@(write|set|sleep|first-sleep|first-write|exit|hang|nothing|commit|usage|loop)' "$prompt" > "${prompt}.directives" || true
+    grep -E '^@(write|set|sleep|first-sleep|first-write|wait-for|exit|hang|nothing|commit|usage|loop)' "$prompt" > "${prompt}.directives" || true
     while IFS=' ' read -r cmd path rest; do
         case "$cmd" in
         @write) mkdir -p "$(dirname -- "$path")"; printf '%s\n' "$rest" >> "$path" ;;
@@ -139,6 +140,7 @@ worker)
         @first-write) if [ "${GIT_SWARM_EPOCH:-1}" = 1 ]; then mkdir -p "$(dirname -- "$path")"; printf '%s\n' "$rest" >> "$path"; fi ;;
         @exit) echo "exiting with $path as told"; exit "$path" ;;
         @hang) sleep 3600 ;;
+        @wait-for) n=0; while [ ! -e "$path" ] && [ "$n" -lt 1200 ]; do sleep 0.1; n=$((n + 1)); done ;;
         @nothing) ;;
         @commit) commit=1 ;;
         @usage)
