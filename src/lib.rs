@@ -23,6 +23,7 @@ pub mod doctor;
 pub mod escape;
 pub mod fleet;
 pub mod forge;
+pub(crate) mod fsck;
 pub mod gitcmd;
 pub mod github;
 pub mod gitlab;
