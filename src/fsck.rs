@@ -59,7 +59,6 @@ const S_IFGITLINK: u16 = 0o160000;
 /// Every commit reachable from `head` and not from `base` is checked (all parents, merges too), and in each only
 /// the trees it does not share with a parent at the same path: what a parent holds was checked with that parent,
 /// or is on the target already. `Err`: the objects could not be read.
-#[cfg_attr(not(test), expect(dead_code, reason = "the runner's landing calls it; until it does, only the tests do"))]
 pub(crate) fn refusal(repo: &gix::Repository, base: ObjectId, head: ObjectId) -> Result<Option<String>, String> {
     refusal_within(repo, base, head, MAX_COMMITS)
 }
@@ -433,7 +432,27 @@ fn tree_rule(path: &[u8], entries: &[Entry<'_>]) -> Option<Finding> {
 
 /// What git refuses about one entry on its own: its name, its mode as written, its id.
 fn name_rule(entry: &Entry<'_>) -> Option<String> {
-    let name = entry.name;
+    if let Some(why) = name_refused(entry.name) {
+        return Some(why);
+    }
+    if entry.mode_text.first() == Some(&b'0') {
+        return Some(format!(
+            "a file mode written with a leading zero (`{}`) is refused by git (fsck: zeroPaddedFilemode)",
+            shown(entry.mode_text)
+        ));
+    }
+    if entry.oid.is_null() {
+        return Some("an entry pointing at the null object id is refused by git (fsck: nullSha1)".into());
+    }
+    None
+}
+
+/// Why git refuses a tree entry named `name`, if it does: what a runner leaves out of what it takes from a work tree
+/// (`runner::snapshot`) for the same reasons its landings are refused.
+pub(crate) fn name_refused(name: &[u8]) -> Option<String> {
+    if name.is_empty() {
+        return Some("an empty name is refused by git (fsck: badTree)".into());
+    }
     if name.contains(&b'/') {
         return Some("a name holding `/` is refused by git (fsck: fullPathname)".into());
     }
@@ -451,17 +470,8 @@ fn name_rule(entry: &Entry<'_>) -> Option<String> {
                 .into(),
         );
     }
-    if entry.mode_text.first() == Some(&b'0') {
-        return Some(format!(
-            "a file mode written with a leading zero (`{}`) is refused by git (fsck: zeroPaddedFilemode)",
-            shown(entry.mode_text)
-        ));
-    }
     if name.len() > MAX_NAME {
         return Some(format!("a name longer than {MAX_NAME} bytes is refused by git (fsck: largePathname)"));
-    }
-    if entry.oid.is_null() {
-        return Some("an entry pointing at the null object id is refused by git (fsck: nullSha1)".into());
     }
     None
 }

@@ -153,3 +153,48 @@ fn a_secret_the_runner_knows_never_lands_and_never_leaves_the_clone() {
     assert_eq!(t["status"], "failed", "{t}");
     assert!(t["failures"][0]["reason"].as_str().unwrap_or_default().contains("tests/fixtures/key.txt:1"), "{t}");
 }
+
+/// S22: what lands is a tree git itself would accept. An agent's commit that adds a `.GIT` folder (made with git's
+/// plumbing: its porcelain refuses the name) or a `.gitmodules` whose `update` runs a command is refused with the
+/// rule and kept in the clone only (a forge that checks pushes would refuse it aside too): nothing of it reaches the
+/// remote, whose fsck stays clean; an honest task after it lands.
+#[test]
+fn a_tree_git_refuses_never_lands() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let c = env.clone(&file_url(&bare), "c");
+    let script = env.path("agent.sh");
+    std::fs::write(
+        &script,
+        "set -e\ncase \"$GIT_SWARM_TASK_TITLE\" in\n\
+         dotgit*) blob=$(echo '[core]' | git hash-object -w --stdin)\n\
+         \x20 inner=$(printf '100644 blob %s\\tconfig\\n' \"$blob\" | git mktree)\n\
+         \x20 top=$( (git ls-tree HEAD; printf '040000 tree %s\\t.GIT\\n' \"$inner\") | git mktree)\n\
+         \x20 git update-ref HEAD \"$(git commit-tree \"$top\" -p HEAD -m 'add .GIT')\" ;;\n\
+         modules*) printf '[submodule \"x\"]\\n\\tpath = x\\n\\turl = https://example.com/x.git\\n\\tupdate = !touch /tmp/pwned\\n' > .gitmodules ;;\n\
+         *) echo fine > fine.txt ;;\n\
+         esac\n",
+    )
+    .expect("script");
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, format!("max_attempts = 1\n[roles.worker]\nexec = \"sh {}\"\n", script.display()))
+        .expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let dotgit = env.sw(&c, &["add", "dotgit in a tree"]).ok().line();
+    let modules = env.sw(&c, &["add", "modules that run a command"]).ok().line();
+    let fine = env.sw(&c, &["add", "an honest task"]).ok().line();
+    let o = env.sw(&c, &["--agent", "w1", "run", "worker", "--until-idle"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let show = |id: &str| env.sw(&c, &["show", id, "--json"]).ok().json();
+    for (id, rule) in [(&dotgit, "hasDotgit"), (&modules, "update")] {
+        let t = show(id);
+        assert_eq!(t["status"], "failed", "{t}\n{}", o.stderr);
+        let reason = t["failures"][0]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("git refuses") && reason.contains(rule), "{reason}");
+        assert!(env.rev(&c.join(".git"), &format!("refs/swarm-held/default/{id}/1")).is_some(), "held in the clone");
+    }
+    assert_eq!(show(&fine)["status"], "done");
+    let files = env.git(&bare, &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(!files.contains(".GIT") && !files.contains(".gitmodules"), "{files}");
+    assert_eq!(env.git(&bare, &["fsck", "--strict", "--no-dangling"]), "");
+}

@@ -198,9 +198,16 @@ impl<'a, 'r> Landing<'a, 'r> {
         if let Some(why) = super::rebase::unstamped(&self.r.swarm.local, tip, self.head, id, epoch).map_err(fail)? {
             return Err(Abort::Fail(why));
         }
+        // It is a tree git itself would accept (S22: no `.git` in any spelling, no `..`, no `.gitmodules` that runs
+        // a command): else checkouts abort and forges that check pushes refuse the landing.
+        if let Some(why) = crate::fsck::refusal(&self.r.swarm.local.repo, tip, self.head).map_err(Abort::Fail)? {
+            return Err(Abort::Held(format!(
+                "the work holds what git refuses, so it did not land and is kept in this clone only: {why}"
+            )));
+        }
         // And it carries no secret the runner knows, nor a well-known token's shape (S21).
         if let Some(why) = self.secrets(tip)? {
-            return Err(Abort::Secret(why));
+            return Err(Abort::Held(why));
         }
         self.check()?;
         Ok(self.head)
@@ -575,9 +582,10 @@ pub(super) enum Abort {
     /// The target holds this task's code already (`Swarm-Task:` on a commit since the work's base): a landing whose
     /// state half failed (the remote took the branch and not the state ref). It is finished, never landed again.
     AlreadyLanded(ObjectId),
-    /// The work carries what looks like a secret (`leaks::scan`): fail the task, the work kept in this clone only —
-    /// pushed aside, it would carry the secret to the remote.
-    Secret(String),
+    /// The work must not leave this clone — it carries what looks like a secret (`leaks::scan`: pushed aside, it
+    /// would carry it to the remote), or trees git refuses (`fsck::refusal`: a forge that checks pushes refuses
+    /// them): fail the task, the work kept in this clone only.
+    Held(String),
 }
 
 /// How far back (first-parent commits of the target) a takeover looks for the task's code before it runs an agent.

@@ -338,11 +338,10 @@ impl Walk<'_> {
     }
 }
 
-/// A name git accepts for a tree entry: not empty, `.` or `..`, no `/` or NUL, and not `.git` in any case (nor
-/// its NTFS and HFS spellings, as git's `verify_path` refuses them on every platform a clone may be checked out on).
+/// A name git accepts for a tree entry (`fsck::name_refused`: not empty, `.` or `..`, no `/`, not `.git` in any case
+/// nor its NTFS and HFS spellings): what its fsck would refuse in a landing is left out of the work.
 pub(crate) fn valid_name(name: &[u8]) -> bool {
-    let opts = gix::validate::path::component::Options { protect_windows: true, protect_ntfs: true, protect_hfs: true };
-    !name.is_empty() && gix::validate::path::component(name.as_bstr(), None, opts).is_ok()
+    crate::fsck::name_refused(name).is_none()
 }
 
 #[cfg(test)]
@@ -476,7 +475,7 @@ mod tests {
         for bad in [".git", ".GIT", ".Git", "git~1", ".git.", "..", ".", ""] {
             assert!(!valid_name(bad.as_bytes()), "{bad}");
         }
-        for ok in ["src", ".gitignore", "git", ".github", "a.git"] {
+        for ok in ["src", ".gitignore", "git", ".github", "a.git", "con.txt", "a:b"] {
             assert!(valid_name(ok.as_bytes()), "{ok}");
         }
         let w = world();

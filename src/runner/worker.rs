@@ -583,7 +583,8 @@ enum Keep {
     No,
     /// On the remote, at `refs/swarm-work/<swarm>/<task>/<epoch>` ([`keep_aside`]).
     Aside,
-    /// In this clone only ([`keep_held`]): it holds what looks like a secret, which a push would carry away.
+    /// In this clone only ([`keep_held`]): it holds what looks like a secret, which a push would carry away, or
+    /// trees git refuses.
     Here,
 }
 
@@ -832,7 +833,7 @@ fn land_work(
         Landed::Aborted(Abort::CannotStart(e) | Abort::Stop(e)) => (Keep::Aside, End::Stop(e)),
         Landed::Aborted(Abort::Interrupted) => (Keep::No, End::Released),
         Landed::Aborted(Abort::Fail(reason)) => (Keep::Aside, End::fail(reason)),
-        Landed::Aborted(Abort::Secret(reason)) => (Keep::Here, End::fail(reason)),
+        Landed::Aborted(Abort::Held(reason)) => (Keep::Here, End::fail(reason)),
         // Only a batch's prepare says so, and its task then lands alone: never here.
         Landed::Aborted(Abort::Conflicted) => (Keep::Aside, End::fail("a rebase conflict left unresolved")),
         Landed::Aborted(Abort::Budget(reason)) => (Keep::Aside, End::Fail { reason, note: None, for_good: true }),
@@ -1023,18 +1024,19 @@ fn fail_noted(
 }
 
 /// Keep the agent's work in this clone only, at `refs/swarm-held/<swarm>/<task>/<epoch>`: a ref no runner pushes
-/// (work kept here for an outage is pushed later; this never is), for a person to look at and clean.
+/// (work kept here for an outage is pushed later; this never is), for a person to look at and clean — it holds
+/// what looks like a secret, or trees git refuses.
 fn keep_held(r: &mut Runner<'_>, h: &Held, work_tip: ObjectId) {
     let id = h.task.id.as_str();
     let refname = format!("refs/swarm-held/{}/{id}/{}", r.swarm.name, h.epoch);
     match r.swarm.local.set_ref(
         &refname,
         work_tip,
-        "git swarm: work held in this clone (it looks like it holds a secret)",
+        "git swarm: work held in this clone (a secret, or trees git refuses)",
     ) {
         Ok(()) => r.emit(Event::Warning(format!(
             "{id}: its work is kept in this clone only, at {refname} (never pushed): look with `git show {refname}`, \
-             and remove it with `git update-ref -d {refname}` once the secret is out of it"
+             and remove it with `git update-ref -d {refname}` when you are done with it"
         ))),
         Err(e) => r.emit(Event::Warning(format!("{id}: could not keep its work at {refname}: {e}"))),
     }

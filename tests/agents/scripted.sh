@@ -123,7 +123,7 @@ worker)
         [ -n "${SCRIPTED_CONFLICT_USAGE:-}" ] && report_usage ${SCRIPTED_CONFLICT_USAGE}
         # The runner made the merge: the conflicted files hold markers, the index their stages. Keep both sides.
         for f in $(git diff --name-only --diff-filter=U); do
-            grep -v -E '^(#              @wait-for <path>       wait until the file exists (a test's go-ahead; at most 120 s)
+            grep -v -E '^(<<<<<<<|=======|>>>>>>>)' "$f" > "$f.resolved" || true
             mv "$f.resolved" "$f"
         done
         echo "resolved the conflict of ${GIT_SWARM_TASK_ID:-?} by keeping both sides"
