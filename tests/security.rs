@@ -96,6 +96,20 @@ fn secrets_in_agent_output_never_reach_the_state_ref() {
     assert!(!all.contains(secret), "a commit message holds the secret");
 }
 
+/// A swarm on a bare remote whose worker runs `script` (written into the test's folder), with `settings` before its
+/// `[roles.worker]` table and `role` in it; the clone.
+fn scripted_swarm(env: &Env, script: &str, settings: &str, role: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let bare = env.bare_remote("origin");
+    let c = env.clone(&file_url(&bare), "c");
+    let agent = env.path("agent.sh");
+    std::fs::write(&agent, script).expect("script");
+    let cfg = env.path("swarm.toml");
+    let toml = format!("max_attempts = 1\n{settings}[roles.worker]\nexec = \"sh {}\"\n{role}", agent.display());
+    std::fs::write(&cfg, toml).expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    (bare, c)
+}
+
 /// S21: the agent's own API key (a variable its role is given), written into a source file, never lands — and is
 /// not carried to the remote aside either: the landing is refused with the file and line (never the value), the
 /// work kept in this clone only. A token shape lands only where `[run] secret_allow` says it is no secret; a value
@@ -103,29 +117,16 @@ fn secrets_in_agent_output_never_reach_the_state_ref() {
 #[test]
 fn a_secret_the_runner_knows_never_lands_and_never_leaves_the_clone() {
     let env = Env::new();
-    let bare = env.bare_remote("origin");
-    let c = env.clone(&file_url(&bare), "c");
-    let script = env.path("agent.sh");
-    std::fs::write(
-        &script,
+    let (bare, c) = scripted_swarm(
+        &env,
         "case \"$GIT_SWARM_TASK_TITLE\" in\n\
          key*) mkdir -p src && printf 'client = Client(\\n    key=\"%s\",\\n)\\n' \"$MY_MODEL_API_KEY\" > src/client.py ;;\n\
          fixture*) mkdir -p tests/fixtures && echo 'token: ghp_0123456789abcdefghijABCDEFGHIJ0123' > tests/fixtures/gh.yml ;;\n\
          allowed-key*) mkdir -p tests/fixtures && echo \"$MY_MODEL_API_KEY\" > tests/fixtures/key.txt ;;\n\
          esac\n",
-    )
-    .expect("script");
-    let cfg = env.path("swarm.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "max_attempts = 1\n[run]\nsecret_allow = [\"tests/fixtures/**\"]\n[roles.worker]\nexec = \"sh {}\"\n\
-             env = [\"MY_MODEL_API_KEY\"]\n",
-            script.display()
-        ),
-    )
-    .expect("config");
-    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+        "[run]\nsecret_allow = [\"tests/fixtures/**\"]\n",
+        "env = [\"MY_MODEL_API_KEY\"]\n",
+    );
     let key = env.sw(&c, &["add", "key in the source"]).ok().line();
     let fixture = env.sw(&c, &["add", "fixture with a token shape"]).ok().line();
     let allowed_key = env.sw(&c, &["add", "allowed-key in a fixture"]).ok().line();
@@ -161,11 +162,8 @@ fn a_secret_the_runner_knows_never_lands_and_never_leaves_the_clone() {
 #[test]
 fn a_tree_git_refuses_never_lands() {
     let env = Env::new();
-    let bare = env.bare_remote("origin");
-    let c = env.clone(&file_url(&bare), "c");
-    let script = env.path("agent.sh");
-    std::fs::write(
-        &script,
+    let (bare, c) = scripted_swarm(
+        &env,
         "set -e\ncase \"$GIT_SWARM_TASK_TITLE\" in\n\
          dotgit*) blob=$(echo '[core]' | git hash-object -w --stdin)\n\
          \x20 inner=$(printf '100644 blob %s\\tconfig\\n' \"$blob\" | git mktree)\n\
@@ -174,12 +172,9 @@ fn a_tree_git_refuses_never_lands() {
          modules*) printf '[submodule \"x\"]\\n\\tpath = x\\n\\turl = https://example.com/x.git\\n\\tupdate = !touch /tmp/pwned\\n' > .gitmodules ;;\n\
          *) echo fine > fine.txt ;;\n\
          esac\n",
-    )
-    .expect("script");
-    let cfg = env.path("swarm.toml");
-    std::fs::write(&cfg, format!("max_attempts = 1\n[roles.worker]\nexec = \"sh {}\"\n", script.display()))
-        .expect("config");
-    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+        "",
+        "",
+    );
     let dotgit = env.sw(&c, &["add", "dotgit in a tree"]).ok().line();
     let modules = env.sw(&c, &["add", "modules that run a command"]).ok().line();
     let fine = env.sw(&c, &["add", "an honest task"]).ok().line();
