@@ -689,3 +689,37 @@ fn a_link_to_dev_zero_in_place_of_a_conflicted_file_is_taken_as_a_link() {
         "ln -s /dev/zero shared.txt",
     );
 }
+
+/// **An object that inflates past any bound** (found while writing these tests, closed with them). The agent
+/// leaves in its git directory a loose object of a gibibyte of zeros and a byte, which zlib keeps in about a
+/// megabyte. The runner brought every object of the run into the clone by inflating it whole (twice over): a
+/// megabyte on disk took two gibibytes of the runner's memory, and the run's budget of copied objects (4 GiB) let
+/// an agent ask for terabytes. What held: each object is sized by its header before it is read; one past the
+/// 1 GiB a file of the work may be (or objects past 4 GiB in all) fails the run's work with that reason.
+#[test]
+fn an_object_that_inflates_past_a_file_s_bound_is_refused_by_its_header() {
+    const AGENT: &str = r#"
+echo work > work.txt
+truncate -s 1073741825 zeros.bin
+say bomb "$(git hash-object -w zeros.bin)"
+rm -f zeros.bin
+say on-disk "$(du -sk "$(git rev-parse --git-path objects)" | cut -f1) KiB"
+exit 0
+"#;
+    let test = "an_object_that_inflates_past_a_file_s_bound_is_refused_by_its_header";
+    for who in attempts(test) {
+        let w = world(who, AGENT, "", 1, |_, _, _| {});
+        let id = w.sw(&w.clones[0], &["add", "bomb"]).ok().line();
+        let runner = w.spawn(&w.clones[0], "w", &["run", "worker", "--once"]);
+        let peak = watch_peak(runner.id());
+        let out = common::finish(runner, 120, "the runner");
+        let peak = peak.join().expect("the watch");
+        let label = who.label();
+        println!("--- the runner, {label}, held at most {peak} KiB:\n{}", out.stderr);
+        assert!(peak < 256 << 10, "{label}: the runner held {} MiB at once:\n{}", peak >> 10, out.stderr);
+        let t = w.task(&id);
+        let reason = t["failures"][0]["reason"].as_str().unwrap_or_default().to_string();
+        assert!(reason.contains("past the 1024 MiB"), "{label}: {t}\n{}", out.stderr);
+        assert_eq!(out.code, 1, "{label}: the task failed, and the runner says so: {}", out.stderr);
+    }
+}
