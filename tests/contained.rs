@@ -7,21 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{Env, Out, path_url};
-
-/// Is a sandbox possible on this machine? Without bubblewrap the tests that need it say so (and fail under
-/// `GIT_SWARM_REQUIRE_ALL=1`, which `.ci/run` sets).
-fn sandbox_or_skip(test: &str) -> bool {
-    let ok = std::process::Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--unshare-pid", "--dev", "/dev", "--proc", "/proc", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("GIT_SWARM_REQUIRE_ALL").is_none(), "{test}: bubblewrap does not work here");
-        println!("{test}: skipped: bubblewrap does not work here");
-    }
-    ok
-}
+use common::{Env, Out, door, path_url, sandbox_or_skip};
 
 struct World {
     env: Env,
@@ -63,14 +49,6 @@ impl World {
         let report = self.env.git_out(&self.bare, &["show", "main:report.txt"]).stdout;
         (out, report)
     }
-}
-
-/// A line per door: `<door>: <what the agent got>`.
-fn door<'a>(report: &'a str, name: &str) -> &'a str {
-    report
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-        .unwrap_or_else(|| panic!("the agent did not report {name}:\n{report}"))
 }
 
 const SPY: &str = r#"

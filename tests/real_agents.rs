@@ -91,18 +91,6 @@ fn tester() -> Option<(u32, u32)> {
     Some((u.uid.as_raw(), u.gid.as_raw()))
 }
 
-/// Give `dir` and everything in it to `uid`:`gid`.
-fn chown_all(dir: &Path, uid: u32, gid: u32) {
-    let _ = std::os::unix::fs::lchown(dir, Some(uid), Some(gid));
-    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
-        && let Ok(rd) = std::fs::read_dir(dir)
-    {
-        for e in rd.flatten() {
-            chown_all(&e.path(), uid, gid);
-        }
-    }
-}
-
 /// How a CLI is pointed at the stand-in: what a user's login or API key would be (files in `home`, variables).
 fn configure(preset: &str, home: &Path, api: &ModelApi) -> Vec<(String, String)> {
     let url = api.url();
@@ -190,7 +178,7 @@ fn lands_real_work(preset: &str, program: &str, who: As) {
     let home = env.home.clone();
     let mut extra = configure(preset, &home, &api);
     if let Some((uid, gid)) = drop_to {
-        chown_all(env.root.path(), uid, gid);
+        common::chown_all(env.root.path(), uid, gid);
     }
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     extra.push(("PATH".into(), path));

@@ -59,7 +59,8 @@ pub(crate) struct Conflicted {
     pub(crate) stages: Vec<(u8, u32, ObjectId)>,
 }
 
-/// The most bytes of objects one run may leave for the runner to bring in (more fails the run's work).
+/// The most bytes of objects one run may leave for the runner to bring in, as copied and again as inflated (more
+/// fails the run's work).
 const MAX_RUN_OBJECTS: u64 = 4 << 30;
 
 impl Slot {
@@ -339,10 +340,14 @@ fn repository_config(path: &Path) -> String {
     out
 }
 
-/// Write every object of the object directory `dir` into `repo`, checking that each is what its id says.
+/// Write every object of the object directory `dir` into `repo`, checking that each is what its id says. Each is
+/// sized by its header before it is read: a few kilobytes of zlib can claim gigabytes, so an object past
+/// [`super::snapshot::MAX_FILE`] (what a file of the work may be), or objects that come to more than
+/// [`MAX_RUN_OBJECTS`] in all, fail the run's work instead of being inflated into the runner's memory.
 fn bring_objects(repo: &gix::Repository, dir: &Path) -> Result<usize, String> {
     use gix::objs::Find;
     use gix::objs::Write;
+    use gix::odb::Header;
     let odb = gix::odb::at(dir, gix::hash::Kind::Sha1).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
     let ids: Vec<ObjectId> = odb
         .iter()
@@ -351,13 +356,29 @@ fn bring_objects(repo: &gix::Repository, dir: &Path) -> Result<usize, String> {
         .collect();
     let mut buf = Vec::new();
     let mut brought = 0;
+    let mut inflated: u64 = 0;
+    let max = super::snapshot::MAX_FILE as u64;
     for id in ids {
         if repo.has_object(id) {
             continue;
         }
+        let Ok(Some(header)) = odb.try_header(&id) else { continue };
+        if header.size() > max {
+            return Err(format!(
+                "the agent's run left object {id} of {} bytes, past the {} MiB a file of the work may be: not taken",
+                header.size(),
+                max >> 20
+            ));
+        }
+        inflated += header.size();
+        if inflated > MAX_RUN_OBJECTS {
+            return Err(format!(
+                "the objects of the agent's run come to more than {} MiB: not taken",
+                MAX_RUN_OBJECTS >> 20
+            ));
+        }
         let Ok(Some(data)) = odb.try_find(&id, &mut buf) else { continue };
-        let (kind, bytes) = (data.kind, data.data.to_vec());
-        match repo.write_buf(kind, &bytes) {
+        match repo.write_buf(data.kind, data.data) {
             Ok(written) if written == id => brought += 1,
             // Not what its name says: the clone never takes it (a commit naming it then has a missing object).
             Ok(_) => {}

@@ -461,3 +461,38 @@ pub fn tool_or_skip(test: &str, tool: &str, install: &str) -> Option<PathBuf> {
         }
     }
 }
+
+/// Is a sandbox possible on this machine? Without bubblewrap the tests that need it say so (and fail under
+/// `GIT_SWARM_REQUIRE_ALL=1`, which `.ci/run` sets).
+pub fn sandbox_or_skip(test: &str) -> bool {
+    let ok = Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--unshare-pid", "--dev", "/dev", "--proc", "/proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(std::env::var_os("GIT_SWARM_REQUIRE_ALL").is_none(), "{test}: bubblewrap does not work here");
+        println!("{test}: skipped: bubblewrap does not work here");
+    }
+    ok
+}
+
+/// Give `path` and everything in it to `uid`:`gid` (no link followed).
+pub fn chown_all(path: &Path, uid: u32, gid: u32) {
+    let _ = std::os::unix::fs::lchown(path, Some(uid), Some(gid));
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+        && let Ok(rd) = std::fs::read_dir(path)
+    {
+        for e in rd.flatten() {
+            chown_all(&e.path(), uid, gid);
+        }
+    }
+}
+
+/// A hostile agent's report holds a line per door, `<door>: <what the agent got>`: what it got at `name`.
+#[track_caller]
+pub fn door<'a>(report: &'a str, name: &str) -> &'a str {
+    report
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("the agent did not report {name}:\n{report}"))
+}
