@@ -73,7 +73,7 @@ fn attempts(test: &str) -> Vec<Who> {
 const RUNNER_KIB: u64 = 4 << 20;
 
 /// The variables every agent of these tests gets (named in `[roles.worker] env`, as a user would name them).
-const AGENT_VARS: &[&str] = &["RUNNER_HOME", "REMOTE", "SECRETS", "CARGO_HOME", "DOCKER_CONFIG"];
+const AGENT_VARS: &[&str] = &["RUNNER_HOME", "REMOTE", "PROBES", "CARGO_HOME", "DOCKER_CONFIG"];
 
 /// What a hostile agent says before it tries anything: its report, and `say <door> <what it got>`.
 const PRELUDE: &str = "set -u\nr=\"${REPORT:-report.txt}\"\nsay() { printf '%s: %s\\n' \"$1\" \"$2\" >> \"$r\"; }\n";
@@ -111,7 +111,7 @@ fn world(who: Who, script: &str, run: &str, n: usize, setup: impl FnOnce(&Env, &
     let vars = vec![
         ("RUNNER_HOME".to_string(), home.display().to_string()),
         ("REMOTE".to_string(), bare.display().to_string()),
-        ("SECRETS".to_string(), env.path("secrets").display().to_string()),
+        ("PROBES".to_string(), env.path("secrets").display().to_string()),
     ];
     World { env, bare, clones, who, vars }
 }
@@ -554,8 +554,8 @@ fn an_agent_reads_no_file_of_roots_and_no_home() {
     const AGENT: &str = r#"
 say uid "$(id -u)"
 say shadow "$(cat /etc/shadow 2>/dev/null | grep -c '^root:')"
-say root-only "$(cat "$SECRETS/root-only.txt" 2>&1 | head -c 80)"
-say own "$(cat "$SECRETS/own.txt" 2>&1 | head -c 80)"
+say root-only "$(cat "$PROBES/root-only.txt" 2>&1 | head -c 80)"
+say own "$(cat "$PROBES/own.txt" 2>&1 | head -c 80)"
 say ssh-key "$(cat "$RUNNER_HOME/.ssh/id_ed25519" 2>&1 | head -c 80)"
 echo work > work.txt
 exit 0
@@ -640,6 +640,8 @@ exit 0
         for token in ["cio-token-0000", "cio-old-token-0000", "docker-token-0000"] {
             assert!(!report.contains(token), "{label}: the agent read {token}: {report}");
         }
+        // Blanked means empty (an empty file mounted over each), not an error a tool would stop at.
+        assert_eq!(door(&report, "docker").trim(), "", "{label}: {report}");
         // The files are still there for the runner's user.
         assert!(std::fs::read_to_string(cargo.join("credentials.toml")).expect("read").contains("cio-token-0000"));
     }

@@ -418,8 +418,8 @@ fn every_raw_file_access_near_agents_is_audited() {
         ("src/runner/baseline.rs", 1, "the clone's cache folder of check results"),
         (
             "src/runner/contained.rs",
-            6,
-            "the runner's home (login files to copy) and the fresh home it makes in a fresh run folder",
+            8,
+            "the runner's home (login files to copy), the fresh home it makes in a fresh run folder, the empty file it mounts over credentials",
         ),
         ("src/runner/git.rs", 10, "the clone's git directory: its worktree registrations and lock"),
         ("src/runner/mod.rs", 4, "the runner's logs, pid file and run folders, made private"),

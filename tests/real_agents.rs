@@ -297,6 +297,68 @@ preset_tests! {
     aider: "aider", "aider";
 }
 
+/// A published CLI in a conflict run: two tasks write the same new file from the same tip, the second to land meets
+/// a conflict; the runner replays it itself, gives the CLI a fresh work tree with the merge (markers in the file,
+/// its stages in the index), and takes the file the CLI resolved. As root (the agent as nobody).
+fn resolves_a_conflict(preset: &str, program: &str) {
+    let test = format!("{preset}_resolves_a_conflict");
+    let Some(bin) = cli_or_skip(&test, program) else { return };
+    let api = ModelApi::start(Strict::Lenient);
+    let env = Env::new();
+    let (bare, clones) = env.swarm_with_clones(path_url, 1);
+    let c = &clones[0];
+    env.sw(c, &["config", "set", "roles.worker.preset", preset]).ok();
+    let ids: Vec<String> = ["left", "right"]
+        .iter()
+        .map(|side| {
+            let body = format!("Write the side.\nstandin: write notes/shared.txt from the {side}");
+            env.sw(c, &["add", &format!("The {side} side"), "--body", &body]).ok().line()
+        })
+        .collect();
+    let mut extra = configure(preset, &env.home.clone(), &api);
+    extra.push(("PATH".into(), format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())));
+    // Both agents start from the same tip: the one that lands second meets the other's file.
+    let mut cmd = env.cmd(c);
+    cmd.args(["run", "worker", "--agents", "2", "--until-idle"])
+        .envs(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = common::finish(cmd.spawn().expect("start the worker"), 600, &test);
+    let log = logs_of(c);
+    assert_eq!(out.code, 0, "{test}: {}\n--- agent log\n{log}\n--- stand-in\n{}", out.stderr, api.summary());
+    assert!(out.stderr.contains("rebase conflict on"), "{test}: no conflict run:\n{}", out.stderr);
+    for id in &ids {
+        let task = env.sw(c, &["show", id, "--json"]).ok().json();
+        assert_eq!(task["status"], "done", "{test}: {task}\n{}\n{log}", out.stderr);
+    }
+    let shared = env.git(&bare, &["show", "main:notes/shared.txt"]);
+    assert!(
+        shared.contains("from the left") && shared.contains("from the right"),
+        "{test}: a side was lost:\n{shared}"
+    );
+    assert!(!shared.contains("<<<<<<<") && !shared.contains(">>>>>>>"), "{test}: {shared}");
+}
+
+#[test]
+fn claude_resolves_a_conflict() {
+    resolves_a_conflict("claude", "claude");
+}
+
+#[test]
+fn codex_resolves_a_conflict() {
+    resolves_a_conflict("codex", "codex");
+}
+
+#[test]
+fn gemini_resolves_a_conflict() {
+    resolves_a_conflict("gemini", "gemini");
+}
+
+#[test]
+fn opencode_resolves_a_conflict() {
+    resolves_a_conflict("opencode", "opencode");
+}
+
 /// `git swarm doctor` names each role's agent and its CLI's version.
 #[test]
 fn doctor_reports_the_version_of_each_roles_cli() {

@@ -322,6 +322,9 @@ pub struct Spec {
     pub network: bool,
     /// The uid and gid the agent runs as, when not the runner's (a root runner's agent: [`AgentUser::Dropped`]).
     pub user: Option<(u32, u32)>,
+    /// An empty regular file of the runner's, mounted over what is blanked (`/dev/null` where there is none: bubblewrap
+    /// mounts no device there, so a tool that reads the file gets an error rather than nothing).
+    pub empty: Option<PathBuf>,
 }
 
 /// What is always hidden besides the runner's home: other homes, temporary folders, sockets.
@@ -448,7 +451,7 @@ impl Spec {
         blanked.sort();
         blanked.dedup();
         let cwd = real(cwd).unwrap_or_else(|| cwd.to_path_buf());
-        Spec { cwd, hidden, readable, writable, blanked, network, user }
+        Spec { cwd, hidden, readable, writable, blanked, network, user, empty: None }
     }
 
     /// The bubblewrap arguments before `--` and the command. Mounts are made shallow before deep, and at one depth
@@ -500,8 +503,9 @@ impl Spec {
                 _ => a.extend(["--bind".into(), to.into(), to.into()]),
             }
         }
+        let empty: OsString = self.empty.as_ref().map_or_else(|| "/dev/null".into(), |e| e.clone().into());
         for f in &self.blanked {
-            a.extend(["--ro-bind".into(), "/dev/null".into(), f.into()]);
+            a.extend(["--ro-bind".into(), empty.clone(), f.into()]);
         }
         // What is hidden is an empty folder the agent cannot write either (what it wrote there would look like it
         // reached the runner's home or the user's checkout), but for the private temporary folders.

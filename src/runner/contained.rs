@@ -198,6 +198,8 @@ impl Runner<'_> {
         let env_of = |k: &str| std::env::var_os(k);
         let spec =
             Spec::new(&slot.tree, home.as_deref(), &hide, &writable, &readable, settings.network, owner, &env_of);
+        let mut spec = spec;
+        spec.empty = empty_file(&places.base);
         if let Some(why) = spec.unreachable(&settings.write) {
             return Err(RunError::Setup(format!(
                 "the agents of a root runner run as nobody, and {why}; or run the runner as a normal user"
@@ -258,4 +260,18 @@ fn copy_into(from: &Path, to: &Path) {
             copy_into(&e.path(), &to.join(e.file_name()));
         }
     }
+}
+
+/// An empty regular file of the runner's in `base` (made when it is not one: `0444`, readable by the uid its agents
+/// run as), mounted over the credential files a sandbox blanks: they read as empty, not as an error.
+fn empty_file(base: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = base.join("empty");
+    let good = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0);
+    if !good {
+        let _ = agent::files::remove_all(&path);
+        agent::files::create(&path, b"").ok()?;
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).ok()?;
+    Some(path)
 }

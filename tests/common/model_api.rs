@@ -11,6 +11,8 @@
 //!   at once with `Status: failed: <reason>`; `standin: no-commit` leaves the commit to the runner;
 //!   `standin: say <text>` answers `<text>` (`\n` for a new line) to any request, for text-only roles;
 //!   `standin: loop` never ends: after its writes, one more shell call (`echo`) at every turn (a runaway agent).
+//!   A conflict run (a prompt with a `<conflict-files>` block) resolves each file by keeping both sides, one shell
+//!   call a file, and commits nothing.
 //! * The step is the number of tool results already in the conversation, so the server keeps no state per session.
 //! * The shell tool is found in the request's own tool list (`Bash`, `bash`, `exec_command`, `shell`,
 //!   `shell_command`, `run_shell_command`), and its arguments are shaped by the tool's own JSON schema (a `command`
@@ -360,6 +362,13 @@ fn directives(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The conflicted files of a conflict run's prompt (its `<conflict-files>` block), when it is one.
+fn conflict_files(text: &str) -> Option<Vec<String>> {
+    let start = text.find("<conflict-files>")? + "<conflict-files>".len();
+    let end = start + text[start..].find("</conflict-files>")?;
+    Some(text[start..end].lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect())
+}
+
 /// The shell tool names the CLIs use, best first.
 const SHELL_TOOLS: &[&str] = &["Bash", "bash", "run_shell_command", "exec_command", "shell_command", "shell"];
 
@@ -386,6 +395,19 @@ fn decide(c: &Conversation) -> (Turn, bool) {
     }
     if let Some((_, reason)) = script.iter().find(|(v, _)| v == "fail") {
         return (Turn::Text(format!("Status: failed: {reason}\n\nThe stand-in was told to fail.")), false);
+    }
+    // A conflict run (the runner's conflict prompt): resolve each conflicted file by keeping both sides — one shell
+    // call a file, no commit (the runner takes the files) — then say so.
+    if let Some(files) = conflict_files(&c.user_text) {
+        if let Some((tool, schema)) =
+            SHELL_TOOLS.iter().find_map(|want| c.tools.iter().find(|(n, _)| n == want)).cloned()
+            && let Some(f) = files.get(c.tool_results)
+        {
+            let q = sh_quote(f);
+            let cmd = format!("grep -v -E '^(<<<<<<<|=======|>>>>>>>)' {q} > {q}.resolved; mv {q}.resolved {q}");
+            return (Turn::Tool { args: shell_args(&schema, &cmd), name: tool }, false);
+        }
+        return (Turn::Text(format!("Resolved {} by keeping both sides.", files.join(", "))), false);
     }
     let writes: Vec<(String, String)> = script
         .iter()
