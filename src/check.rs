@@ -4,8 +4,9 @@
 //!
 //! A red suite is the normal case in a team's repository: a landing is refused only for what it makes worse — a
 //! test that passed on the target and fails (or is gone) now, a test the change adds that fails, or a check that
-//! passed on the target and fails now. Without a report only the exit status can be compared: a check that failed
-//! on the target and fails again is not worse, whatever it printed (see `docs/check.md`).
+//! passed on the target and fails now. Without a report the summary lines of known test runners in its output are
+//! counted (more failing tests is worse); with neither, whether a change made a red check worse cannot be told,
+//! and is said so (see `docs/check.md`).
 
 use std::collections::BTreeMap;
 
@@ -26,6 +27,10 @@ pub struct CheckRun {
     /// Each test of its report, by `classname::name`, when it wrote one that could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tests: Option<BTreeMap<String, TestState>>,
+    /// How many tests failed, as the summary line of a known runner in its output says ([`failed_in_output`]): what
+    /// a baseline without a report compares by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<usize>,
 }
 
 impl CheckRun {
@@ -42,6 +47,9 @@ pub enum Compared {
     /// It fails, but no worse than on the target. `failing`: the tests failing on both (`None`: no report to count
     /// by); `fixed`: tests that failed on the target and pass now.
     NotWorse { failing: Option<usize>, fixed: Vec<String> },
+    /// It fails on the target and with the change, and nothing tells whether the change made it worse: no report,
+    /// and no count of failing tests in the output of both runs.
+    Unknown,
     /// Worse than the target: why, in a line.
     Worse(String),
 }
@@ -66,8 +74,15 @@ pub(crate) fn compare(base: &CheckRun, now: &CheckRun) -> Compared {
         return Compared::Worse("the check passes on the target and fails with this change".into());
     }
     let (Some(before), Some(after)) = (&base.tests, &now.tests) else {
-        // Only the exit status to go by: it failed before and fails now.
-        return Compared::NotWorse { failing: None, fixed: vec![] };
+        // No report: the counts of failing tests the runner's summary printed, when both runs printed one.
+        return match (base.failed, now.failed) {
+            (Some(b), Some(n)) if n > b => Compared::Worse(format!(
+                "{n} test(s) fail, against {b} on the target (as the check's output counts them; a report, [run] \
+                 check_report, would name them)"
+            )),
+            (Some(_), Some(n)) => Compared::NotWorse { failing: Some(n), fixed: vec![] },
+            _ => Compared::Unknown,
+        };
     };
     let newly: Vec<&str> = now.failing().filter(|t| before.get(*t) != Some(&TestState::Failed)).collect();
     let (broke, added): (Vec<&str>, Vec<&str>) = newly.iter().partition(|t| before.contains_key(**t));
@@ -97,6 +112,99 @@ pub(crate) fn compare(base: &CheckRun, now: &CheckRun) -> Compared {
     let fixed =
         base.failing().filter(|t| after.get(*t) == Some(&TestState::Passed)).map(str::to_string).collect::<Vec<_>>();
     Compared::NotWorse { failing: Some(now.failing().count()), fixed }
+}
+
+/// How many tests failed, by the summary lines of the test runners people use, in the last lines of a check's
+/// output: pytest (`== 4 failed, 191 passed in 3.2s ==`), cargo test (`test result: FAILED. 10 passed; 2 failed;`,
+/// added up over the test binaries shown), jest/vitest (`Tests:  2 failed, 10 passed`), unittest (`FAILED
+/// (failures=2, errors=1)`), go test (`--- FAIL:` lines). `None`: no line of theirs.
+pub(crate) fn failed_in_output(lines: &[String]) -> Option<usize> {
+    let number_before = |line: &str, word: &str| -> Option<usize> {
+        let i = line.find(word)?;
+        line[..i].trim_end().rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    };
+    let mut cargo: Option<usize> = None;
+    let mut go = 0usize;
+    let mut last: Option<usize> = None;
+    for line in lines {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix("test result:") {
+            *cargo.get_or_insert(0) += number_before(rest, " failed").unwrap_or(0);
+        } else if let Some(n) = pytest_summary(l) {
+            last = Some(n);
+        } else if let Some(rest) = l.strip_prefix("Tests:") {
+            last = Some(number_before(rest, " failed").unwrap_or(0));
+        } else if let Some(rest) = l.strip_prefix("FAILED (") {
+            let n = |k: &str| {
+                rest.split([',', ')']).find_map(|kv| kv.trim().strip_prefix(k).and_then(|v| v.parse::<usize>().ok()))
+            };
+            last = Some(n("failures=").unwrap_or(0) + n("errors=").unwrap_or(0));
+        } else if l.starts_with("--- FAIL:") {
+            go += 1;
+        }
+    }
+    last.or(cargo).or((go > 0).then_some(go))
+}
+
+/// `: <n> test(s) fail: a, b, c` — the failing tests a run's report names, else those its output names (`tail`, its
+/// last lines) — or nothing when neither names one: what a failure reason says beyond "the check failed".
+pub(crate) fn failing_named(run: &CheckRun, tail: &[String]) -> String {
+    let from_report: Vec<&str> = run.failing().collect();
+    if !from_report.is_empty() {
+        return format!(": {} test(s) fail: {}", from_report.len(), listed(&from_report));
+    }
+    let from_output = failing_in_output(tail, SHOWN + 1);
+    if from_output.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = from_output.iter().map(String::as_str).collect();
+    let count = run.failed.map_or_else(|| names.len().to_string(), |n| n.to_string());
+    format!(": {count} test(s) fail: {}", listed(&names))
+}
+
+/// pytest's last line (`=== 2 failed, 191 passed in 3.21s ===`, or with `-q` `2 failed, 191 passed in 3.21s`): its
+/// failures and errors.
+fn pytest_summary(line: &str) -> Option<usize> {
+    let l = line.trim_matches(|c: char| c == '=' || c == ' ');
+    let (counts, time) = l.rsplit_once(" in ")?;
+    let time = time.split(' ').next()?;
+    time.strip_suffix('s')?.parse::<f64>().ok()?;
+    let mut failed = 0;
+    for part in counts.split(", ") {
+        let (n, word) = part.split_once(' ')?;
+        let n: usize = n.parse().ok()?;
+        match word {
+            "failed" | "error" | "errors" => failed += n,
+            "passed" | "skipped" | "xfailed" | "xpassed" | "deselected" | "warning" | "warnings" | "rerun" => {}
+            _ => return None,
+        }
+    }
+    Some(failed)
+}
+
+/// The names of the failing tests the check's output names, for a failure reason: pytest's `FAILED <test>` lines of
+/// its short summary, cargo's and go's `--- FAIL: <test>`/`test <name> ... FAILED` lines. At most `max`.
+pub(crate) fn failing_in_output(lines: &[String], max: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in lines {
+        let l = line.trim();
+        let name = if let Some(rest) = l.strip_prefix("FAILED ") {
+            rest.split(" - ").next()
+        } else if let Some(rest) = l.strip_prefix("--- FAIL: ") {
+            rest.split_whitespace().next()
+        } else if let Some(rest) = l.strip_prefix("test ") {
+            rest.strip_suffix(" ... FAILED")
+        } else {
+            None
+        };
+        if let Some(n) = name.map(str::trim).filter(|n| !n.is_empty())
+            && !out.iter().any(|o| o == n)
+            && out.len() < max
+        {
+            out.push(n.to_string());
+        }
+    }
+    out
 }
 
 /// The tests of one JUnit XML document (pytest's `--junitxml`, cargo-nextest's `junit`, Maven Surefire, jest-junit,
@@ -197,7 +305,7 @@ mod tests {
     use super::*;
 
     fn run(passed: bool, tests: &[(&str, TestState)]) -> CheckRun {
-        CheckRun { passed, tests: Some(tests.iter().map(|(k, s)| (k.to_string(), *s)).collect()) }
+        CheckRun { passed, tests: Some(tests.iter().map(|(k, s)| (k.to_string(), *s)).collect()), failed: None }
     }
     use TestState::{Failed as F, Passed as P, Skipped as S};
 
@@ -231,23 +339,47 @@ mod tests {
     }
 
     #[test]
-    fn without_reports_only_the_exit_status_counts() {
-        let green = CheckRun { passed: true, tests: None };
-        let red = CheckRun { passed: false, tests: None };
-        assert_eq!(compare(&red, &red), Compared::NotWorse { failing: None, fixed: vec![] });
+    fn without_reports_the_output_counts_or_nothing_tells() {
+        let bare = |passed: bool, failed: Option<usize>| CheckRun { passed, tests: None, failed };
+        let (green, red) = (bare(true, None), bare(false, None));
+        // Nothing to compare by: said as such, never as "not worse".
+        assert_eq!(compare(&red, &red), Compared::Unknown);
         assert!(matches!(compare(&green, &red), Compared::Worse(_)));
         assert_eq!(compare(&red, &green), Compared::Passes);
-        // A report on one side only: the exit status.
-        assert_eq!(compare(&red, &run(false, &[("a", F)])), Compared::NotWorse { failing: None, fixed: vec![] });
+        // A report on one side only: the counts, or nothing.
+        assert_eq!(compare(&red, &run(false, &[("a", F)])), Compared::Unknown);
+        // The output's counts: more failing tests is worse, as many is not.
+        let Compared::Worse(why) = compare(&bare(false, Some(1)), &bare(false, Some(5))) else { panic!() };
+        assert!(why.contains("5 test(s) fail, against 1"), "{why}");
+        assert_eq!(compare(&bare(false, Some(2)), &bare(false, Some(2))), Compared::NotWorse { failing: Some(2), fixed: vec![] });
         // Passing on the target is enough to refuse a failing change, whatever the reports.
         assert!(matches!(compare(&run(true, &[("a", P)]), &run(false, &[("a", P)])), Compared::Worse(_)));
+    }
+
+    #[test]
+    fn summary_lines_of_known_runners_count_failures() {
+        let lines = |t: &str| t.lines().map(str::to_string).collect::<Vec<_>>();
+        let pytest = lines("FAILED tests/test_a.py::test_x - assert 1 == 2\nFAILED tests/test_b.py::test_y\n=== 2 failed, 191 passed, 3 skipped in 3.21s ===");
+        assert_eq!(failed_in_output(&pytest), Some(2));
+        assert_eq!(failing_in_output(&pytest, 5), ["tests/test_a.py::test_x", "tests/test_b.py::test_y"]);
+        assert_eq!(failed_in_output(&lines("==== 1 failed, 2 errors in 0.1s ====")), Some(3));
+        assert_eq!(failed_in_output(&lines("===== 195 passed in 2.0s =====")), Some(0));
+        assert_eq!(failed_in_output(&lines("4 failed, 3 passed, 2 warnings in 0.05s")), Some(4));
+        assert_eq!(failed_in_output(&lines("it went well in 2s")), None);
+        let cargo = lines("test tests::b ... FAILED\ntest result: FAILED. 10 passed; 2 failed; 0 ignored\ntest result: ok. 3 passed; 0 failed;");
+        assert_eq!(failed_in_output(&cargo), Some(2));
+        assert_eq!(failing_in_output(&cargo, 5), ["tests::b"]);
+        assert_eq!(failed_in_output(&lines("Tests:       2 failed, 10 passed, 12 total")), Some(2));
+        assert_eq!(failed_in_output(&lines("FAILED (failures=2, errors=1)")), Some(3));
+        assert_eq!(failed_in_output(&lines("--- FAIL: TestA (0.00s)\n--- FAIL: TestB (0.00s)\nFAIL")), Some(2));
+        assert_eq!(failed_in_output(&lines("make: *** [all] Error 1")), None);
     }
 
     #[test]
     fn names_are_listed_up_to_five() {
         let base = run(false, &[("z", F)]);
         let many: Vec<(String, TestState)> = (0..8).map(|i| (format!("t{i}"), F)).collect();
-        let now = CheckRun { passed: false, tests: Some(many.into_iter().collect()) };
+        let now = CheckRun { passed: false, tests: Some(many.into_iter().collect()), failed: None };
         let Compared::Worse(why) = compare(&base, &now) else { panic!() };
         assert!(why.contains("8 new test(s) fail: t0, t1, t2, t3, t4 and 3 more"), "{why}");
     }

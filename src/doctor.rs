@@ -183,6 +183,21 @@ pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local) -> F
     }
 }
 
+/// `[run] check_baseline` without `check_report`: a change that makes a red suite worse lands unless the check's
+/// output counts its failing tests (docs/check.md). `None` otherwise.
+pub fn baseline(config: &crate::model::Config, local: &crate::config::Local) -> Option<Finding> {
+    let s = crate::runner::RunSettings::from_config(&local.apply(config)).ok()?;
+    (s.check.is_some() && s.check_baseline && s.check_report.is_none()).then(|| {
+        Finding::new(
+            "check",
+            Severity::Warn,
+            "[run] check_baseline without check_report: on a red suite, a change that breaks more tests is caught only \
+             when the check's output counts its failing tests (pytest, cargo test, jest…), and lands otherwise",
+        )
+        .hint("make the check write a JUnit report and name it: `git swarm config set run.check_report junit.xml` (docs/check.md)")
+    })
+}
+
 /// Whether this machine's git has what the runner's own rebase uses: `git merge-tree --write-tree` (2.38) to
 /// replay a work that conflicts, `--merge-base` and `--attr-source` (2.40) to replay it commit by commit with the
 /// target's attributes. `None` when it does.

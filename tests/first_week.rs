@@ -306,6 +306,18 @@ exit $fail
     let reds = env.sw(&c, &["add", "reds it", "--body", "@set tests/b.t fail"]).ok().line();
     env.sw(&c, &["--agent", "w", "run", "worker", "--once"]).code(1);
     assert!(show(&env, &c, &reds)["failures"].to_string().contains("passes on the target and fails"));
+    // Red again (by hand), and no report: a change lands with the truth — nothing tells whether it made it worse.
+    env.git(&c, &["pull", "-q", "origin", "main"]);
+    std::fs::write(c.join("tests/b.t"), "fail\n").expect("write");
+    env.git(&c, &["commit", "-q", "-am", "red again"]);
+    env.git(&c, &["push", "-q", "origin", "HEAD:main"]);
+    std::fs::write(&cfg, config(true).replace("check_report = \"junit.xml\"\n", "")).expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8"), "--force"]).ok();
+    env.sw(&c, &["add", "unknown", "--body", "@write notes.txt more"]).ok();
+    let w = env.sw(&c, &["--agent", "w", "run", "worker", "--once"]).ok();
+    assert!(w.stderr.contains("cannot be told") && !w.stderr.contains("makes nothing worse"), "{}", w.stderr);
+    let doctor = env.sw(&c, &["doctor", "--json"]).stdout;
+    assert!(doctor.contains("check_baseline without check_report"), "{doctor}");
 }
 
 /// The same with a real Python project and pytest (`--junitxml`): four red tests on the target.
@@ -362,6 +374,26 @@ fn a_red_pytest_suite_with_the_baseline() {
     // A change that stops the suite from running at all: the passing tests did not run.
     let why = show(&env, &c, &import)["failures"].to_string();
     assert!(why.contains("3 test(s) that pass on the target did not run"), "{why}");
+    // Without a report (issue 35: such a change landed, "this change makes nothing worse"), pytest's own count of
+    // failing tests is compared: breaking `add` is refused, and the reason names the tests its output names.
+    std::fs::write(
+        &cfg,
+        format!(
+            "max_attempts = 1\n[run]\ncheck = \"python3 -m pytest -q -p no:cacheprovider\"\ncheck_baseline = true\n\
+             [roles.worker]\nexec = {:?}\n",
+            scripted_agent()
+        ),
+    )
+    .expect("config");
+    env.sw(&c, &["init", "--config", cfg.to_str().expect("utf-8"), "--force"]).ok();
+    let again = env.sw(&c, &["add", "breaks add again", "--body", body]).ok().line();
+    env.sw(&c, &["--agent", "w", "run", "worker", "--once"]).code(1);
+    let why = show(&env, &c, &again)["failures"].to_string();
+    assert!(why.contains("7 test(s) fail, against 4 on the target"), "{why}");
+    let harmless = env.sw(&c, &["add", "more docs", "--body", "@write README.md and nothing else"]).ok().line();
+    let w = env.sw(&c, &["--agent", "w", "run", "worker", "--once"]).ok();
+    assert!(w.stderr.contains("4 failing test(s) on both"), "{}", w.stderr);
+    assert_eq!(show(&env, &c, &harmless)["status"], "done");
 }
 
 /// The smaller items: each a message that names what to do.

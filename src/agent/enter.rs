@@ -10,7 +10,8 @@
 //!   checked: uid 0 cannot be taken back) — inside the sandbox, after bubblewrap made its mounts as root. A user
 //!   namespace alone would map the agent back to uid 0, which reads every file root owns.
 //! * `--die-with-parent`: `SIGKILL` when the process that started it ends (a runner killed with `SIGKILL` takes its
-//!   agents along).
+//!   agents along); `--term-with-parent`: `SIGTERM` then (the members of `up` give their claims back and exit when
+//!   `up` ends, however it ends).
 //!
 //! `no_new_privs` is set whenever the uid changes (bubblewrap sets it too): no setuid program or file capability
 //! gives the agent back what it lost.
@@ -27,6 +28,8 @@ pub struct Enter {
     pub setsid: bool,
     pub user: Option<(u32, u32)>,
     pub die_with_parent: bool,
+    /// `SIGTERM` when the process that started it ends (a member of `up`: it gives its claims back and exits).
+    pub term_with_parent: bool,
     /// The program and its arguments.
     pub argv: Vec<OsString>,
 }
@@ -45,6 +48,9 @@ impl Enter {
         if self.die_with_parent {
             a.push("--die-with-parent".into());
         }
+        if self.term_with_parent {
+            a.push("--term-with-parent".into());
+        }
         a.push("--".into());
         a.extend(self.argv.iter().cloned());
         a
@@ -58,6 +64,7 @@ impl Enter {
             match a.to_str() {
                 Some("--setsid") => e.setsid = true,
                 Some("--die-with-parent") => e.die_with_parent = true,
+                Some("--term-with-parent") => e.term_with_parent = true,
                 Some("--user") => {
                     let v = it.next().and_then(|v| v.to_str()).ok_or("--user needs UID:GID")?;
                     let (u, g) = v.split_once(':').ok_or("--user needs UID:GID")?;
@@ -93,9 +100,13 @@ impl Enter {
 
     fn prepare(&self) -> Result<(), String> {
         #[cfg(target_os = "linux")]
-        if self.die_with_parent {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(|e| format!("cannot ask to die with the runner: {e}"))?;
+        if self.die_with_parent || self.term_with_parent {
+            let sig = if self.die_with_parent { nix::sys::signal::Signal::SIGKILL } else { nix::sys::signal::Signal::SIGTERM };
+            nix::sys::prctl::set_pdeathsig(sig).map_err(|e| format!("cannot ask to end with its parent: {e}"))?;
+            // The parent may have ended already, before the wish was made: then end now.
+            if nix::unistd::getppid().as_raw() == 1 {
+                let _ = nix::sys::signal::raise(sig);
+            }
         }
         if self.setsid {
             nix::unistd::setsid().map_err(|e| format!("cannot start a session of its own: {e}"))?;
@@ -127,6 +138,7 @@ mod tests {
             setsid: true,
             user: Some((65534, 65534)),
             die_with_parent: true,
+            term_with_parent: true,
             argv: vec!["sh".into(), "-c".into(), "--user 0:0".into()],
         };
         let args = e.args();

@@ -92,12 +92,35 @@ pub struct JudgeArgs {
     lp: LoopArgs,
 }
 
-/// Ctrl-C and SIGTERM set the flag (a second Ctrl-C ends the process at once).
+/// Ctrl-C, SIGTERM and SIGHUP (the terminal closed) set the flag; a second one ends the process at once (exit 130)
+/// — but not one that comes within a second of the first: through `git swarm`, one Ctrl-C arrives twice, from the
+/// terminal (git and git-swarm share its process group) and again from git, which passes on to its child what it
+/// gets. Taking that echo for a second Ctrl-C left a fleet's members running as orphans (issue 35).
 pub fn stop_flag() -> Arc<AtomicBool> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag));
-        let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
+    match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+        Ok(mut signals) => {
+            let f = Arc::clone(&flag);
+            std::thread::spawn(move || {
+                let mut first: Option<std::time::Instant> = None;
+                for _ in signals.forever() {
+                    match first {
+                        None => {
+                            first = Some(std::time::Instant::now());
+                            f.store(true, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        Some(t) if t.elapsed() < std::time::Duration::from_secs(1) => {}
+                        Some(_) => std::process::exit(130),
+                    }
+                }
+            });
+        }
+        Err(_) => {
+            for sig in [SIGINT, SIGTERM, SIGHUP] {
+                let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
+            }
+        }
     }
     // A push or fetch in flight ends with the stop too (a remote hook that hangs must not hold the runner).
     git_swarm::remote::set_stop_flag(Arc::clone(&flag));

@@ -361,7 +361,7 @@ impl<'a, 'r> Landing<'a, 'r> {
         if !run.passed {
             // With a baseline, a red target is the yardstick: only what the change makes worse counts.
             let worse = match self.job.settings.check_baseline {
-                false => Some("the check failed".to_string()),
+                false => Some(format!("the check failed{}", crate::check::failing_named(&run, &tail))),
                 true => {
                     let base = self.base;
                     let on_base = match self.kept(&cmd).get(base) {
@@ -384,6 +384,16 @@ impl<'a, 'r> Landing<'a, 'r> {
                             self.events.push(Event::Warning(format!(
                                 "{}: the check fails on the target {} too{counted} and this change makes nothing \
                                  worse{fixed}: landing it",
+                                self.task.id,
+                                &base.to_string()[..12]
+                            )));
+                            None
+                        }
+                        crate::check::Compared::Unknown => {
+                            self.events.push(Event::Warning(format!(
+                                "{}: the check fails on the target {} too, and whether this change makes it worse \
+                                 cannot be told: no report ([run] check_report) and no count of failing tests in its \
+                                 output. Landing it (docs/check.md)",
                                 self.task.id,
                                 &base.to_string()[..12]
                             )));
@@ -440,7 +450,8 @@ impl<'a, 'r> Landing<'a, 'r> {
                 None
             }
         };
-        let run = crate::check::CheckRun { passed: out.0, tests };
+        let failed = crate::check::failed_in_output(&out.1);
+        let run = crate::check::CheckRun { passed: out.0, tests, failed };
         self.kept(cmd).put(commit, &run);
         Ok((run, out.1))
     }
