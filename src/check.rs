@@ -351,7 +351,10 @@ mod tests {
         // The output's counts: more failing tests is worse, as many is not.
         let Compared::Worse(why) = compare(&bare(false, Some(1)), &bare(false, Some(5))) else { panic!() };
         assert!(why.contains("5 test(s) fail, against 1"), "{why}");
-        assert_eq!(compare(&bare(false, Some(2)), &bare(false, Some(2))), Compared::NotWorse { failing: Some(2), fixed: vec![] });
+        assert_eq!(
+            compare(&bare(false, Some(2)), &bare(false, Some(2))),
+            Compared::NotWorse { failing: Some(2), fixed: vec![] }
+        );
         // Passing on the target is enough to refuse a failing change, whatever the reports.
         assert!(matches!(compare(&run(true, &[("a", P)]), &run(false, &[("a", P)])), Compared::Worse(_)));
     }
@@ -359,14 +362,18 @@ mod tests {
     #[test]
     fn summary_lines_of_known_runners_count_failures() {
         let lines = |t: &str| t.lines().map(str::to_string).collect::<Vec<_>>();
-        let pytest = lines("FAILED tests/test_a.py::test_x - assert 1 == 2\nFAILED tests/test_b.py::test_y\n=== 2 failed, 191 passed, 3 skipped in 3.21s ===");
+        let pytest = lines(
+            "FAILED tests/test_a.py::test_x - assert 1 == 2\nFAILED tests/test_b.py::test_y\n=== 2 failed, 191 passed, 3 skipped in 3.21s ===",
+        );
         assert_eq!(failed_in_output(&pytest), Some(2));
         assert_eq!(failing_in_output(&pytest, 5), ["tests/test_a.py::test_x", "tests/test_b.py::test_y"]);
         assert_eq!(failed_in_output(&lines("==== 1 failed, 2 errors in 0.1s ====")), Some(3));
         assert_eq!(failed_in_output(&lines("===== 195 passed in 2.0s =====")), Some(0));
         assert_eq!(failed_in_output(&lines("4 failed, 3 passed, 2 warnings in 0.05s")), Some(4));
         assert_eq!(failed_in_output(&lines("it went well in 2s")), None);
-        let cargo = lines("test tests::b ... FAILED\ntest result: FAILED. 10 passed; 2 failed; 0 ignored\ntest result: ok. 3 passed; 0 failed;");
+        let cargo = lines(
+            "test tests::b ... FAILED\ntest result: FAILED. 10 passed; 2 failed; 0 ignored\ntest result: ok. 3 passed; 0 failed;",
+        );
         assert_eq!(failed_in_output(&cargo), Some(2));
         assert_eq!(failing_in_output(&cargo, 5), ["tests::b"]);
         assert_eq!(failed_in_output(&lines("Tests:       2 failed, 10 passed, 12 total")), Some(2));

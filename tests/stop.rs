@@ -43,7 +43,8 @@ fn stops_clean(stop: Stop, runs: usize) {
     let env = Env::new();
     let agent = env.path("agent.sh");
     std::fs::write(&agent, "sleep 30; echo \"$GIT_SWARM_TASK_ID\" > \"$GIT_SWARM_TASK_ID.txt\"\n").expect("agent");
-    let (_bare, clones) = env.swarm_with_config(path_url, 1, &format!("[roles.worker]\nexec = \"sh {}\"\n", agent.display()));
+    let (_bare, clones) =
+        env.swarm_with_config(path_url, 1, &format!("[roles.worker]\nexec = \"sh {}\"\n", agent.display()));
     let c = &clones[0];
     // `git swarm` finds `git-swarm` on the PATH, as after `cargo install`.
     let bin = Path::new(env!("CARGO_BIN_EXE_git-swarm")).parent().expect("bin dir").to_path_buf();

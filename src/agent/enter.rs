@@ -101,7 +101,11 @@ impl Enter {
     fn prepare(&self) -> Result<(), String> {
         #[cfg(target_os = "linux")]
         if self.die_with_parent || self.term_with_parent {
-            let sig = if self.die_with_parent { nix::sys::signal::Signal::SIGKILL } else { nix::sys::signal::Signal::SIGTERM };
+            let sig = if self.die_with_parent {
+                nix::sys::signal::Signal::SIGKILL
+            } else {
+                nix::sys::signal::Signal::SIGTERM
+            };
             nix::sys::prctl::set_pdeathsig(sig).map_err(|e| format!("cannot ask to end with its parent: {e}"))?;
             // The parent may have ended already, before the wish was made: then end now.
             if nix::unistd::getppid().as_raw() == 1 {

@@ -286,7 +286,14 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         // Through the trampoline (`agent::enter`): a member gets SIGTERM when `up` ends, however it ends (killed, its
         // terminal closed), gives its claims back and exits — never an orphan that goes on claiming and landing.
         let mut cmd = Command::new(&exe);
-        cmd.args(git_swarm::agent::enter::Enter { term_with_parent: true, argv: vec![exe.clone().into()], ..Default::default() }.args());
+        cmd.args(
+            git_swarm::agent::enter::Enter {
+                term_with_parent: true,
+                argv: vec![exe.clone().into()],
+                ..Default::default()
+            }
+            .args(),
+        );
         cmd.arg("-C").arg(&f.dir).args(["--swarm", &f.swarm, "--agent", &agent, "--json"]);
         // Through the environment, not the command line: a URL may carry credentials, and `ps` shows arguments.
         if let Some(r) = &f.remote {

@@ -114,7 +114,8 @@ mod tests {
         let a = Kept::new(dir.path(), "pytest -q", Some("junit.xml"));
         let b = Kept::new(dir.path(), "pytest -q", None);
         assert_eq!(a.get(commit), None);
-        let run = CheckRun { passed: false, tests: Some([("t::a".to_string(), TestState::Failed)].into()), failed: Some(1) };
+        let run =
+            CheckRun { passed: false, tests: Some([("t::a".to_string(), TestState::Failed)].into()), failed: Some(1) };
         a.put(commit, &run);
         assert_eq!(a.get(commit), Some(run));
         assert_eq!(b.get(commit), None, "another check is another result");

@@ -234,7 +234,8 @@ fn judge_once(
         (Some(cmd), Some(t)) => {
             slot.checkout(&r.swarm.local.repo, t, r.agent_owner(), &[]).map_err(RunError::Setup)?;
             let guard = r.guard();
-            let (ok, tail) = super::landing::run_check(r, &slot, t, cmd, settings.task_timeout, config, &|| true);
+            let out = super::landing::run_check(r, &slot, t, cmd, settings.task_timeout, config, &|| true);
+            let (ok, tail) = (out.passed, out.tail);
             for p in guard.restore() {
                 r.emit(Event::Warning(p));
             }

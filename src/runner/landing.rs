@@ -357,7 +357,25 @@ impl<'a, 'r> Landing<'a, 'r> {
             )));
         }
         let cmd = cmd.clone();
-        let (run, tail) = self.run_check_on(&cmd, self.head)?;
+        let (run, tail, cannot_start) = self.run_check_on(&cmd, self.head)?;
+        if cannot_start {
+            // A program missing on this machine (tox not installed) fails every landing alike: the runner's set-up,
+            // no attempt spent — unless it starts on the target and only the change broke it.
+            let (_, base_tail, on_base_too) = self.run_check_on(&cmd, self.base)?;
+            if on_base_too {
+                return Err(Abort::CannotStart(RunError::Setup(format!(
+                    "the check `{cmd}` cannot start here, on the target's tip {} too: {} — install what it runs \
+                     where the runner runs (agents and checks run in a sandbox: `git swarm doctor` says what it \
+                     sees), or change [run] check; no attempt was spent",
+                    &self.base.to_string()[..12],
+                    super::reason_from("", &base_tail).trim_start_matches(": ")
+                ))));
+            }
+            return Err(Abort::Fail(super::reason_from(
+                "the check cannot start with this change (it starts on the target)",
+                &tail,
+            )));
+        }
         if !run.passed {
             // With a baseline, a red target is the yardstick: only what the change makes worse counts.
             let worse = match self.job.settings.check_baseline {
@@ -425,7 +443,11 @@ impl<'a, 'r> Landing<'a, 'r> {
 
     /// Run the check on `commit`, in a work tree made afresh for it, read its report, and keep the run for
     /// `commit`.
-    fn run_check_on(&mut self, cmd: &str, commit: ObjectId) -> Result<(crate::check::CheckRun, Vec<String>), Abort> {
+    fn run_check_on(
+        &mut self,
+        cmd: &str,
+        commit: ObjectId,
+    ) -> Result<(crate::check::CheckRun, Vec<String>, bool), Abort> {
         let (r, keeper) = (self.r, self.keeper);
         let report = self.job.settings.check_report.clone();
         self.slot.checkout(&r.swarm.local.repo, commit, r.agent_owner(), &[]).map_err(Abort::Fail)?;
@@ -439,6 +461,9 @@ impl<'a, 'r> Landing<'a, 'r> {
         if let Some(why) = keeper.lost() {
             return Err(Abort::LostClaim(why));
         }
+        if let Some(why) = out.setup {
+            return Err(Abort::CannotStart(RunError::Setup(format!("the check `{cmd}` could not be run: {why}"))));
+        }
         let tests = match report.as_deref().map(|rep| super::baseline::read_report(&self.slot.tree, rep)) {
             None | Some(Ok(None)) => None,
             Some(Ok(Some(t))) => Some(t),
@@ -450,10 +475,13 @@ impl<'a, 'r> Landing<'a, 'r> {
                 None
             }
         };
-        let failed = crate::check::failed_in_output(&out.1);
-        let run = crate::check::CheckRun { passed: out.0, tests, failed };
-        self.kept(cmd).put(commit, &run);
-        Ok((run, out.1))
+        let failed = crate::check::failed_in_output(&out.tail);
+        let run = crate::check::CheckRun { passed: out.passed, tests, failed };
+        // A run that could not start is no result of this commit's.
+        if !out.cannot_start {
+            self.kept(cmd).put(commit, &run);
+        }
+        Ok((run, out.tail, out.cannot_start))
     }
 }
 
@@ -748,10 +776,11 @@ pub(crate) fn run_check(
     timeout: Duration,
     config: &crate::model::Config,
     keep_going: &dyn Fn() -> bool,
-) -> (bool, Vec<String>) {
+) -> Checked {
+    let setup = |why: String| Checked { passed: false, tail: vec![why.clone()], setup: Some(why), cannot_start: false };
     let contained = match r.contain_run(slot, Role::Worker, None, config, Some(commit), None) {
         Ok(c) => c,
-        Err(e) => return (false, vec![e.to_string()]),
+        Err(e) => return setup(e.to_string()),
     };
     let mut env = r.commit_ident.clone();
     env.extend(contained.env.iter().cloned());
@@ -770,12 +799,26 @@ pub(crate) fn run_check(
     };
     match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || keep_going()) {
         Ok(out) => {
+            let cannot_start = crate::agent::could_not_start(&out);
             let mut tail = out.tail;
             if !out.exit.success() {
                 tail.push(format!("(the check {})", out.exit));
             }
-            (out.exit.success(), tail)
+            Checked { passed: out.exit.success(), tail, setup: None, cannot_start }
         }
-        Err(e) => (false, vec![e.to_string()]),
+        Err(e) => setup(e.to_string()),
     }
+}
+
+/// What a run of the check came to.
+pub(crate) struct Checked {
+    pub(crate) passed: bool,
+    /// Its last lines.
+    pub(crate) tail: Vec<String>,
+    /// It could not be run at all (a sandbox that could not be made, a process that could not be started): the
+    /// runner's set-up, never the change's.
+    pub(crate) setup: Option<String>,
+    /// It exited 126 or 127 at once, saying a program is missing: the runner's set-up when it does so on the target
+    /// too, the change's when only with it (the change deleted a script).
+    pub(crate) cannot_start: bool,
 }
