@@ -183,6 +183,22 @@ pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local) -> F
     }
 }
 
+/// Whether `[run] check` can start here: its program found on `PATH` (the suite is not run). `None` without a check,
+/// or when the program cannot be told without running it (a script, a relative path).
+pub fn check_program(config: &crate::model::Config, local: &crate::config::Local) -> Option<Finding> {
+    let s = crate::runner::RunSettings::from_config(&local.apply(config)).ok()?;
+    let check = s.check?;
+    Some(match crate::agent::missing_program(&check) {
+        Some(p) => Finding::new(
+            "check",
+            Severity::Error,
+            format!("[run] check `{}` cannot start here: `{p}` is not on PATH", crate::escape::line(&check)),
+        )
+        .hint("install it where runners run (the sandbox shows PATH's folders), or change the check: a runner stops at its first landing, no attempt spent"),
+        None => Finding::new("check", Severity::Ok, format!("[run] check `{}` can start here", crate::escape::line(&check))),
+    })
+}
+
 /// `[run] check_baseline` without `check_report`: a change that makes a red suite worse lands unless the check's
 /// output counts its failing tests (docs/check.md). `None` otherwise.
 pub fn baseline(config: &crate::model::Config, local: &crate::config::Local) -> Option<Finding> {

@@ -479,6 +479,10 @@ pub fn push(
     updates: &[(&str, Option<ObjectId>, ObjectId)],
 ) -> Result<Publish, RemoteError> {
     let mut cmd = git(local);
+    if NO_PUSH_OPTIONS.load(std::sync::atomic::Ordering::Relaxed) {
+        // An empty value clears git's list of push options.
+        cmd.args(["-c", "push.pushOption="]);
+    }
     // Not `--quiet`: it drops the porcelain lines of refs that were updated.
     cmd.args(["push", "--porcelain", "--no-verify"]);
     if updates.len() > 1 {
@@ -497,9 +501,23 @@ pub fn push(
     let out = run_bounded(&mut cmd, remote)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success()
+        && stderr.contains(PUSH_OPTIONS_REFUSED)
+        && !NO_PUSH_OPTIONS.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        // A server that takes no push options cannot honour them either (`ci.skip`, which `ci gitlab` sets through
+        // `push.pushOption`): the same push again without them, and so every push of this process.
+        return push(local, remote, updates);
+    }
     let lines = parse_porcelain(&stdout);
     classify(remote, updates.iter().map(|u| u.0), &lines, out.status.success(), &stderr)
 }
+
+/// What git says when the remote takes no push options and the push carries some.
+const PUSH_OPTIONS_REFUSED: &str = "does not support push options";
+
+/// This process pushes without push options: the remote took none ([`push`]).
+static NO_PUSH_OPTIONS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Push `new` to `refname`, whatever is there, for refs that are not part of the protocol (a work branch kept for
 /// inspection).
@@ -665,6 +683,17 @@ pub fn classify<'a>(
     if let Some(r) = race {
         return Ok(Publish::LostRace(r.trim().to_string()));
     }
+    if !success && stderr.contains(PUSH_OPTIONS_REFUSED) {
+        // A refusal, not an outage: waiting does not change what the server supports.
+        let refname = lines.iter().map(|l| l.to.as_str()).collect::<Vec<_>>().join(" and ");
+        return Err(RemoteError::Refused {
+            remote: redact(remote),
+            refname: if refname.is_empty() { "the push".into() } else { refname },
+            reason: "the remote takes no push options, and this push carries some (`push.pushOption` in git's \
+                     config: `ci.skip` from `git swarm ci gitlab`); unset it for this remote"
+                .into(),
+        });
+    }
     if seen == 0 || !success {
         let msg = stderr.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("; ");
         return Err(RemoteError::Unreachable {
@@ -700,6 +729,21 @@ mod tests {
         assert_eq!(lines[0].summary, "[rejected]");
         assert_eq!(lines[0].reason.as_deref(), Some("stale info"));
         assert_eq!(lines[1].reason, None);
+    }
+
+    #[test]
+    fn a_remote_without_push_options_is_a_refusal_not_an_outage() {
+        let got = classify(
+            "o",
+            ["refs/heads/main"].into_iter(),
+            &[],
+            false,
+            "fatal: the receiving end does not support push options\nfatal: the remote end hung up unexpectedly",
+        );
+        assert!(
+            matches!(got, Err(RemoteError::Refused { ref reason, .. }) if reason.contains("push.pushOption")),
+            "{got:?}"
+        );
     }
 
     #[test]

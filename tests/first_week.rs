@@ -564,6 +564,9 @@ fn a_check_that_cannot_start_spends_no_attempt() {
     assert!(o.stderr.contains("cannot start here") && o.stderr.contains("no-such-tool"), "{}", o.stderr);
     let t = show(&env, &c, &id);
     assert_eq!((t["status"].as_str(), t["attempts"].as_u64()), (Some("open"), Some(0)), "{t}");
+    // doctor says so without running the suite.
+    let doctor = env.sw(&c, &["doctor", "--json"]).code(1).stdout;
+    assert!(doctor.contains("`no-such-tool` is not on PATH"), "{doctor}");
     // A check that starts on the target and not with the change (its agent deletes the script): the change's attempt.
     let agent = env.path("deletes.sh");
     std::fs::write(&agent, "rm check.sh\necho x > notes.txt\n").expect("agent");

@@ -928,3 +928,25 @@ fn a_full_disk_on_the_remote_never_lands_a_task_twice() {
         assert_eq!(t["result"]["commit"].as_str(), Some(landed[0].as_str()));
     }
 }
+
+/// A remote that takes no push options, and a runner whose git config sets one (`ci.skip`, as the pipeline of `ci
+/// gitlab` does): the push goes again without them (issue 35: it was taken for an outage, retried for minutes, then
+/// "cannot reach origin"). The remote cannot honour them anyway.
+#[test]
+fn a_remote_without_push_options_takes_the_landing_without_them() {
+    let env = Env::new();
+    let config = format!("[roles.worker]\nexec = {:?}\n", scripted_agent());
+    let (bare, clones) = env.swarm_with_config(file_url, 1, &config);
+    let c = &clones[0];
+    let id = env.sw(c, &["add", "the task", "--body", "@write w.txt work"]).ok().line();
+    let started = std::time::Instant::now();
+    let o = env.sw_env(
+        c,
+        &[("GIT_CONFIG_PARAMETERS", "'push.pushoption'='ci.skip'")],
+        &["--agent", "w1", "run", "worker", "--once"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert_eq!(show(&env, c, &id)["status"], "done");
+    assert_eq!(env.git(&bare, &["show", "main:w.txt"]), "work");
+}

@@ -201,6 +201,12 @@ fn program_of(exec: &str) -> Option<&str> {
     None
 }
 
+/// The program a command line starts, when it can be told and is not on `PATH`: what `doctor` says of `[run]
+/// check` without running the suite.
+pub(crate) fn missing_program(exec: &str) -> Option<String> {
+    program_of(exec).filter(|p| preset::which(p).is_none()).map(str::to_string)
+}
+
 /// Catch what would stop a command agent at once: its program missing, Claude Code refusing to skip its
 /// permission checks as root.
 fn check_command(exec: &str) -> Result<(), CannotStart> {

@@ -42,6 +42,7 @@ pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
         findings.extend(git_swarm::doctor::agents(&snap.board.config, &local, &run_dir));
         findings.push(git_swarm::doctor::sandbox(&snap.board.config, &local));
         findings.extend(git_swarm::doctor::git_version());
+        findings.extend(git_swarm::doctor::check_program(&snap.board.config, &local));
         findings.extend(git_swarm::doctor::baseline(&snap.board.config, &local));
         findings.extend(git_swarm::doctor::forge(&snap.board.config));
     }
