@@ -6,6 +6,7 @@
 mod common;
 
 use std::path::Path;
+use std::process::Stdio;
 
 use common::{Env, path_url, scripted_agent};
 use serde_json::Value;
@@ -583,4 +584,77 @@ fn a_check_that_cannot_start_spends_no_attempt() {
     assert_eq!(t["attempts"].as_u64(), Some(1), "{t}\n{}", o.stderr);
     let reason = t["failures"][0]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("cannot start with this change"), "{reason}");
+}
+
+/// `up` says what this fleet did, beside the board as a whole; its members' warnings reach its summary; an agent that
+/// exits non-zero after writing `Status: failed: <reason>` is failed with that reason (issue 35).
+#[test]
+fn up_says_what_this_fleet_did_and_what_its_members_warned_of() {
+    let env = Env::new();
+    let agent = env.path("agent.sh");
+    std::fs::write(
+        &agent,
+        "case \"$GIT_SWARM_TASK_TITLE\" in\n\
+         broken*) printf 'Status: failed: the API key is missing\\n' > \"$GIT_SWARM_HANDOFF_FILE\"; echo noise; exit 1 ;;\n\
+         *) echo \"$GIT_SWARM_TASK_ID\" > \"$GIT_SWARM_TASK_ID.txt\" ;;\n\
+         esac\n",
+    )
+    .expect("agent");
+    // A check that always fails, with the baseline and no report: each landing is said to be on a red suite.
+    let config = format!(
+        "max_attempts = 1\n[run]\ncheck = \"false\"\ncheck_baseline = true\n[roles.worker]\nexec = \"sh {}\"\n",
+        agent.display()
+    );
+    let (_bare, clones) = env.swarm_with_config(path_url, 1, &config);
+    let c = &clones[0];
+    // One task done before the fleet.
+    let old = env.sw(c, &["add", "earlier"]).ok().line();
+    env.sw(c, &["claim", &old]).ok();
+    env.sw(c, &["done", &old]).ok();
+    for t in ["one", "two", "broken one"] {
+        env.sw(c, &["add", t]).ok();
+    }
+    let o = env.sw(c, &["--json", "up", "--workers", "2", "--planners", "0"]);
+    let doc = o.json();
+    assert_eq!(doc["done_during"], 2, "{doc}\n{}", o.stderr);
+    assert_eq!(doc["done"], 3, "{doc}");
+    let warnings = doc["warnings"].to_string();
+    assert!(warnings.contains("cannot be told"), "{warnings}");
+    let failed = doc["failed_during"][0].as_str().expect("a failed task").to_string();
+    let t = env.sw(c, &["show", &failed, "--json"]).ok().json();
+    let reason = t["failures"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("exited with 1; it reported: failed: the API key is missing"), "{reason}");
+    let human = env.sw(c, &["up", "--workers", "1", "--planners", "0"]);
+    assert!(human.stderr.contains("nothing to do") && human.code == 0, "{}", human.stderr);
+    // No worker: nothing would land (a planner alone waited for its whole time limit).
+    assert!(env.sw(c, &["up", "--workers", "0"]).code(2).stderr.contains("no worker lands nothing"));
+    assert_eq!(env.sw(c, &["demo", "--workers", "0"]).code, 2);
+}
+
+/// A second `up` in one clone while a fleet runs there: refused at once, naming the member that runs, and the
+/// running fleet's logs are left as they are (issue 35: "0 done, 3 members failed", the reason only in a log that
+/// the second fleet had truncated).
+#[test]
+fn a_second_up_in_one_clone_is_refused_and_touches_nothing() {
+    let env = Env::new();
+    let agent = env.path("agent.sh");
+    std::fs::write(&agent, "sleep 20; echo x > \"$GIT_SWARM_TASK_ID.txt\"\n").expect("agent");
+    let (_bare, clones) =
+        env.swarm_with_config(path_url, 1, &format!("[roles.worker]\nexec = \"sh {}\"\n", agent.display()));
+    let c = &clones[0];
+    env.sw(c, &["add", "slow"]).ok();
+    let mut first = env.cmd(c);
+    first.args(["--agent", "fleet", "up", "--workers", "1", "--planners", "0"]);
+    let mut first = first.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("up");
+    common::wait_until(30, "the first fleet to claim", || {
+        env.sw(c, &["list", "--status", "claimed", "--json"]).ok().json().as_array().is_some_and(|a| !a.is_empty())
+    });
+    let log = c.join(".git/swarm/logs/fleet-w1.runner.log");
+    let before = std::fs::read(&log).expect("the first fleet's log");
+    let o = env.sw(c, &["--agent", "fleet", "up", "--workers", "1", "--planners", "0"]).code(1);
+    assert!(o.stderr.contains("runs already") && o.stderr.contains("fleet-w1"), "{}", o.stderr);
+    let after = std::fs::read(&log).expect("log");
+    assert!(after.starts_with(&before), "the running fleet's log was written over");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(first.id() as i32), nix::sys::signal::Signal::SIGINT);
+    let _ = first.wait();
 }

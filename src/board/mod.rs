@@ -114,6 +114,8 @@ pub struct Holder {
     pub task: String,
     pub title: String,
     pub epoch: u64,
+    /// `work` or `plan`: a planner holds the plans it works on (the root plan, the goal, all cycle long).
+    pub kind: crate::model::Kind,
     /// When the claim was taken (from the log; `None` when it is older than the log read).
     pub since: Option<Timestamp>,
     pub until: Timestamp,
@@ -282,6 +284,7 @@ impl BoardView {
                     task: t.id.clone(),
                     title: t.title.clone(),
                     epoch: c.epoch,
+                    kind: t.kind,
                     since: since.get(&(t.id.as_str(), c.epoch)).copied(),
                     until: c.lease_until,
                     expired: c.lease_until <= now,

@@ -13,8 +13,8 @@ use super::{CliError, CliResult};
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Worker processes.
-    #[arg(long, default_value_t = 4, value_name = "N")]
+    /// Worker processes (at least 1: a fleet with no worker lands nothing).
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     workers: u32,
     /// Keep the temporary folder (its path is printed) to look around afterwards.
     #[arg(long)]

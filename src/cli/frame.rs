@@ -48,10 +48,17 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
     let mut s = String::new();
     s.push_str(head);
     s.push('\n');
+    // A planner holds its plans all cycle long: those are planning, not work in hand.
+    let plans = v.holders.iter().filter(|h| h.kind == git_swarm::model::Kind::Plan).count();
+    let claimed = v.count(Status::Claimed);
+    let claimed = if plans > 0 {
+        format!("{} claimed + {plans} plan(s) held", claimed.saturating_sub(plans))
+    } else {
+        format!("{claimed} claimed")
+    };
     s.push_str(&format!(
-        "tasks: {} open · {} claimed · {} done · {} failed · {} cancelled — {:.1} landed/min (last {})\n",
+        "tasks: {} open · {claimed} · {} done · {} failed · {} cancelled — {:.1} landed/min (last {})\n",
         v.count(Status::Open),
-        v.count(Status::Claimed),
         v.count(Status::Done),
         v.count(Status::Failed),
         v.count(Status::Cancelled),
@@ -142,12 +149,17 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
                 for a in hosted {
                     h.extend(held(a).into_iter().map(|t| format!("{}: {t}", &a[prefix.len()..])));
                 }
-                let state = match m.exit {
-                    Some(code) => format!("exited ({code})"),
-                    None if h.is_empty() => "idle".into(),
-                    None => h.join("; "),
-                };
-                s.push_str(&format!("  {:<16} {}\n", line(m.agent), clip(&state, WIDTH)));
+                // One line a task: a member that hosts several agents shows each (joined, the third was cut off).
+                match (m.exit, h.as_slice()) {
+                    (Some(code), _) => s.push_str(&format!("  {:<16} exited ({code})\n", line(m.agent))),
+                    (None, []) => s.push_str(&format!("  {:<16} idle\n", line(m.agent))),
+                    (None, [first, rest @ ..]) => {
+                        s.push_str(&format!("  {:<16} {}\n", line(m.agent), clip(first, WIDTH)));
+                        for r in rest.iter().take(MAX_AGENT_LINES) {
+                            s.push_str(&format!("  {:<16} {}\n", "", clip(r, WIDTH)));
+                        }
+                    }
+                }
             }
         }
         None => {

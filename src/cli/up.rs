@@ -70,12 +70,16 @@ pub struct FleetEnd {
     pub lost_races: u64,
     pub elapsed: Duration,
     pub interrupted: bool,
+    /// What the members warned of (a landing on a red suite, work held in the clone…), from their logs.
+    pub warnings: Vec<String>,
 }
 
 struct Member {
     agent: String,
     child: Child,
     out: PathBuf,
+    /// Its stderr: the runner's events, warnings among them.
+    err: PathBuf,
     exit: Option<i32>,
 }
 
@@ -88,12 +92,41 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
     if args.workers == 0 && args.planners == 0 && !args.judge {
         return Err(CliError::usage("up: nothing to run (--workers 0 --planners 0 and no --judge)"));
     }
+    if args.workers == 0 {
+        // A planner waits for its tasks to be done, which no worker does: it ran for its whole time limit.
+        return Err(CliError::usage("up: a fleet with no worker lands nothing (--workers 0)").hint(
+            "to plan only: `git swarm run planner --once --goal <text>`; to judge only: `git swarm run judge --once`",
+        ));
+    }
     let remote = ctx.remote_cli();
     let dir = ctx.dir().to_path_buf();
     let local = ctx.git_config()?;
     let swarm = ctx.swarm()?;
     // The swarm must exist before the members start, or every one of them fails the same way.
     let snap = swarm.read(false)?;
+    // A fleet of this clone with the same ids runs already: its members would refuse ours one by one (and our logs
+    // would write over its own).
+    let places = git_swarm::runner::Places::of(swarm.local.repo.common_dir());
+    let base = ctx.agent().to_string();
+    let ids = [format!("{base}-p1"), format!("{base}-w1"), format!("{base}-w1-1"), format!("{base}-judge")];
+    if let Some((id, pid)) = ids.iter().find_map(|id| git_swarm::runner::live_runner(&places, id).map(|p| (id, p))) {
+        return Err(CliError::io(format!(
+            "a fleet of this clone runs already: its member {id} (pid {pid}) has the ids this one would take"
+        ))
+        .hint("stop it first (Ctrl-C where it runs, or `kill <pid>`), or start this one under another id: `git swarm --agent <name> up`"));
+    }
+    // Nothing to do: no goal and no task that is not finished.
+    let unfinished = swarm
+        .read(true)
+        .map(|s| s.board.tasks.values().any(|t| matches!(t.task.status, Status::Open | Status::Claimed)))
+        .unwrap_or(true);
+    if goal.is_none() && !unfinished {
+        ctx.out.note("nothing to do: the board has no open task and no goal was given");
+        ctx.out
+            .note("hint: give the fleet a goal (`git swarm up --goal <text>`) or add tasks (`git swarm add <title>`)");
+        ctx.out.doc(&serde_json::json!({"done": 0, "failed": 0, "nothing_to_do": true}));
+        return Ok(());
+    }
     // So must every role's agent: one that cannot start here is said once, before anything is filed or started.
     preflight(&snap.board.config, &local, &swarm, &args)?;
     // The goal is filed before anyone starts: an `--until-idle` worker that came first would find an empty board.
@@ -216,7 +249,7 @@ pub fn report_end(
     before: &std::collections::BTreeSet<String>,
     since: Timestamp,
 ) -> Vec<String> {
-    let (done, failed, reasons, failed_now, verdict) = match swarm.read(true) {
+    let (done, failed, reasons, failed_now, verdict, done_now) = match swarm.read(true) {
         Ok(s) => {
             let c = git_swarm::runner::counts(&s.board);
             let failed: Vec<&git_swarm::model::Task> =
@@ -227,21 +260,40 @@ pub fn report_end(
                 .filter_map(|t| t.failures.last().map(|f| format!("{}: {}", t.id, f.reason)))
                 .take(5)
                 .collect();
-            let failed_now = failed.iter().filter(|t| !before.contains(&t.id)).map(|t| t.id.clone()).collect();
+            let failed_now: Vec<String> =
+                failed.iter().filter(|t| !before.contains(&t.id)).map(|t| t.id.clone()).collect();
+            let done_now = s
+                .board
+                .tasks
+                .values()
+                .filter(|t| {
+                    t.task.status == Status::Done
+                        && t.task.result.as_ref().and_then(|r| r.at).is_some_and(|at| at >= since)
+                })
+                .count();
             let verdict = git_swarm::runner::last_cycle(swarm.store(), s.commit).filter(|c| c.at >= since);
-            (count(&c, Status::Done), count(&c, Status::Failed), reasons, failed_now, verdict)
+            (count(&c, Status::Done), count(&c, Status::Failed), reasons, failed_now, verdict, done_now)
         }
-        Err(_) => (0, 0, vec![], vec![], None),
+        Err(_) => (0, 0, vec![], vec![], None, 0),
     };
+    // What this fleet did, then the board as a whole (a board of earlier runs holds more).
     ctx.out.line(format!(
-        "fleet {}: {done} task(s) done, {failed} failed, in {:.1}s; {} push(es) ({} lost race(s))",
+        "fleet {}: {done_now} task(s) done and {} failed while it ran, in {:.1}s; {} push(es) ({} lost race(s)); the \
+         board: {done} done, {failed} failed",
         if end.interrupted { "stopped" } else { "finished" },
+        failed_now.len(),
         end.elapsed.as_secs_f64(),
         end.pushes,
         end.lost_races
     ));
     for r in &reasons {
         ctx.out.line(format!("  failed {}", git_swarm::escape::line(r)));
+    }
+    if !end.warnings.is_empty() {
+        ctx.out.line(format!("warnings of the members ({}):", end.warnings.len()));
+        for w in end.warnings.iter().take(10) {
+            ctx.out.line(format!("  {w}"));
+        }
     }
     if let Some(c) = &verdict {
         ctx.out.line(format!(
@@ -259,7 +311,7 @@ pub fn report_end(
     ctx.out.doc(&serde_json::json!({
         "done": done, "failed": failed, "secs": end.elapsed.as_secs_f64(), "pushes": end.pushes,
         "lost_races": end.lost_races, "interrupted": end.interrupted, "members_failed": end.failed,
-        "failed_during": failed_now, "verdict": verdict_doc,
+        "failed_during": failed_now, "done_during": done_now, "warnings": end.warnings, "verdict": verdict_doc,
     }));
     failed_now
 }
@@ -315,7 +367,7 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         // A group of its own: the terminal's Ctrl-C reaches only us, and we stop the members in order.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().map_err(|e| CliError::io(format!("cannot start {}: {e}", exe.display())))?;
-        members.push(Member { agent, child, out, exit: None });
+        members.push(Member { agent, child, out, err, exit: None });
         Ok(())
     };
     for i in 1..=f.planners {
@@ -342,6 +394,10 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
     }
     let tty = std::io::stderr().is_terminal();
     let mut last_line = String::new();
+    let mut last_frame = String::new();
+    if tty {
+        let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J");
+    }
     let mut stopping_since: Option<Instant> = None;
     loop {
         for m in members.iter_mut().filter(|m| m.exit.is_none()) {
@@ -371,7 +427,11 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         }
         let board = render_board(swarm, &members, started);
         if tty {
-            let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J{board}");
+            // Redrawn in place, and only when it changed: no clear of the whole screen a second (it flickered).
+            if board != last_frame {
+                let _ = write!(std::io::stderr(), "\x1b[H{}\x1b[J", board.replace('\n', "\x1b[K\n"));
+                last_frame = board;
+            }
         } else {
             // Without a terminal, a line when the counts change.
             let counts = board.lines().nth(1).unwrap_or_default().to_string();
@@ -389,7 +449,17 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         lost_races: 0,
         elapsed: started.elapsed(),
         interrupted: stop.load(Ordering::Relaxed),
+        warnings: vec![],
     };
+    for m in &members {
+        let text = git_swarm::agent::files::read_text(&m.err, 4 << 20).unwrap_or_default();
+        for l in text.lines().filter(|l| l.contains("warning:")) {
+            let l = git_swarm::escape::line(l.trim());
+            if !end.warnings.contains(&l) {
+                end.warnings.push(l);
+            }
+        }
+    }
     for m in &members {
         if let Ok(text) = std::fs::read_to_string(&m.out)
             && let Ok(doc) = serde_json::from_str::<serde_json::Value>(text.trim())
@@ -425,7 +495,9 @@ fn render_board(swarm: &Swarm, members: &[Member], started: Instant) -> String {
         el % 60
     );
     // Live tasks only: this runs every second while the fleet works, and finished tasks do not move.
-    let loaded = match git_swarm::board::Loaded::read(swarm, false, 1_000) {
+    // The whole board: its failed attempts are those of finished tasks too (as the page counts them); a read after
+    // the first patches the one before (cheap).
+    let loaded = match git_swarm::board::Loaded::read(swarm, true, 1_000) {
         Ok(l) => l,
         Err(e) => {
             return format!("{head}\ncannot read the board: {}\n", git_swarm::escape::line(&e.to_string()));

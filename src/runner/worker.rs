@@ -653,16 +653,18 @@ fn finish(
             }
             other => format!("the agent {other}"),
         };
-        return conclude(
-            r,
-            h,
-            None,
-            Keep::No,
-            End::fail(super::reason_from(&what, &tail)),
-            claim_next,
-            lease,
-            exited_at,
-        );
+        // What the agent said of its failure in its hand-off (`Status: failed: <reason>`) says more than its last
+        // lines; the hand-off is kept as the task's note either way.
+        let note = handoff.as_deref().map(|t| {
+            let t = super::redact_secrets(t);
+            t[..t.floor_char_boundary(64 * 1024 - 1)].to_string()
+        });
+        let reason = match note.as_deref().and_then(reported_failure) {
+            Some(said) => format!("{what}; it reported: failed: {said}"),
+            None => super::reason_from(&what, &tail),
+        };
+        let end = End::Fail { reason, note, for_good: false };
+        return conclude(r, h, None, Keep::No, end, claim_next, lease, exited_at);
     }
     let work_tip = match commit_work(r, &h.task, h.epoch, slot, checkout, base)? {
         Ok(tip) => tip,
