@@ -115,7 +115,10 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
         ))
         .hint("stop it first (Ctrl-C where it runs, or `kill <pid>`), or start this one under another id: `git swarm --agent <name> up`"));
     }
-    // Nothing to do: no goal and no task that is not finished.
+    // So must every role's agent: one that cannot start here is said once, before anything is filed or started.
+    preflight(&snap.board.config, &local, &swarm, &args)?;
+    // Nothing to do: no goal and no task that is not finished. Said after the set-up's mistakes, which the next
+    // run would meet too.
     let unfinished = swarm
         .read(true)
         .map(|s| s.board.tasks.values().any(|t| matches!(t.task.status, Status::Open | Status::Claimed)))
@@ -127,8 +130,6 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
         ctx.out.doc(&serde_json::json!({"done": 0, "failed": 0, "nothing_to_do": true}));
         return Ok(());
     }
-    // So must every role's agent: one that cannot start here is said once, before anything is filed or started.
-    preflight(&snap.board.config, &local, &swarm, &args)?;
     // The goal is filed before anyone starts: an `--until-idle` worker that came first would find an empty board.
     if let Some(g) = &goal {
         let agent = ctx.agent().to_string();
