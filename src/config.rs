@@ -274,6 +274,20 @@ mod tests {
     }
 
     #[test]
+    fn a_list_is_set_by_its_items_or_as_toml_and_a_wrong_type_says_how_to_write_it() {
+        let base = Config::default();
+        for (value, want) in [("/opt/x", vec!["/opt/x"]), ("/opt/x, /srv/y", vec!["/opt/x", "/srv/y"])] {
+            let c = edit(&base, "run.sandbox_read", Some(value)).expect(value);
+            assert_eq!(get(&c, "run.sandbox_read"), Some(toml::Value::try_from(&want).expect("list")), "{value}");
+        }
+        let c = edit(&base, "run.sandbox_read", Some("[\"/a\"]")).expect("toml list");
+        assert_eq!(get(&c, "run.sandbox_read"), Some(toml::Value::try_from(vec!["/a"]).expect("list")));
+        // A text where a list is wanted, written as a TOML literal: the error shows both ways to write it.
+        let e = edit(&base, "run.secret_allow", Some("7")).expect_err("a number is no list");
+        assert!(e.starts_with("run.secret_allow:") && e.contains("'a,b'"), "{e}");
+    }
+
+    #[test]
     fn the_last_value_wins_as_in_git() {
         let l = local("[swarm \"run\"]\n check = a\n[swarm \"run\"]\n check = b\n").expect("ok");
         assert_eq!(l.table["run"]["check"].as_str(), Some("b"));
@@ -369,8 +383,14 @@ pub fn edit(config: &Config, key: &str, value: Option<&str>) -> Result<Config, S
         table = entry.as_table_mut().ok_or_else(|| format!("'{key}': {p} is a value, not a table"))?;
     }
     match value {
+        // A list's items as `git config` takes them too, separated by commas (`run.sandbox_read /opt/x,/srv/y`),
+        // beside the TOML literal (`'["/opt/x"]'`).
         Some(v) => {
-            table.insert(last.to_string(), literal(v));
+            let value = match (literal(v), kind_of(&path)) {
+                (toml::Value::String(_), Some(Kind::List)) => typed(key, v, Kind::List).map_err(|e| e.to_string())?,
+                (value, _) => value,
+            };
+            table.insert(last.to_string(), value);
         }
         None => {
             if table.remove(*last).is_none() {
@@ -382,9 +402,33 @@ pub fn edit(config: &Config, key: &str, value: Option<&str>) -> Result<Config, S
             }
         }
     }
-    let edited: Config = root.try_into().map_err(|e: toml::de::Error| format!("{key}: {}", e.message().trim()))?;
-    check(&edited).map_err(|e| format!("{key}: {e}"))?;
+    let edited: Config = root.try_into().map_err(|e: toml::de::Error| typed_error(key, e.message().trim()))?;
+    check(&edited).map_err(|e| typed_error(key, &e))?;
     Ok(edited)
+}
+
+/// `key: why`, and when serde's words name a type, how to write one on the command line.
+fn typed_error(key: &str, why: &str) -> String {
+    let example = if why.contains("expected a sequence") {
+        format!(" (a list: `git swarm config set {key} 'a,b'` or '[\"a\", \"b\"]')")
+    } else if why.contains("expected a string") {
+        format!(" (a text: `git swarm config set {key} '\"…\"'`)")
+    } else {
+        String::new()
+    };
+    format!("{key}: {why}{example}")
+}
+
+/// The type of the setting at the dotted `path`, when the schema of its table knows it.
+fn kind_of(path: &[&str]) -> Option<Kind> {
+    let (schema, key): (&[(&str, Kind)], &str) = match path {
+        ["run", "cycle", k] => (RunCycle::KEYS, k),
+        ["run", "budget", k] => (RunBudget::KEYS, k),
+        ["run", k] => (RunTable::KEYS, k),
+        ["roles", _, k] => (RoleTable::KEYS, k),
+        _ => return None,
+    };
+    schema.iter().find(|(name, _)| *name == key).map(|(_, kind)| *kind)
 }
 
 /// Remove the tables along `path` that are left empty, innermost first.

@@ -125,6 +125,10 @@ pub struct Failure {
     /// What the attempt spent, as far as it was reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Where the attempt's work was kept for a person: a ref, and where it is (`refs/swarm-work/…` on the
+    /// remote, `refs/swarm-held/…` in one clone only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
 }
 
 /// A task, exactly as stored in `tasks/**/<id>.toml`.

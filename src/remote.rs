@@ -57,6 +57,10 @@ pub enum RemoteError {
     /// The remote refused the push for a reason other than a lost race (a hook, permissions, protection rules).
     #[error("{remote} refused the update of {refname}: {reason}")]
     Refused { remote: String, refname: String, reason: String },
+    /// The remote would not take a push from this clone at all (no write access: a read-only token or deploy key,
+    /// a server that serves fetches only), though it may answer fetches. Waiting does not change it.
+    #[error("{remote} refuses this clone's pushes: {message}")]
+    PushDenied { remote: String, message: String },
     #[error("cannot run git: {0}")]
     Spawn(String),
 }
@@ -627,6 +631,28 @@ pub fn is_storage_refusal(reason: &str) -> bool {
         .any(|w| reason.contains(w))
 }
 
+/// What a server says when it will not take a push from these credentials (git daemon without receive-pack, an
+/// HTTP 403, gitolite's `W … DENIED`, GitLab's "not allowed to push", a path remote this user may not write). A
+/// push comes after the op's fetch, so the remote answered: this is about rights, not an outage.
+fn is_push_denied(stderr: &str) -> bool {
+    let m = stderr.to_ascii_lowercase();
+    [
+        "access denied",
+        "permission denied",
+        "denied by",
+        "error: 403",
+        "returned error: 403",
+        "not allowed to push",
+        "insufficient permission",
+        "service not enabled",
+        "read-only",
+        "read only",
+        "write access",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
+}
+
 /// What the remote itself printed (git's `remote: ` lines: a hook's message, a protection rule), one line, at most
 /// a few hundred characters.
 fn remote_says(stderr: &str) -> String {
@@ -669,6 +695,11 @@ pub fn classify<'a>(
             }
         }
     }
+    if !refused.is_empty() && stderr.contains("insufficient permission") {
+        // A path remote this user may not write: its unpacker fails, which reads like a full disk.
+        let msg = stderr.lines().find(|l| l.contains("insufficient permission")).unwrap_or_default().trim();
+        return Err(RemoteError::PushDenied { remote: redact(remote), message: crate::escape::line(msg) });
+    }
     if !refused.is_empty() {
         // Every ref the remote refused is named (a pre-receive hook declines a whole atomic push: which of its refs
         // it minded only its own message tells), with what the remote said about it.
@@ -696,6 +727,12 @@ pub fn classify<'a>(
     }
     if seen == 0 || !success {
         let msg = stderr.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("; ");
+        if is_push_denied(&msg) {
+            return Err(RemoteError::PushDenied {
+                remote: redact(remote),
+                message: msg.replace(remote, &redact(remote)),
+            });
+        }
         return Err(RemoteError::Unreachable {
             remote: redact(remote),
             message: if msg.is_empty() {
@@ -744,6 +781,27 @@ mod tests {
             matches!(got, Err(RemoteError::Refused { ref reason, .. }) if reason.contains("push.pushOption")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn a_remote_that_takes_no_push_from_this_clone_is_told_from_an_outage() {
+        for stderr in [
+            "fatal: remote error: access denied or repository not exported: /origin.git",
+            "fatal: unable to access 'https://h/o/r.git/': The requested URL returned error: 403",
+            "remote: You are not allowed to push code to this project.\nfatal: unable to access 'x': 403",
+            "FATAL: W any r u DENIED by fallthru\n(or you mis-spelled the reponame)",
+        ] {
+            let got = classify("o", ["refs/swarm/x"].into_iter(), &[], false, stderr);
+            assert!(matches!(got, Err(RemoteError::PushDenied { .. })), "{stderr}: {got:?}");
+        }
+        let unpack = parse_porcelain("!\ta:refs/swarm/x\t[remote rejected] (unpacker error)\n");
+        let stderr = "error: insufficient permission for adding an object to repository database ./objects";
+        let got = classify("o", ["refs/swarm/x"].into_iter(), &unpack, false, stderr);
+        assert!(matches!(got, Err(RemoteError::PushDenied { .. })), "{got:?}");
+        // An outage stays an outage.
+        let down = "fatal: unable to connect to 127.0.0.1:9418: Connection refused";
+        let got = classify("o", ["refs/swarm/x"].into_iter(), &[], false, down);
+        assert!(matches!(got, Err(RemoteError::Unreachable { .. })), "{got:?}");
     }
 
     #[test]

@@ -587,6 +587,77 @@ fn the_page_renders_in_headless_chromium() {
     assert_eq!(near(colour("cancelled")), 0, "no task is cancelled: its colour must not appear");
 }
 
+/// What a held task's runner does now, on the page: its phase, how long its agent has run against its time limit,
+/// and the last line it printed — from this clone's runner, beside what the ref knows (issue 35). Read in
+/// headless Chromium; then the phase moves to the check, and a runner that is gone shows only what the ref knows.
+#[test]
+fn a_held_tasks_phase_time_and_last_line_show_on_the_page() {
+    let test = "a_held_tasks_phase_time_and_last_line_show_on_the_page";
+    let Some(browser) = browser_or_skip(test) else { return };
+    let env = Env::new();
+    let config = format!("[run]\ntask_timeout = \"30m\"\n[roles.worker]\nexec = {:?}\n", common::scripted_agent());
+    let (bare, clones) = env.swarm_with_config(path_url, 1, &config);
+    let c = &clones[0];
+    let (go, checked) = (env.path("go"), env.path("checked"));
+    let body = format!("@say working on step 3 <b>of 5\n@write w.txt w\n@wait-for {}", go.display());
+    let id = env.sw(c, &["add", "a task to watch", "--body", &body]).ok().line();
+    let check = format!("while [ ! -e '{}' ]; do sleep 0.1; done", checked.display());
+    let worker = env.spawn(c, "watched-w1", &[], &["run", "worker", "--once", "--check", &check]);
+    let holder = |env: &Env| -> serde_json::Value {
+        let v = env.sw(c, &["board", "--json"]).ok().json();
+        v["holders"].as_array().and_then(|h| h.iter().find(|x| x["task"] == id.as_str()).cloned()).unwrap_or_default()
+    };
+    common::wait_until(60, "the agent says its line", || {
+        holder(&env)["run"]["last_line"].as_str().is_some_and(|l| l.contains("working on step 3"))
+    });
+    let h = holder(&env);
+    assert_eq!((h["run"]["phase"].as_str(), h["run"]["timeout_secs"].as_u64()), (Some("agent"), Some(1800)), "{h}");
+    assert_eq!(h["fleet"], "watched", "{h}");
+
+    // The page, as a browser builds it.
+    let page = env.path("board.html");
+    env.sw(c, &["board", "--html", page.to_str().expect("utf-8")]).ok();
+    let dom = headless(&env, &browser, &page, &["--dump-dom"]);
+    let row = dom
+        .split("<tr class=\"holder\"")
+        .find(|r| r.contains(&format!("data-task=\"{id}\"")))
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row of {id} in the DOM:\n{dom}"));
+    assert!(row.contains("data-phase=\"agent\""), "{row}");
+    assert!(row.contains(" of 30 min</td>") && row.contains("data-limit=\"1800\""), "the time limit: {row}");
+    assert!(row.contains("working on step 3 &lt;b&gt;of 5"), "the last line, as text: {row}");
+    assert!(!dom.contains("<b>of 5"), "the agent's output made no markup");
+
+    // The agent is done: the check runs.
+    std::fs::write(&go, "").expect("go");
+    common::wait_until(60, "the check runs", || holder(&env)["run"]["phase"] == "check");
+    let h = holder(&env);
+    assert!(h["run"]["last_line"].is_null(), "no agent runs in the check: {h}");
+    std::fs::write(&checked, "").expect("checked");
+    let out = common::finish(worker, 60, "the worker");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(env.git(&bare, &["show", "main:w.txt"]), "w");
+    assert!(env.sw(c, &["board", "--json"]).ok().json()["holders"].as_array().is_some_and(Vec::is_empty));
+
+    // A runner that is gone (killed, it could not clear its phase): only what the ref knows.
+    let body = format!("@say stuck\n@wait-for {}", env.path("never").display());
+    let stuck = env.sw(c, &["add", "a task whose runner dies", "--body", &body]).ok().line();
+    let mut worker = Some(env.spawn(c, "watched-w2", &[], &["run", "worker", "--once"]));
+    common::wait_until(60, "the second agent runs", || {
+        let v = env.sw(c, &["board", "--json"]).ok().json();
+        v["holders"]
+            .as_array()
+            .is_some_and(|h| h.iter().any(|x| x["task"] == stuck.as_str() && x["run"]["phase"] == "agent"))
+    });
+    common::kill(&mut worker);
+    let v = env.sw(c, &["board", "--json"]).ok().json();
+    let h = v["holders"]
+        .as_array()
+        .and_then(|h| h.iter().find(|x| x["task"] == stuck.as_str()).cloned())
+        .unwrap_or_default();
+    assert!(h["agent"] == "watched-w2" && h["run"].is_null(), "{h}");
+}
+
 #[test]
 fn a_large_board_stays_usable() {
     // Thousands of tasks through the library (the same build and render the CLI runs): the graph is capped and
@@ -619,6 +690,7 @@ fn a_large_board_stays_usable() {
             log_truncated: false,
             cycle: None,
             now: git_swarm::time::Timestamp::from_secs(1_800_000_000),
+            local: &[],
         },
         &Options::default(),
     );
@@ -657,6 +729,7 @@ fn cycles_in_a_hand_made_board_neither_hang_nor_hide_tasks() {
         log_truncated: false,
         cycle: None,
         now: git_swarm::time::Timestamp::from_secs(1),
+        local: &[],
     };
     let page = html::render(&BoardView::build(&input, &Options::default()));
     for id in ["t-aaaa", "t-bbbb", "t-cccc"] {

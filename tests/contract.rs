@@ -26,6 +26,13 @@ fn init_creates_the_ref_once_and_names_the_target() {
     assert_eq!(doc["commit"], Value::String(tip.clone()));
     let again = env.sw(&b, &["init", "--json"]).ok().json();
     assert_eq!(again["created"], false);
+    assert_eq!(again["ignored"], serde_json::json!([]), "{again}");
+    assert_eq!(env.rev(&bare, "refs/swarm/default"), Some(tip.clone()));
+    // Flags an existing swarm does not take are named, each with the way to change it; nothing changes.
+    let o = env.sw(&b, &["init", "--json", "--target", "other", "--lease", "5m", "--max-attempts", "7"]).ok();
+    assert!(o.stderr.contains("--target other was not applied") && o.stderr.contains("config set target other"));
+    assert!(o.stderr.contains("--max-attempts 7") && !o.stderr.contains("--lease"), "the same lease: {}", o.stderr);
+    assert_eq!(o.json()["ignored"], serde_json::json!(["--target", "--max-attempts"]));
     assert_eq!(env.rev(&bare, "refs/swarm/default"), Some(tip.clone()));
     let cfg = env.git(&bare, &["show", "refs/swarm/default:swarm.toml"]);
     assert!(cfg.contains("target = \"main\""), "{cfg}");

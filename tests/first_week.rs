@@ -454,6 +454,11 @@ fn rough_edges_say_what_to_do() {
     // `git swarm help`, and help of a command.
     let o = env.sw(c, &["help"]).ok();
     assert!(o.stdout.contains("Usage: git swarm"), "{}", o.stdout);
+    // The forge commands serve GitLab too, and their one-line help says so.
+    for cmd in ["ci", "dispatch", "runs"] {
+        let line = o.stdout.lines().find(|l| l.trim_start().starts_with(&format!("{cmd} "))).unwrap_or_default();
+        assert!(line.contains("GitLab"), "{cmd}: {line}");
+    }
     assert!(env.sw(c, &["help", "claim"]).ok().stdout.contains("--kind"));
     // A GIT_CEILING_DIRECTORIES that names none of the folders above is no error, as for git (gix refused).
     env.sw_env(c, &[("GIT_CEILING_DIRECTORIES", "/nonexistent:/home")], &["list"]).ok();
@@ -624,6 +629,16 @@ fn up_says_what_this_fleet_did_and_what_its_members_warned_of() {
     let t = env.sw(c, &["show", &failed, "--json"]).ok().json();
     let reason = t["failures"][0]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("exited with 1; it reported: failed: the API key is missing"), "{reason}");
+    // On a terminal, the warnings are on the screen too, as they happen (they were only in a log).
+    if let Some(script) = common::tool_or_skip("up_says_what", "script", "apt-get install util-linux") {
+        env.sw(c, &["add", "three"]).ok();
+        let screen = env.path("screen.txt");
+        let cmd = format!("{} up --workers 1 --planners 0", common::BIN);
+        let o = env.command(&script).args(["-qec", &cmd]).arg(&screen).current_dir(c).output().expect("script");
+        let shown = std::fs::read_to_string(&screen).unwrap_or_default();
+        assert!(o.status.success(), "{shown}");
+        assert!(shown.contains("warnings of the members (") && shown.contains("cannot be told"), "{shown}");
+    }
     let human = env.sw(c, &["up", "--workers", "1", "--planners", "0"]);
     assert!(human.stderr.contains("nothing to do") && human.code == 0, "{}", human.stderr);
     // No worker: nothing would land (a planner alone waited for its whole time limit).

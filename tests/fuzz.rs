@@ -840,8 +840,14 @@ fn task_templates() -> Vec<toml::Table> {
         cost_usd: git_swarm::usage::Usd::from_dollars(0.0125),
         runs: 1,
     };
-    let failure =
-        Failure { agent: "carol".into(), epoch: 1, at: clock(), reason: "tests broke".into(), usage: Some(spent) };
+    let failure = Failure {
+        agent: "carol".into(),
+        epoch: 1,
+        at: clock(),
+        reason: "tests broke".into(),
+        usage: Some(spent),
+        kept: None,
+    };
     let claimed = Task {
         status: Status::Claimed,
         epoch: 2,

@@ -579,6 +579,15 @@ mkdir -p seen
 /// restore it and drain six tasks against a smart-HTTP remote that takes pushes only with the token (as
 /// `CI_JOB_TOKEN` cannot push), every agent in the sandbox. Then: every task done once with one `Swarm-Task:` commit
 /// on main, every push of the fleet by the token's user with `ci.skip`, and no agent saw the token or could push.
+/// A setup command that installs a tool in a folder of its own and says so through `$GIT_SWARM_PATH`, sets a
+/// variable through `$GIT_SWARM_ENV`, and exports one that must not outlive its shell.
+const SETUP_TOOL: &str = "mkdir -p \"$HOME/swarm-tools\"\n\
+    printf '#!/bin/sh\\necho tool\\n' > \"$HOME/swarm-tools/swarm-setup-tool\"\n\
+    chmod +x \"$HOME/swarm-tools/swarm-setup-tool\"\n\
+    echo \"$HOME/swarm-tools\" >> \"$GIT_SWARM_PATH\"\n\
+    echo 'SWARM_SETUP_SAID=hello from setup 1' >> \"$GIT_SWARM_ENV\"\n\
+    export SWARM_SETUP_LOST=1";
+
 #[test]
 fn a_fleet_drains_a_board_exactly_once_under_gitlab_ci_local() {
     let test = "a_fleet_drains_a_board_exactly_once_under_gitlab_ci_local";
@@ -652,6 +661,13 @@ fn a_fleet_drains_a_board_exactly_once_under_gitlab_ci_local() {
                 "none",
                 "--install",
                 &install,
+                // A setup runs in a shell of its own: what it exports is lost, what it writes to $GIT_SWARM_PATH
+                // and $GIT_SWARM_ENV reaches the next setup and the runner.
+                "--setup",
+                SETUP_TOOL,
+                "--setup",
+                "echo \"setup 2 runs $(command -v swarm-setup-tool || echo no-tool) with ${SWARM_SETUP_SAID:-nothing} \
+                 and ${SWARM_SETUP_LOST:-unset}\"",
             ],
         )
         .ok();
@@ -725,6 +741,13 @@ fn a_fleet_drains_a_board_exactly_once_under_gitlab_ci_local() {
     };
     assert!(job_lines("prepare").contains("installed git-swarm (the test's --install)"), "prepare missed the cache");
     assert!(transcript.contains("cache created in"), "prepare filled the cache");
+    for w in 1..=3 {
+        let lines = job_lines(&format!("worker: [{w}/4]"));
+        assert!(
+            lines.contains("setup 2 runs ") && lines.contains("/swarm-setup-tool with hello from setup 1 and unset"),
+            "worker {w}: the setup's PATH and variable reached the job, its export did not:\n{lines}"
+        );
+    }
     for w in 1..=4 {
         let lines = job_lines(&format!("worker: [{w}/4]"));
         assert!(

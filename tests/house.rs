@@ -425,6 +425,11 @@ fn every_raw_file_access_near_agents_is_audited() {
         ("src/runner/mod.rs", 4, "the runner's logs, pid file and run folders, made private"),
         ("src/runner/places.rs", 16, "the places record and pid files of the clone's runners"),
         (
+            "src/runner/status.rs",
+            8,
+            "the phase files of the clone's runners and the ends of their logs, in `<git dir>/swarm/` (no agent sees it)",
+        ),
+        (
             "src/runner/planted.rs",
             8,
             "uncontained runs only: the clone's config and cache, and the copies kept of them",

@@ -929,6 +929,36 @@ fn a_full_disk_on_the_remote_never_lands_a_task_twice() {
     }
 }
 
+/// A remote that answers fetches and refuses every push (git daemon without receive-pack): said as such — not as
+/// refused credentials, not as an outage ridden out —, at once, and a runner stops before it spends an attempt.
+#[test]
+fn a_read_only_remote_is_named_as_one_at_once() {
+    let env = Env::new();
+    let bare = env.bare_remote("origin");
+    let seed = env.clone(&path_url(&bare), "seed");
+    let cfg = env.path("swarm.toml");
+    std::fs::write(&cfg, format!("[roles.worker]\nexec = {:?}\n", scripted_agent())).expect("config");
+    env.sw(&seed, &["init", "--config", cfg.to_str().expect("utf-8")]).ok();
+    let id = env.sw(&seed, &["add", "a task", "--body", "@write w.txt w"]).ok().line();
+    let daemon = common::Daemon::start_read_only(&env, bare.parent().expect("parent"));
+    let c = env.clone(&daemon.url("origin.git"), "reader");
+    env.sw(&c, &["list"]).ok();
+    let started = std::time::Instant::now();
+    for args in [&["add", "another"][..], &["--agent", "w1", "run", "worker", "--once"]] {
+        let o = env.sw(&c, args);
+        assert_eq!(o.code, 1, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains("refuses this clone's pushes"), "{args:?}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("--enable=receive-pack") && !o.stderr.contains("refused the credentials"),
+            "{}",
+            o.stderr
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(30), "not ridden out as an outage: {:?}", started.elapsed());
+    let t = show(&env, &seed, &id);
+    assert_eq!((t["status"].as_str(), t["attempts"].as_u64()), (Some("open"), Some(0)), "{t}");
+}
+
 /// A remote that takes no push options, and a runner whose git config sets one (`ci.skip`, as the pipeline of `ci
 /// gitlab` does): the push goes again without them (issue 35: it was taken for an outage, retried for minutes, then
 /// "cannot reach origin"). The remote cannot honour them anyway.

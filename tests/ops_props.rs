@@ -453,7 +453,7 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
         )
         .map(|(c, t)| (c, vec![t])),
         Concrete::Fail { id, epoch, .. } => {
-            ops::fail_reporting(board, &actor, id, *epoch, format!("broke at step {step}"), spent(step), false)
+            ops::fail_reporting(board, &actor, id, *epoch, format!("broke at step {step}"), spent(step), false, None)
                 .map(|(c, t)| (c, vec![t]))
         }
         Concrete::Plan { id, epoch, proposals, before, full, .. } => {

@@ -256,6 +256,10 @@ fn a_failing_check_fails_the_task_and_keeps_its_work_for_a_person() {
     assert!(t["failures"][0]["reason"].as_str().unwrap_or_default().contains("broken.txt must not exist"), "{t}");
     let kept = env.rev(&bare, &format!("refs/swarm-work/default/{id}/1")).expect("the work is kept on the remote");
     assert!(env.git(&bare, &["show", &format!("{kept}:broken.txt")]).contains("oops"));
+    // `show` says where: the failure names the ref and the remote.
+    assert_eq!(t["failures"][0]["kept"], format!("refs/swarm-work/default/{id}/1 on origin"), "{t}");
+    let shown = env.sw(c, &["show", &id]).ok().stdout;
+    assert!(shown.contains(&format!("its work refs/swarm-work/default/{id}/1 on origin")), "{shown}");
     assert_eq!(env.git(&bare, &["rev-list", "--count", "main"]), "1", "nothing landed");
     // --once with nothing ready: exit 3 (before that, the last attempt fails: exit 1).
     env.sw(c, &["--agent", "w1", "run", "worker", "--once", "--exec", "true"]).code(1);
@@ -588,8 +592,10 @@ fn bad_runner_settings_are_clear_errors() {
     add(&env, c, "x", "@nothing");
     let o = env.sw(c, &["run", "worker", "--once"]).code(2);
     assert!(
-        o.stderr.contains("no agent is configured for the worker role") && o.stderr.contains("hint:"),
-        "{}",
+        o.stderr.contains("no agent is configured for the worker role")
+            && o.stderr.contains("roles.default.preset")
+            && !o.stderr.contains("--dangerously-skip-permissions"),
+        "a preset, not a command line root's Claude Code refuses: {}",
         o.stderr
     );
     let bad = env.path("bad.toml");

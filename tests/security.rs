@@ -187,6 +187,8 @@ fn a_tree_git_refuses_never_lands() {
         let reason = t["failures"][0]["reason"].as_str().unwrap_or_default();
         assert!(reason.contains("git refuses") && reason.contains(rule), "{reason}");
         assert!(env.rev(&c.join(".git"), &format!("refs/swarm-held/default/{id}/1")).is_some(), "held in the clone");
+        let kept = t["failures"][0]["kept"].as_str().unwrap_or_default();
+        assert!(kept.starts_with(&format!("refs/swarm-held/default/{id}/1 in the clone of runner w1")), "{t}");
     }
     assert_eq!(show(&fine)["status"], "done");
     let files = env.git(&bare, &["ls-tree", "-r", "--name-only", "main"]);

@@ -109,6 +109,8 @@ summary{cursor:pointer}.id{font-family:monospace;color:#333}
 table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
 svg text{font:11px sans-serif;fill:#111}svg .axis{stroke:#999;stroke-width:1}
 svg .edge{stroke:#9aa;stroke-width:1;fill:none}
+td.last{font-family:monospace;font-size:12px;color:#333;max-width:40em;overflow-wrap:anywhere}
+td.near-limit{color:#b91c1c;font-weight:600}tr.fleet th{background:#f3f4f6}
 ";
 
 /// The whole page.
@@ -159,6 +161,68 @@ pub(super) fn counts(h: &mut String, v: &BoardView) {
         }
     }
     h.push_str("</div>");
+    let open = v.count(Status::Open);
+    if open > 0 {
+        let _ = write!(
+            h,
+            "<p id=\"readiness\" data-ready=\"{}\" data-blocked=\"{}\">open: {} ready to claim, {} waiting on \
+             dependencies</p>",
+            v.ready, v.blocked, v.ready, v.blocked
+        );
+    }
+}
+
+/// `3 min`, `45 s`, `2 h 5 min`.
+pub fn span(secs: u64) -> String {
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        _ => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// The cells of a holder's row that say what its runner does now (`run`: known only of this clone's runners):
+/// the phase and since when, how long its agent has run against its time limit, the agent's last line.
+pub(super) fn run_cells(h: &mut String, x: &super::Holder, now: Timestamp) {
+    let Some(run) = &x.run else {
+        h.push_str(
+            "<td class=\"phase\" data-phase=\"\" title=\"not run in this clone: only the ref is known\">—</td>\
+                    <td class=\"elapsed\"></td><td class=\"last\"></td>",
+        );
+        return;
+    };
+    let ran = now.0.saturating_sub(run.started.0) / 1000;
+    let over = run.timeout_secs.is_some_and(|t| ran * 10 >= t * 9);
+    let limit = run.timeout_secs.map(|t| format!(" of {}", span(t))).unwrap_or_default();
+    let _ = write!(
+        h,
+        "<td class=\"phase\" data-phase=\"{}\">{} <span class=\"meta\">for {}</span></td>\
+         <td class=\"elapsed{}\" data-secs=\"{ran}\" data-limit=\"{}\">{}{limit}</td><td class=\"last\">{}</td>",
+        run.phase,
+        run.phase,
+        span(now.0.saturating_sub(run.phase_since.0) / 1000),
+        if over { " near-limit" } else { "" },
+        run.timeout_secs.map(|t| t.to_string()).unwrap_or_default(),
+        span(ran),
+        run.last_line.as_deref().map(|l| esc(&cut(l, crate::runner::status::LAST_LINE))).unwrap_or_default()
+    );
+}
+
+/// A row heading a fleet's holders, when the board has several fleets.
+pub(super) fn fleet_row(h: &mut String, v: &BoardView, i: usize, columns: usize) {
+    let x = &v.holders[i];
+    let first = i == 0 || v.holders[i - 1].fleet != x.fleet;
+    let several = v.holders.iter().any(|o| o.fleet != v.holders[0].fleet);
+    if first && several {
+        let n = v.holders.iter().filter(|o| o.fleet == x.fleet).count();
+        let _ = write!(
+            h,
+            "<tr class=\"fleet\" data-fleet=\"{}\"><th colspan=\"{columns}\">fleet {} <span class=\"meta\">{n} \
+             held</span></th></tr>",
+            esc(&x.fleet),
+            esc(&x.fleet)
+        );
+    }
 }
 
 fn summary(h: &mut String, v: &BoardView) {
@@ -184,13 +248,18 @@ fn holders(h: &mut String, v: &BoardView) {
         h.push_str("<p class=\"note\">nobody holds a task</p></section>\n");
         return;
     }
-    h.push_str("<table><tr><th>agent</th><th>task</th><th>since</th><th>lease until</th></tr>");
-    for x in &v.holders {
+    h.push_str(
+        "<table><tr><th>agent</th><th>task</th><th>since</th><th>lease until</th><th>phase</th><th>agent ran</th>\
+         <th>last output</th></tr>",
+    );
+    for (i, x) in v.holders.iter().enumerate() {
+        fleet_row(h, v, i, 7);
         let _ = write!(
             h,
-            "<tr class=\"holder\" data-agent=\"{}\" data-task=\"{}\"><td>{}</td><td><span class=\"id\">{}</span> {}</td><td>{}</td><td>{}{}</td></tr>",
+            "<tr class=\"holder\" data-agent=\"{}\" data-task=\"{}\" data-fleet=\"{}\"><td>{}</td><td><span class=\"id\">{}</span> {}</td><td>{}</td><td>{}{}</td>",
             esc(&x.agent),
             esc(&x.task),
+            esc(&x.fleet),
             esc(&x.agent),
             esc(&x.task),
             esc(&x.title),
@@ -198,6 +267,8 @@ fn holders(h: &mut String, v: &BoardView) {
             x.until,
             if x.expired { " (expired)" } else { "" }
         );
+        run_cells(h, x, v.now);
+        h.push_str("</tr>");
     }
     h.push_str("</table></section>\n");
 }

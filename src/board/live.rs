@@ -181,15 +181,20 @@ fn holders(h: &mut String, v: &BoardView) {
         h.push_str("<p class=\"note\">nobody holds a task</p></section>");
         return;
     }
-    h.push_str("<table><tr><th>agent</th><th>task</th><th>held</th><th>lease</th><th>spent</th></tr>");
-    for x in v.holders.iter().take(MAX_HOLDERS) {
+    h.push_str(
+        "<table><tr><th>agent</th><th>task</th><th>held</th><th>lease</th><th>spent</th><th>phase</th>\
+         <th>agent ran</th><th>last output</th></tr>",
+    );
+    for (i, x) in v.holders.iter().enumerate().take(MAX_HOLDERS) {
+        html::fleet_row(h, v, i, 8);
         let _ = write!(
             h,
-            "<tr class=\"holder{}\" data-agent=\"{}\" data-task=\"{}\"><td>{}</td>\
-             <td><span class=\"id\">{}</span> {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"holder{}\" data-agent=\"{}\" data-task=\"{}\" data-fleet=\"{}\"><td>{}</td>\
+             <td><span class=\"id\">{}</span> {}</td><td>{}</td><td>{}</td><td>{}</td>",
             if x.expired { " expired" } else { "" },
             esc(&x.agent),
             esc(&x.task),
+            esc(&x.fleet),
             esc(&x.agent),
             esc(&x.task),
             esc(&cut(&x.title, 120)),
@@ -197,6 +202,8 @@ fn holders(h: &mut String, v: &BoardView) {
             time(x.until, "until"),
             x.usage.as_ref().map(short_usage).unwrap_or_default()
         );
+        html::run_cells(h, x, v.now);
+        h.push_str("</tr>");
     }
     h.push_str("</table>");
     if v.holders.len() > MAX_HOLDERS {

@@ -55,6 +55,9 @@ pub struct BoardView {
     /// Tasks by status (every status, zeros included), in the order of [`Status::ALL`].
     pub counts: BTreeMap<String, usize>,
     pub total: usize,
+    /// Open tasks a claim could take now (their deps done), and open tasks that wait on deps not done.
+    pub ready: usize,
+    pub blocked: usize,
     /// Claimed tasks and their holders (expired leases included, marked).
     pub holders: Vec<Holder>,
     /// Landings (`done` ops) in each of the last [`Options::minutes`] minutes, oldest first.
@@ -122,6 +125,45 @@ pub struct Holder {
     pub expired: bool,
     /// What the claim's attempt spent, as last reported.
     pub usage: Option<Usage>,
+    /// The fleet the holder belongs to: its agent id without the member suffix `up` and `ci` give (`-w3`,
+    /// `-w1-2`, `-p1`, `-judge`), so the members of one `up`, or of one CI run, are one fleet.
+    pub fleet: String,
+    /// What its runner does now, when it runs in this clone ([`crate::runner::status`]): the ref does not know.
+    pub run: Option<HolderRun>,
+}
+
+/// A holder's task as its runner in this clone last said.
+#[derive(Debug, Clone, Serialize)]
+pub struct HolderRun {
+    /// `agent`, `conflict`, `rebase`, `check` or `landing`.
+    pub phase: &'static str,
+    pub phase_since: Timestamp,
+    /// When its agent's run began, and the time limit it runs under.
+    pub started: Timestamp,
+    pub timeout_secs: Option<u64>,
+    /// The last line its agent printed (scrubbed), while it runs.
+    pub last_line: Option<String>,
+}
+
+/// The fleet of an agent id: the id without the suffix of a member of `up` (`<base>-w<n>`, `<base>-w<n>-<m>`,
+/// `<base>-p<n>`, `<base>-judge`) or of a CI job (`gha-<run>-<attempt>-w<n>`, `gl-…-w<n>`); an id without one is a
+/// fleet of its own.
+pub(crate) fn fleet_of(agent: &str) -> &str {
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    let member = |s: &str| s == "judge" || ['w', 'p'].iter().any(|c| s.strip_prefix(*c).is_some_and(digits));
+    // `<base>-w1-2`: the second agent of worker process 1.
+    if let Some((head, n)) = agent.rsplit_once('-')
+        && digits(n)
+        && let Some((base, w)) = head.rsplit_once('-')
+        && !base.is_empty()
+        && w.strip_prefix('w').is_some_and(digits)
+    {
+        return base;
+    }
+    match agent.rsplit_once('-') {
+        Some((base, m)) if !base.is_empty() && member(m) => base,
+        _ => agent,
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -246,6 +288,8 @@ pub struct Input<'a> {
     pub log_truncated: bool,
     pub cycle: Option<CycleRecord>,
     pub now: Timestamp,
+    /// What this clone's runners do now ([`crate::runner::status::read_all`]; empty: only the ref is shown).
+    pub local: &'a [crate::runner::status::LocalRun],
 }
 
 /// The ops of one log entry: the commit's own, then those folded into it (a landing that also claimed; the
@@ -266,6 +310,14 @@ impl BoardView {
             *counts.entry(st.as_str().to_string()).or_default() += 1;
         }
         let total = counts.values().sum();
+        let open = board.tasks.values().map(|s| &s.task).filter(|t| t.status == Status::Open);
+        let (ready, blocked) =
+            open.fold(
+                (0, 0),
+                |(r, b), t| {
+                    if crate::ops::waiting_on(board, t).is_empty() { (r + 1, b) } else { (r, b + 1) }
+                },
+            );
 
         let timeline = timeline(input.log, input.snapshot, now);
         let since: HashMap<(&str, u64), Timestamp> =
@@ -289,6 +341,18 @@ impl BoardView {
                     until: c.lease_until,
                     expired: c.lease_until <= now,
                     usage: t.claim_usage,
+                    fleet: fleet_of(&c.agent).to_string(),
+                    run: input
+                        .local
+                        .iter()
+                        .find(|l| l.live.agent == c.agent && l.live.task == t.id && l.live.epoch == c.epoch)
+                        .map(|l| HolderRun {
+                            phase: l.live.phase.as_str(),
+                            phase_since: l.live.phase_since,
+                            started: l.live.started,
+                            timeout_secs: l.live.timeout_secs,
+                            last_line: l.last_line.clone(),
+                        }),
                 });
             }
             if t.status == Status::Failed {
@@ -334,7 +398,7 @@ impl BoardView {
             });
         }
         tasks.sort_by(|a, b| a.id.cmp(&b.id));
-        holders.sort_by(|a, b| (&a.agent, &a.task).cmp(&(&b.agent, &b.task)));
+        holders.sort_by(|a, b| (&a.fleet, &a.agent, &a.task).cmp(&(&b.fleet, &b.agent, &b.task)));
         recent.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.task.cmp(&b.task)));
         recent.truncate(opts.recent_failures);
         failures.recent = recent;
@@ -365,6 +429,8 @@ impl BoardView {
             now,
             counts,
             total,
+            ready,
+            blocked,
             holders,
             landings_per_minute,
             landing_rate,
@@ -587,8 +653,15 @@ impl Loaded {
         Ok(())
     }
 
-    pub fn view(&self, swarm: &Swarm, now: Timestamp, opts: &Options) -> BoardView {
+    pub fn view(
+        &self,
+        swarm: &Swarm,
+        now: Timestamp,
+        opts: &Options,
+        local: &[crate::runner::status::LocalRun],
+    ) -> BoardView {
         let input = Input {
+            local,
             swarm: &swarm.name,
             remote: &swarm.remote_label,
             snapshot: &self.snapshot,
@@ -691,6 +764,24 @@ fn spend_view(snap: &Snapshot) -> SpendView {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_members_of_one_fleet_share_its_name() {
+        for (agent, fleet) in [
+            ("alice-host-w1", "alice-host"),
+            ("alice-host-w12-3", "alice-host"),
+            ("alice-host-p1", "alice-host"),
+            ("alice-host-judge", "alice-host"),
+            ("gha-123-1-w4", "gha-123-1"),
+            ("w1", "w1"),
+            ("-w1", "-w1"),
+            ("bob", "bob"),
+            ("bob-7", "bob-7"),
+            ("build-worker", "build-worker"),
+        ] {
+            assert_eq!(fleet_of(agent), fleet, "{agent}");
+        }
+    }
+
     fn entry(secs: u64, op: &str, task: &str, agent: &str, epoch: Option<u64>) -> LogEntry {
         LogEntry {
             commit: format!("c{secs}"),
@@ -792,6 +883,7 @@ mod tests {
                 log_truncated: false,
                 cycle: None,
                 now: Timestamp::from_secs(120),
+                local: &[],
             },
             &Options::default(),
         );

@@ -71,6 +71,9 @@ pub struct Follow<'a> {
     pub stop: &'a AtomicBool,
     /// Told each new state: its commit and how long reading and rendering it took.
     pub on_state: &'a dyn Fn(&State),
+    /// What this clone's runners do now ([`crate::runner::status::read_all`]), looked at every second: a new phase
+    /// or line of output redraws the page.
+    pub local: &'a dyn Fn() -> Vec<crate::runner::status::LocalRun>,
 }
 
 /// A state the server shows, and what it cost.
@@ -117,7 +120,8 @@ impl Listening {
     /// Serve the board of `swarm`, from `loaded` on, until `follow.stop` is set.
     pub fn serve(self, swarm: &Swarm, mut loaded: Loaded, follow: &Follow<'_>) -> Result<(), ServeError> {
         let started = Instant::now();
-        let first = render(0, &loaded, swarm, follow, None);
+        let mut local = (follow.local)();
+        let first = render(0, &loaded, swarm, follow, None, &local);
         (follow.on_state)(&first.state(started.elapsed()));
         let hub = Arc::new(Hub {
             current: Mutex::new(first),
@@ -136,6 +140,7 @@ impl Listening {
         let mut error: Option<String> = None;
         let mut last_poll = Instant::now();
         let mut drawn = Instant::now();
+        let mut looked = Instant::now();
         while !follow.stop.load(Ordering::Relaxed) {
             let nap = follow
                 .interval
@@ -168,10 +173,18 @@ impl Listening {
                 }
                 read = t0.elapsed();
             }
+            if looked.elapsed() >= Duration::from_secs(1) {
+                looked = Instant::now();
+                let now = (follow.local)();
+                if now != local {
+                    local = now;
+                    dirty = true;
+                }
+            }
             if dirty || drawn.elapsed() >= REDRAW {
                 seq += 1;
                 let t0 = Instant::now();
-                let next = render(seq, &loaded, swarm, follow, error.clone());
+                let next = render(seq, &loaded, swarm, follow, error.clone(), &local);
                 let state = next.state(read + t0.elapsed());
                 *hub.lock() = next;
                 hub.changed.notify_all();
@@ -222,8 +235,15 @@ impl Current {
     }
 }
 
-fn render(seq: u64, loaded: &Loaded, swarm: &Swarm, follow: &Follow<'_>, error: Option<String>) -> Current {
-    let view = loaded.view(swarm, (follow.clock)(), &Options::default());
+fn render(
+    seq: u64,
+    loaded: &Loaded,
+    swarm: &Swarm,
+    follow: &Follow<'_>,
+    error: Option<String>,
+    local: &[crate::runner::status::LocalRun],
+) -> Current {
+    let view = loaded.view(swarm, (follow.clock)(), &Options::default(), local);
     let sections = live::sections(&view, &(follow.budgets)(&loaded.snapshot.board));
     let frame = live::frame(seq, &view, &sections, error.as_deref());
     Current {

@@ -54,7 +54,7 @@ pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let loaded = Loaded::read(&swarm, true, args.log_limit)?;
     ctx.out.problems(&loaded.snapshot.problems);
-    let view = loaded.view(&swarm, ctx.now(), &Options::default());
+    let view = loaded.view(&swarm, ctx.now(), &Options::default(), &local_runs(&swarm));
     match &args.html {
         Some(path) => {
             let page = html::render(&view);
@@ -79,6 +79,11 @@ pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
         }
     }
     Ok(())
+}
+
+/// What this clone's runners do now: shown beside what the ref knows of their claims.
+pub(super) fn local_runs(swarm: &git_swarm::txn::Swarm) -> Vec<git_swarm::runner::status::LocalRun> {
+    git_swarm::runner::status::read_all(&git_swarm::runner::Places::of(swarm.local.repo.common_dir()))
 }
 
 /// Write through a temp file in the same directory and rename, so that a browser reloading the page never sees
@@ -164,7 +169,9 @@ fn serve(ctx: &mut Ctx, args: &BoardArgs) -> CliResult<()> {
         }
     };
     let clock = ctx.clock();
+    let local_of = || local_runs(&swarm);
     let follow = Follow {
+        local: &local_of,
         interval: args.interval,
         log_limit: args.log_limit,
         clock: &clock,

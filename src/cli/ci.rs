@@ -79,7 +79,9 @@ struct GithubArgs {
     #[command(flatten)]
     inst: InstallArgs,
     /// A shell command each runner job runs after the checkout, before the runner, e.g. a toolchain or the
-    /// project's dependencies (repeatable).
+    /// project's dependencies (repeatable). Each runs in a shell of its own, without the agents' secrets: an
+    /// `export` is lost; add a folder to the runner's PATH with `echo DIR >> "$GIT_SWARM_PATH"`, a variable with
+    /// `echo NAME=value >> "$GIT_SWARM_ENV"`.
     #[arg(long, value_name = "CMD")]
     setup: Vec<String>,
     /// A repository secret handed to the agents as an environment variable of that name (repeatable)

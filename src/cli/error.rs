@@ -170,6 +170,12 @@ impl From<TxnError> for CliError {
                 CliError::io(msg)
                     .hint("the remote could not store what was pushed (a full disk?); nothing was changed there")
             }
+            TxnError::Remote(RemoteError::PushDenied { remote, .. }) => CliError::io(msg)
+                .hint(format!(
+                    "the runners' credentials must be allowed to push to {remote} (a token or deploy key with write \
+                     access; `git daemon --enable=receive-pack`; `http.receivepack` for git http-backend)"
+                ))
+                .hint(format!("fetches may work meanwhile: `git ls-remote {remote}` reads, `git push --dry-run {remote} HEAD` tries a push")),
             TxnError::Remote(RemoteError::Refused { refname, .. }) => {
                 let what = if refname.contains("refs/heads/") { refname.as_str() } else { "refs/swarm/*" };
                 CliError::io(msg)

@@ -26,9 +26,9 @@ pub fn head(command: &str, swarm: &git_swarm::txn::Swarm, v: &BoardView) -> Stri
 const MAX_AGENT_LINES: usize = 20;
 
 /// Longest text of a task on one line of the frame.
-const WIDTH: usize = 100;
+pub(super) const WIDTH: usize = 100;
 
-fn clip(s: &str, n: usize) -> String {
+pub(super) fn clip(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
 
@@ -129,7 +129,16 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
                 };
                 let spent =
                     h.usage.as_ref().map(|u| format!(", {}", git_swarm::ops::spent_briefly(u))).unwrap_or_default();
-                format!("{} {} ({lease}{spent})", h.task, line(&h.title))
+                // What its runner does now, when it runs in this clone.
+                let phase = h
+                    .run
+                    .as_ref()
+                    .map(|r| {
+                        let secs = v.now.0.saturating_sub(r.phase_since.0) / 1000;
+                        format!("{} {}, ", r.phase, git_swarm::board::html::span(secs))
+                    })
+                    .unwrap_or_default();
+                format!("{} {} ({phase}{lease}{spent})", h.task, line(&h.title))
             })
             .collect()
     };

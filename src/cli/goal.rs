@@ -68,7 +68,11 @@ pub fn run(ctx: &mut Ctx, args: GoalArgs) -> CliResult<()> {
             json!({"goal": text.trim(), "ended_cycle": ended, "plan": plan, "after_stop": stopped})
         }
     };
-    ctx.out.note("runners that exited when the swarm stopped must be started again (git swarm up, git swarm run …)");
+    // Runners end when the judge stops the swarm; on a swarm that never stopped they take the new root plan.
+    if matches!(filed, Filed::Replaced { stopped: true, .. }) {
+        ctx.out
+            .note("runners that exited when the swarm stopped must be started again (git swarm up, git swarm run …)");
+    }
     ctx.out.doc(&doc);
     Ok(())
 }

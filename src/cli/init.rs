@@ -84,11 +84,47 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
             short(&commit.to_string())
         ));
     }
+    // What was asked of an existing swarm and not done: each flag that differs from its settings, with the way.
+    let mut ignored = Vec::new();
+    if !created {
+        let have = swarm.read(false)?.board.config;
+        let asked = [
+            ("--target", target_given.then(|| config.target.clone()), have.target.clone(), "target"),
+            (
+                "--lease",
+                args.lease.map(|_| git_swarm::time::format_duration(config.lease)),
+                git_swarm::time::format_duration(have.lease),
+                "lease",
+            ),
+            ("--max-attempts", args.max_attempts.map(|n| n.to_string()), have.max_attempts.to_string(), "max_attempts"),
+        ];
+        for (flag, want, has, key) in asked {
+            if let Some(want) = want.filter(|w| *w != has) {
+                ctx.out.warn(format!(
+                    "{flag} {want} was not applied: the swarm exists with {key} = {has} \
+                     (`git swarm config set {key} {want}` changes it)"
+                ));
+                ignored.push(flag);
+            }
+        }
+        if args.config.is_some() && config != have {
+            ctx.out.warn(
+                "the settings of --config were not applied: the swarm exists with its own \
+                 (`git swarm init --config <file> --force` replaces them; the tasks stay)",
+            );
+            ignored.push("--config");
+        }
+    }
     if created {
         warn_unless_branch(ctx, &swarm, &config.target);
     }
-    ctx.out
-        .doc(&json!({"ref": refname, "commit": commit.to_string(), "created": created, "remote": swarm.remote_label}));
+    ctx.out.doc(&json!({
+        "ref": refname,
+        "commit": commit.to_string(),
+        "created": created,
+        "remote": swarm.remote_label,
+        "ignored": ignored,
+    }));
     Ok(())
 }
 

@@ -164,11 +164,12 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// The board as one self-contained HTML page (--html <file>) or JSON (--json).
     Board(board::BoardArgs),
-    /// Write a CI workflow that runs a fleet of runners: `ci github` for GitHub Actions.
+    /// Write the CI file of a fleet of runners: `ci github` (GitHub Actions) or `ci gitlab` (GitLab CI).
     Ci(ci::CiArgs),
-    /// Start the fleet's GitHub Actions workflow (workflow_dispatch; token from GITHUB_TOKEN or GH_TOKEN).
+    /// Start the fleet's GitHub Actions workflow (token GITHUB_TOKEN or GH_TOKEN), or with --gitlab its GitLab CI
+    /// pipeline (token GITLAB_TOKEN).
     Dispatch(dispatch::DispatchArgs),
-    /// The runs of the fleet's GitHub Actions workflow and their state, newest first.
+    /// The runs of the fleet's GitHub Actions workflow (or with --gitlab its GitLab pipelines), newest first.
     Runs(runs::RunsArgs),
 }
 

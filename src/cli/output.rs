@@ -93,7 +93,7 @@ pub fn task_json(t: &Task, now: Timestamp) -> Value {
         "created_at": t.created_at.map(|a| a.to_string()),
         "failures": t.failures.iter().map(|f| json!({
             "agent": f.agent, "epoch": f.epoch, "at": f.at.to_string(), "reason": f.reason,
-            "usage": f.usage.as_ref().map(usage_json)
+            "usage": f.usage.as_ref().map(usage_json), "kept": f.kept
         })).collect::<Vec<_>>(),
         "usage": t.spent().as_ref().map(usage_json),
     })
@@ -172,6 +172,9 @@ pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String], handoff: Option
             "failure",
             format!("{} (epoch {}) at {}: {}", escape::line(&f.agent), f.epoch, f.at, escape::line(&f.reason)),
         );
+        if let Some(kept) = &f.kept {
+            kv("  its work", escape::line(kept));
+        }
     }
     if let Some(u) = t.spent() {
         let live = if t.claim.is_some() && t.claim_usage.is_some() { " (the claim's so far included)" } else { "" };

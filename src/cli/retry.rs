@@ -1,15 +1,21 @@
-//! `git swarm retry <id>`: open a failed or cancelled task again, its attempts reset.
+//! `git swarm retry <id>… | --failed`: open failed or cancelled tasks again, their attempts reset — all of them
+//! in one op, or none.
 
+use git_swarm::model::{Status, Task};
 use git_swarm::ops::{self, Actor, DomainError};
+use serde_json::Value;
 
 use super::output::task_json;
 use super::{CliError, CliResult, Ctx, parse_id};
 
 #[derive(Debug, clap::Args)]
 pub struct RetryArgs {
-    /// The failed or cancelled task.
-    #[arg(value_parser = parse_id)]
-    id: String,
+    /// The failed or cancelled tasks (one op: all of them open again, or none when one cannot be).
+    #[arg(value_parser = parse_id, required_unless_present = "failed", conflicts_with = "failed")]
+    ids: Vec<String>,
+    /// Every task that is `failed` now (not the cancelled ones).
+    #[arg(long)]
+    failed: bool,
 }
 
 pub fn run(ctx: &mut Ctx, args: RetryArgs) -> CliResult<()> {
@@ -17,24 +23,59 @@ pub fn run(ctx: &mut Ctx, args: RetryArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let who = Ctx::identity(&swarm, &agent);
     let clock = ctx.clock();
-    let id = args.id.clone();
     let res = swarm.transact(&ctx.retry, &who, &clock, |snap, now| {
         let actor = Actor { agent: agent.clone(), now };
-        // A finished task is stored apart and may not be read into the board: read it by name.
-        let (task, path) = match snap.board.tasks.get(&id) {
-            Some(s) => (s.task.clone(), s.path.clone()),
-            None => match swarm.store().read_closed(snap, &id) {
-                Ok(Some(Ok(t))) => {
-                    let path = snap.board.closed.get(&id).map(|c| c.path.clone()).unwrap_or_default();
-                    (t, path)
-                }
-                _ => return Err(DomainError::UnknownTask(id.clone())),
-            },
+        let ids: Vec<String> = if args.failed {
+            // Finished tasks are stored apart: the failed ones among them are known by their status alone.
+            let live = snap.board.tasks.values().filter(|s| s.task.status == Status::Failed).map(|s| s.task.id.clone());
+            let closed = snap.board.closed.iter().filter(|(_, c)| c.status == Status::Failed).map(|(id, _)| id.clone());
+            let mut ids: Vec<String> = live.chain(closed).collect();
+            ids.sort();
+            ids.dedup();
+            ids
+        } else {
+            let mut ids = args.ids.clone();
+            ids.dedup();
+            ids
         };
-        ops::retry(&snap.board, &actor, &task, &path)
+        let mut board = snap.board.clone();
+        let mut all: Option<ops::Change> = None;
+        let mut opened: Vec<Task> = Vec::new();
+        for id in &ids {
+            // A finished task is stored apart and may not be read into the board: read it by name.
+            let (task, path) = match board.tasks.get(id) {
+                Some(s) => (s.task.clone(), s.path.clone()),
+                None => match swarm.store().read_closed(snap, id) {
+                    Ok(Some(Ok(t))) => {
+                        let path = board.closed.get(id).map(|c| c.path.clone()).unwrap_or_default();
+                        (t, path)
+                    }
+                    _ => return Err(DomainError::UnknownTask(id.clone())),
+                },
+            };
+            let (change, t) = ops::retry(&board, &actor, &task, &path)?;
+            ops::apply(&mut board, &change);
+            all = Some(match all {
+                Some(before) => before.then(change),
+                None => change,
+            });
+            opened.push(t);
+        }
+        Ok((all.unwrap_or_default(), opened))
     });
     let c = res.map_err(CliError::from)?;
-    ctx.out.line(format!("open again: {} {} (attempts reset)", c.value.id, git_swarm::escape::line(&c.value.title)));
-    ctx.out.doc(&task_json(&c.value, ctx.now()));
+    if c.value.is_empty() {
+        ctx.out.note("no task is failed: nothing to retry");
+    }
+    for t in &c.value {
+        ctx.out.line(format!("open again: {} {} (attempts reset)", t.id, git_swarm::escape::line(&t.title)));
+    }
+    // One id: the task object, as before; several (or --failed): an array of them.
+    let now = ctx.now();
+    let doc = match (args.failed, c.value.as_slice()) {
+        (false, [one]) => task_json(one, now),
+        (_, many) => Value::Array(many.iter().map(|t| task_json(t, now)).collect()),
+    };
+    ctx.out.doc(&doc);
     Ok(())
 }

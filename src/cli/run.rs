@@ -471,7 +471,10 @@ fn run_error(e: RunError) -> CliError {
     match e {
         RunError::Txn(t) => t.into(),
         RunError::NoAgent { .. } => CliError::usage(e.to_string())
-            .hint("e.g. --exec 'claude -p --dangerously-skip-permissions', or see docs/agents.md for presets"),
+            // A preset, not a command line: a preset knows what each CLI needs (as root, Claude Code refuses
+            // `--dangerously-skip-permissions`).
+            .hint("a preset knows what its CLI needs: `git swarm config set roles.default.preset claude` (or codex, gemini, opencode, aider)")
+            .hint("or any command of this clone's: --exec '<command>' (docs/agents.md)"),
         RunError::CannotStart { ref error, .. } => {
             let hint = error.hint.clone();
             CliError::io(e.to_string()).hint(hint)

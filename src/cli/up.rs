@@ -400,6 +400,7 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J");
     }
     let mut stopping_since: Option<Instant> = None;
+    let mut warned = Warnings::default();
     loop {
         for m in members.iter_mut().filter(|m| m.exit.is_none()) {
             if let Ok(Some(st)) = m.child.try_wait() {
@@ -426,7 +427,8 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
                 Some(_) => {}
             }
         }
-        let board = render_board(swarm, &members, started);
+        warned.poll(&members);
+        let board = render_board(swarm, &members, started, &warned.lines);
         if tty {
             // Redrawn in place, and only when it changed: no clear of the whole screen a second (it flickered).
             if board != last_frame {
@@ -452,15 +454,8 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         interrupted: stop.load(Ordering::Relaxed),
         warnings: vec![],
     };
-    for m in &members {
-        let text = git_swarm::agent::files::read_text(&m.err, 4 << 20).unwrap_or_default();
-        for l in text.lines().filter(|l| l.contains("warning:")) {
-            let l = git_swarm::escape::line(l.trim());
-            if !end.warnings.contains(&l) {
-                end.warnings.push(l);
-            }
-        }
-    }
+    warned.poll(&members);
+    end.warnings = warned.lines;
     for m in &members {
         if let Ok(text) = std::fs::read_to_string(&m.out)
             && let Ok(doc) = serde_json::from_str::<serde_json::Value>(text.trim())
@@ -473,7 +468,7 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         }
     }
     if tty {
-        let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J{}", render_board(swarm, &members, started));
+        let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J{}", render_board(swarm, &members, started, &end.warnings));
     }
     Ok(end)
 }
@@ -486,7 +481,7 @@ fn signal(child: &Child, sig: nix::sys::signal::Signal) {
 
 /// The live board: counts, who holds what (per member of the fleet), the latest ops — the frame of `git swarm
 /// watch` with the fleet's members.
-fn render_board(swarm: &Swarm, members: &[Member], started: Instant) -> String {
+fn render_board(swarm: &Swarm, members: &[Member], started: Instant, warnings: &[String]) -> String {
     let el = started.elapsed().as_secs();
     let head = format!(
         "git swarm up — swarm {} on {} — {:02}:{:02} — Ctrl-C stops the fleet",
@@ -506,7 +501,57 @@ fn render_board(swarm: &Swarm, members: &[Member], started: Instant) -> String {
     };
     // The clock the members use: they inherit `GIT_SWARM_CLOCK_OFFSET` (checked by `Ctx::new` before we got here).
     let offset = std::env::var("GIT_SWARM_CLOCK_OFFSET").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-    let view = loaded.view(swarm, Timestamp::now_with_offset(offset), &git_swarm::board::Options::default());
+    let local = super::board::local_runs(swarm);
+    let view = loaded.view(swarm, Timestamp::now_with_offset(offset), &git_swarm::board::Options::default(), &local);
     let lines: Vec<MemberLine<'_>> = members.iter().map(|m| MemberLine { agent: &m.agent, exit: m.exit }).collect();
-    super::frame::render(&view, &head, Some(&lines))
+    let mut frame = super::frame::render(&view, &head, Some(&lines));
+    // What the members warned of (a landing on a red suite, work held in the clone…), on the screen as it happens.
+    if !warnings.is_empty() {
+        frame.push_str(&format!("\nwarnings of the members ({}, the newest last):\n", warnings.len()));
+        for w in warnings.iter().rev().take(3).rev() {
+            frame.push_str(&format!("  {}\n", super::frame::clip(w, super::frame::WIDTH)));
+        }
+    }
+    frame
+}
+
+/// The `warning:` lines of the members' stderr, each once, in the order they came: read as the files grow (a
+/// member's log is read from where the last look ended, whole lines only).
+#[derive(Default)]
+struct Warnings {
+    read: std::collections::HashMap<PathBuf, u64>,
+    lines: Vec<String>,
+}
+
+impl Warnings {
+    /// At most this much of a member's log at a look.
+    const LOOK: u64 = 1 << 20;
+
+    fn poll(&mut self, members: &[Member]) {
+        use std::io::{Read, Seek, SeekFrom};
+        for m in members {
+            let at = self.read.get(&m.err).copied().unwrap_or(0);
+            let Ok(mut f) = std::fs::File::open(&m.err) else { continue };
+            if f.seek(SeekFrom::Start(at)).is_err() {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            if f.take(Self::LOOK).read_to_end(&mut bytes).is_err() {
+                continue;
+            }
+            // Whole lines only; a line longer than a look is taken as it is.
+            let end = match bytes.iter().rposition(|b| *b == b'\n') {
+                Some(i) => i + 1,
+                None if bytes.len() as u64 == Self::LOOK => bytes.len(),
+                None => 0,
+            };
+            self.read.insert(m.err.clone(), at + end as u64);
+            for l in String::from_utf8_lossy(&bytes[..end]).lines().filter(|l| l.contains("warning:")) {
+                let l = git_swarm::escape::line(l.trim());
+                if !self.lines.contains(&l) {
+                    self.lines.push(l);
+                }
+            }
+        }
+    }
 }

@@ -408,9 +408,13 @@ fn runner_step(out: &mut String, o: &Options, name: &str, script: &str) {
     run_step(out, name, &env, script);
 }
 
+/// Each setup command is a step of its own (a shell of its own): what it adds to the runner's PATH and
+/// environment it writes to `$GIT_SWARM_PATH` (a folder a line) and `$GIT_SWARM_ENV` (`NAME=value` a line) — here
+/// GitHub's own `$GITHUB_PATH` and `$GITHUB_ENV`, the same on GitLab (docs/github-actions.md, *Setup*).
 fn setup_steps(out: &mut String, o: &Options) {
     for (i, cmd) in o.setup.iter().enumerate() {
-        run_step(out, &format!("Setup {}", i + 1), &[], cmd);
+        let script = format!("export GIT_SWARM_PATH=\"$GITHUB_PATH\" GIT_SWARM_ENV=\"$GITHUB_ENV\"\n{}", cmd.trim());
+        run_step(out, &format!("Setup {}", i + 1), &[], &script);
     }
 }
 
@@ -737,8 +741,10 @@ mod tests {
                 "{clis}"
             );
             assert_eq!(j["timeout-minutes"], 45);
-            assert_eq!(run_of(j, "Setup 1").trim(), "npm install -g @anthropic-ai/claude-code");
-            assert_eq!(run_of(j, "Setup 2"), "echo one\n  echo two\n", "relative indentation kept");
+            // Each setup is a shell of its own: what it adds to PATH and the environment goes through files.
+            let files = "export GIT_SWARM_PATH=\"$GITHUB_PATH\" GIT_SWARM_ENV=\"$GITHUB_ENV\"\n";
+            assert_eq!(run_of(j, "Setup 1"), format!("{files}npm install -g @anthropic-ai/claude-code\n"));
+            assert_eq!(run_of(j, "Setup 2"), format!("{files}echo one\n  echo two\n"), "relative indentation kept");
             assert!(run_of(j, "Install git-swarm").contains("--git https://github.com/o/git-swarm"));
         }
         let plan = run_of(&y["jobs"]["planner"], "Plan");

@@ -344,9 +344,31 @@ fn refs_item(out: &mut String) {
     );
 }
 
+/// The setup commands, each in a subshell without the secrets: an `export` or `. venv/bin/activate` there is lost
+/// to the runner, so a setup that changes the environment says so in two files, as GitHub's `$GITHUB_PATH` and
+/// `$GITHUB_ENV` do — a folder a line in `$GIT_SWARM_PATH`, `NAME=value` a line in `$GIT_SWARM_ENV` — which this
+/// job's shell takes after each command (read as data, never run).
 fn setup_items(out: &mut String, o: &Options) {
+    if o.setup.is_empty() {
+        return;
+    }
+    script_item(
+        out,
+        "# What the setup commands add to the runner's PATH and environment (docs/gitlab-ci.md, *Setup*).\n\
+         GIT_SWARM_PATH=$(mktemp) && GIT_SWARM_ENV=$(mktemp) && export GIT_SWARM_PATH GIT_SWARM_ENV",
+    );
     for (i, cmd) in o.setup.iter().enumerate() {
         script_item(out, &format!("# Setup {} (without the secrets).\n{}", i + 1, without_secrets(o, cmd)));
+        script_item(
+            out,
+            &format!(
+                "# What setup {} added to PATH and the environment.\n\
+                 while IFS= read -r dir; do [ -n \"$dir\" ] && PATH=\"$dir:$PATH\"; done < \"$GIT_SWARM_PATH\"\n\
+                 while IFS= read -r kv; do case \"$kv\" in [A-Za-z_]*=*) export \"$kv\" ;; esac; done < \"$GIT_SWARM_ENV\"\n\
+                 export PATH; : > \"$GIT_SWARM_PATH\"; : > \"$GIT_SWARM_ENV\"",
+                i + 1
+            ),
+        );
     }
 }
 

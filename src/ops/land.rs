@@ -15,8 +15,9 @@ use crate::usage::{Limit, Usage};
 pub enum Outcome<'a> {
     /// Its code is on the target as `code` (`None`: it changed nothing, and that counts as done).
     Done { code: Option<&'a str> },
-    /// It failed for `reason`; `for_good`: no further attempt (its budget is spent).
-    Failed { reason: &'a str, for_good: bool },
+    /// It failed for `reason`; `for_good`: no further attempt (its budget is spent); `kept`: where its work was
+    /// kept for a person.
+    Failed { reason: &'a str, for_good: bool, kept: Option<&'a str> },
 }
 
 /// The end of attempt `epoch` of task `id`, held by the actor.
@@ -54,9 +55,9 @@ pub fn finish(board: &Board, actor: &Actor, f: &Finish<'_>) -> Result<(Change, F
             let (ch, t) = super::done_reporting(board, actor, f.id, Some(f.epoch), code, note, f.usage)?;
             (ch, t, None)
         }
-        Outcome::Failed { reason, for_good } => {
-            let (ch, t) =
-                super::fail_reporting(board, actor, f.id, Some(f.epoch), reason.to_string(), f.usage, for_good)?;
+        Outcome::Failed { reason, for_good, kept } => {
+            let (reason, kept) = (reason.to_string(), kept.map(str::to_string));
+            let (ch, t) = super::fail_reporting(board, actor, f.id, Some(f.epoch), reason, f.usage, for_good, kept)?;
             (ch, t, Some(f.id))
         }
     };

@@ -464,6 +464,7 @@ fn expire(t: &mut Task, now: Timestamp) {
             at: now,
             reason: format!("lease expired at {}", c.lease_until),
             usage,
+            kept: None,
         });
     }
     t.claim_usage = None;
@@ -770,11 +771,13 @@ pub fn fail(
     epoch: Option<u64>,
     reason: String,
 ) -> Result<(Change, Task), DomainError> {
-    fail_reporting(board, actor, id, epoch, reason, None, false)
+    fail_reporting(board, actor, id, epoch, reason, None, false, None)
 }
 
 /// [`fail`], reporting what the attempt spent (`usage`: the whole attempt's). `for_good`: the task is `failed`
-/// whatever attempts are left (it spent its budget: another attempt would start past it).
+/// whatever attempts are left (it spent its budget: another attempt would start past it). `kept`: where the
+/// attempt's work was kept.
+#[allow(clippy::too_many_arguments)]
 pub fn fail_reporting(
     board: &Board,
     actor: &Actor,
@@ -783,10 +786,11 @@ pub fn fail_reporting(
     reason: String,
     usage: Option<Usage>,
     for_good: bool,
+    kept: Option<String>,
 ) -> Result<(Change, Task), DomainError> {
     end_claim(board, actor, id, epoch, "fail", usage, |t, ep, usage| {
         t.attempts = t.attempts.saturating_add(1);
-        t.failures.push(Failure { agent: actor.agent.clone(), epoch: ep, at: actor.now, reason, usage });
+        t.failures.push(Failure { agent: actor.agent.clone(), epoch: ep, at: actor.now, reason, usage, kept });
         t.status = if for_good || t.attempts >= board.config.max_attempts { Status::Failed } else { Status::Open };
     })
 }
@@ -994,7 +998,14 @@ fn cancel_where(board: &Board, actor: &Actor, ids: &[String], why: impl Fn(&Task
         t.status = Status::Cancelled;
         t.claim = None;
         let usage = close_usage(&mut t);
-        t.failures.push(Failure { agent: actor.agent.clone(), epoch: t.epoch, at: actor.now, reason, usage });
+        t.failures.push(Failure {
+            agent: actor.agent.clone(),
+            epoch: t.epoch,
+            at: actor.now,
+            reason,
+            usage,
+            kept: None,
+        });
         writes.push(place(board, t, &s.path, &mut removes));
     }
     Change {

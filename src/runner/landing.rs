@@ -11,6 +11,7 @@ use gix::bstr::{BString, ByteSlice};
 
 use super::rebase::{Replay, Step, Stop};
 use super::slot::Slot;
+use super::status::Phase;
 use super::{Event, Role, RunError, RunSettings, Runner, prompts};
 use crate::agent::{Backend, Exit, Prepared};
 use crate::model::Task;
@@ -183,6 +184,7 @@ impl<'a, 'r> Landing<'a, 'r> {
             }
         }
         if tip != self.base || !self.stamped {
+            self.r.phase(id, epoch, Phase::Rebase, None);
             self.rebase(tip)?;
         }
         // The rebased work must hold the branch's tip and add to it: an agent that aborted the rebase or reset the
@@ -216,6 +218,7 @@ impl<'a, 'r> Landing<'a, 'r> {
     /// Land the work through `publisher`: how it ended, and what is left to report (conflict runs, renewals —
     /// those of the lease keeper while the landing waited in a batch too —, files the check planted).
     pub(super) fn land(mut self, publisher: &dyn Publisher, rec: &Recording<'_>) -> (Landed, Vec<Event>) {
+        self.r.phase(&self.task.id, self.keeper.epoch, Phase::Landing, None);
         let landed = publisher.publish(&mut self, rec);
         let mut events = self.events;
         events.extend(self.keeper.drain());
@@ -299,6 +302,7 @@ impl<'a, 'r> Landing<'a, 'r> {
                         Step::Stopped(stop) => {
                             let keeper = self.keeper;
                             let tries = self.job.settings.conflict_tries.saturating_sub(runs);
+                            r.phase(id, epoch, Phase::Conflict, None);
                             let res = resolve_conflict(
                                 r,
                                 self.job,
@@ -315,6 +319,7 @@ impl<'a, 'r> Landing<'a, 'r> {
                             }
                             let (resolved, used) = res?;
                             runs += used;
+                            r.phase(id, epoch, Phase::Rebase, None);
                             step = replay.resume(&stop, resolved).map_err(Abort::Fail)?;
                         }
                     }
@@ -351,6 +356,7 @@ impl<'a, 'r> Landing<'a, 'r> {
             return Ok(());
         }
         self.checks_run += 1;
+        self.r.phase(&self.task.id, self.keeper.epoch, Phase::Check, None);
         if self.checks_run > MAX_CHECK_RUNS {
             return Err(Abort::Fail(format!(
                 "the target moved during each of {MAX_CHECK_RUNS} runs of the check; giving up this attempt"

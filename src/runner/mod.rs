@@ -24,6 +24,7 @@ pub mod rebase;
 mod slot;
 mod snapshot;
 mod spent;
+pub mod status;
 mod text;
 mod wait;
 pub mod worker;
@@ -98,6 +99,17 @@ pub(crate) use crate::ops::cycle::budget_spent as cycle_budget_spent;
 impl Runner<'_> {
     pub(crate) fn emit(&mut self, e: Event) {
         (self.events)(e);
+    }
+
+    /// Tell this clone's boards that this runner's claim `epoch` of `task` is in `phase` now ([`status`]);
+    /// `timeout`: the agent's time limit, with its first phase.
+    pub(crate) fn phase(&self, task: &str, epoch: u64, phase: status::Phase, timeout: Option<Duration>) {
+        status::set(&self.home, &self.agent, task, epoch, phase, (self.clock)(), timeout);
+    }
+
+    /// This runner's task ended: its boards show only what the ref knows of it.
+    pub(crate) fn phase_over(&self) {
+        status::clear(&self.home, &self.agent);
     }
 
     pub fn stopping(&self) -> bool {

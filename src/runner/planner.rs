@@ -478,6 +478,7 @@ fn run_round_agent(
     env.extend(contained.env.iter().cloned());
     let stop = std::sync::Arc::clone(&r.stop);
     let (live, budget) = r.spent.watch(id, epoch, h.task.usage);
+    r.phase(id, epoch, super::status::Phase::Agent, Some(round.settings.plan_timeout));
     let inv = crate::agent::Invocation {
         cwd: &slot.tree,
         prompt,
@@ -503,6 +504,8 @@ fn run_round_agent(
         keep_lease(r, &h.keeper)
     });
     r.spent.ended(id, epoch, res.as_ref().ok().and_then(|o| o.usage));
+    // Between rounds the planner waits on its tasks: only the ref has something to say of the plan.
+    r.phase_over();
     let planted = guard.restore();
     for p in planted {
         r.emit(Event::Warning(p));
@@ -522,7 +525,7 @@ fn fail_round(r: &mut Runner<'_>, id: &str, epoch: u64, for_good: bool, reason: 
     let usage = r.spent.of(id, epoch);
     r.spent.forget(id, epoch);
     let res = r.transact(|snap, actor| {
-        ops::fail_reporting(&snap.board, actor, id, Some(epoch), reason.clone(), usage, for_good)
+        ops::fail_reporting(&snap.board, actor, id, Some(epoch), reason.clone(), usage, for_good, None)
     });
     match res {
         Ok(c) => {

@@ -66,6 +66,7 @@ pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerSt
     let _member = r.desk.as_ref().map(super::desk::Desk::enter);
     r.setup()?;
     let res = run_loop(r, opts);
+    r.phase_over();
     r.teardown();
     res
 }
@@ -496,6 +497,7 @@ fn run_worker_agent(
     let contained = r.contain_run(slot, Role::Worker, Some(backend), config, Some(base), None)?;
     env.extend(contained.env.iter().cloned());
     r.emit(Event::AgentStarted { task: t.id.clone(), what: "work" });
+    r.phase(&t.id, h.epoch, super::status::Phase::Agent, Some(settings.task_timeout));
     let id = t.id.clone();
     let lease = config.lease;
     let epoch = h.epoch;
@@ -870,11 +872,12 @@ fn conclude(
     since: Instant,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
     r.say_ridden_out();
-    match (keep, work) {
+    r.phase_over();
+    let kept = match (keep, work) {
         (Keep::Aside, Some(tip)) => keep_aside(r, h, tip),
         (Keep::Here, Some(tip)) => keep_held(r, h, tip),
-        _ => {}
-    }
+        _ => None,
+    };
     let id = h.task.id.clone();
     match end {
         End::Landed { code, lost_races, next } => {
@@ -885,7 +888,10 @@ fn conclude(
         }
         End::Empty { note } => done_empty(r, h, note, lease, since),
         End::RollForward { code, note } => roll_forward(r, h, code, note, work, claim_next, lease, since),
-        End::Fail { reason, note, for_good } => fail_noted(r, h, reason, note.as_deref(), claim_next, lease, for_good),
+        End::Fail { reason, note, for_good } => {
+            let failing = Failing { reason, note: note.as_deref(), for_good, kept: kept.as_deref() };
+            fail_noted(r, h, failing, claim_next, lease)
+        }
         End::Released => {
             r.release(&id, h.epoch);
             Ok((TaskEnd::Interrupted, None))
@@ -980,17 +986,27 @@ pub(crate) fn reported_failure(handoff: &str) -> Option<String> {
     Some(if reason.is_empty() { "no reason given".to_string() } else { one_line(reason).chars().take(300).collect() })
 }
 
+/// An attempt's failure as [`fail_noted`] records it.
+struct Failing<'a> {
+    reason: String,
+    /// The agent's hand-off, the task's note.
+    note: Option<&'a str>,
+    /// No further attempt.
+    for_good: bool,
+    /// Where its work was kept.
+    kept: Option<&'a str>,
+}
+
 /// Record a failure of my claim (and claim the next task in the same push), with the agent's hand-off as the
 /// task's note.
 fn fail_noted(
     r: &mut Runner<'_>,
     h: &Held,
-    reason: String,
-    note: Option<&str>,
+    failing: Failing<'_>,
     claim_next: bool,
     lease: Duration,
-    for_good: bool,
 ) -> Result<(TaskEnd, Option<Held>), RunError> {
+    let Failing { reason, note, for_good, kept } = failing;
     let id = h.task.id.clone();
     let epoch = h.epoch;
     let store = r.swarm.store();
@@ -999,7 +1015,7 @@ fn fail_noted(
         let f = Finish {
             id: &id,
             epoch,
-            outcome: Outcome::Failed { reason: &reason, for_good },
+            outcome: Outcome::Failed { reason: &reason, for_good, kept },
             note,
             usage,
             claim_next,
@@ -1028,7 +1044,8 @@ fn fail_noted(
 /// Keep the agent's work in this clone only, at `refs/swarm-held/<swarm>/<task>/<epoch>`: a ref no runner pushes
 /// (work kept here for an outage is pushed later; this never is), for a person to look at and clean — it holds
 /// what looks like a secret, or trees git refuses.
-fn keep_held(r: &mut Runner<'_>, h: &Held, work_tip: ObjectId) {
+/// Where it is kept, as the failure records it.
+fn keep_held(r: &mut Runner<'_>, h: &Held, work_tip: ObjectId) -> Option<String> {
     let id = h.task.id.as_str();
     let refname = format!("refs/swarm-held/{}/{id}/{}", r.swarm.name, h.epoch);
     match r.swarm.local.set_ref(
@@ -1036,28 +1053,45 @@ fn keep_held(r: &mut Runner<'_>, h: &Held, work_tip: ObjectId) {
         work_tip,
         "git swarm: work held in this clone (a secret, or trees git refuses)",
     ) {
-        Ok(()) => r.emit(Event::Warning(format!(
-            "{id}: its work is kept in this clone only, at {refname} (never pushed): look with `git show {refname}`, \
-             and remove it with `git update-ref -d {refname}` when you are done with it"
-        ))),
-        Err(e) => r.emit(Event::Warning(format!("{id}: could not keep its work at {refname}: {e}"))),
+        Ok(()) => {
+            r.emit(Event::Warning(format!(
+                "{id}: its work is kept in this clone only, at {refname} (never pushed): look with `git show \
+                 {refname}`, and remove it with `git update-ref -d {refname}` when you are done with it"
+            )));
+            Some(format!("{refname} in the clone of runner {} only (never pushed)", r.agent))
+        }
+        Err(e) => {
+            r.emit(Event::Warning(format!("{id}: could not keep its work at {refname}: {e}")));
+            None
+        }
     }
 }
 
 /// Push the agent's work to `refs/swarm-work/<swarm>/<task>/<epoch>` (one ref per attempt) for a person to look at.
-fn keep_aside(r: &mut Runner<'_>, h: &Held, work_tip: ObjectId) {
+/// Where it is kept, as the failure records it.
+fn keep_aside(r: &mut Runner<'_>, h: &Held, work_tip: ObjectId) -> Option<String> {
     let id = h.task.id.as_str();
     let refname = r.swarm.kept_work_ref(id, h.epoch);
     match r.swarm.riding_out(&r.retry, || r.swarm.push_aside(&refname, work_tip)) {
-        Ok(()) => r.emit(Event::KeptAside { task: id.to_string(), refname }),
+        Ok(()) => {
+            let kept = format!("{refname} on {}", r.swarm.remote_label);
+            r.emit(Event::KeptAside { task: id.to_string(), refname });
+            Some(kept)
+        }
         // Past the outage window: kept in this clone, where the next runner finds it (and pushes it).
         Err(e) => match r.swarm.keep_here(&refname, work_tip) {
-            Ok(()) => r.emit(Event::Warning(format!(
-                "could not push the work of {id} to {}: {e}; it is kept in this clone at {refname}, and the next \
-                 runner here pushes it",
-                r.swarm.remote_label
-            ))),
-            Err(here) => r.emit(Event::Warning(format!("could not keep the work of {id} at {refname}: {e}; {here}"))),
+            Ok(()) => {
+                r.emit(Event::Warning(format!(
+                    "could not push the work of {id} to {}: {e}; it is kept in this clone at {refname}, and the \
+                     next runner here pushes it",
+                    r.swarm.remote_label
+                )));
+                Some(format!("{refname} in the clone of runner {} (pushed by its next runner)", r.agent))
+            }
+            Err(here) => {
+                r.emit(Event::Warning(format!("could not keep the work of {id} at {refname}: {e}; {here}")));
+                None
+            }
         },
     }
 }

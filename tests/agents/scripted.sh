@@ -15,6 +15,7 @@
 #              @first-sleep <secs>    sleep, in the task's first claim only (epoch 1)
 #              @first-write <path> <text>  @write, in the task's first claim only (epoch 1)
 #              @wait-for <path>       wait until the file exists (a test's go-ahead; at most 120 s)
+#              @say <text>            print the text on stdout (a line of the agent's output)
 #            With GIT_SWARM_CONFLICT=1 it resolves the conflicted files by keeping both sides of every conflict.
 #   judge    (GIT_SWARM_ROLE=judge): prints `verdict: <v>`, v from $SCRIPTED_VERDICTS (comma-separated, one per
 #            cycle, the last one repeats; default stop).
@@ -130,7 +131,7 @@ worker)
         exit 0
     fi
     commit=0
-    grep -E '^@(write|set|sleep|first-sleep|first-write|wait-for|exit|hang|nothing|commit|usage|loop)' "$prompt" > "${prompt}.directives" || true
+    grep -E '^@(write|set|sleep|first-sleep|first-write|wait-for|exit|hang|nothing|commit|usage|loop|say)' "$prompt" > "${prompt}.directives" || true
     while IFS=' ' read -r cmd path rest; do
         case "$cmd" in
         @write) mkdir -p "$(dirname -- "$path")"; printf '%s\n' "$rest" >> "$path" ;;
@@ -142,6 +143,7 @@ worker)
         @hang) sleep 3600 ;;
         @wait-for) n=0; while [ ! -e "$path" ] && [ "$n" -lt 1200 ]; do sleep 0.1; n=$((n + 1)); done ;;
         @nothing) ;;
+        @say) printf '%s %s\n' "$path" "$rest" ;;
         @commit) commit=1 ;;
         @usage)
             out=${rest%% *}; usd=""

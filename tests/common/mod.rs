@@ -274,29 +274,43 @@ pub struct Daemon {
     pub port: u16,
     base: PathBuf,
     program: PathBuf,
+    pushes: bool,
 }
 
 impl Daemon {
     pub fn start(env: &Env, base: &Path) -> Daemon {
+        Daemon::start_with(env, base, true)
+    }
+
+    /// A daemon that serves fetches only (no `receive-pack`): a read-only remote.
+    #[allow(dead_code)]
+    pub fn start_read_only(env: &Env, base: &Path) -> Daemon {
+        Daemon::start_with(env, base, false)
+    }
+
+    fn start_with(env: &Env, base: &Path, pushes: bool) -> Daemon {
         // Run git-daemon itself, not `git daemon`: the `git` wrapper would leave its git-daemon child behind
         // when killed.
         let exec_path = env.git(base, &["--exec-path"]);
         let program = Path::new(&exec_path).join("git-daemon");
         for _ in 0..20 {
             let port = free_port();
-            if let Some(child) = Daemon::spawn_on(env, &program, base, port) {
-                return Daemon { child: Some(child), port, base: base.to_path_buf(), program };
+            if let Some(child) = Daemon::spawn_on(env, &program, base, port, pushes) {
+                return Daemon { child: Some(child), port, base: base.to_path_buf(), program, pushes };
             }
         }
         panic!("could not start git daemon");
     }
 
     /// Start the daemon on `port` and wait until it listens; `None` when it exits (port taken) or never listens.
-    fn spawn_on(env: &Env, program: &Path, base: &Path, port: u16) -> Option<Child> {
+    fn spawn_on(env: &Env, program: &Path, base: &Path, port: u16, pushes: bool) -> Option<Child> {
         let mut cmd = Command::new(program);
         env.hermetic(&mut cmd);
+        if pushes {
+            cmd.arg("--enable=receive-pack");
+        }
         let child = cmd
-            .args(["--reuseaddr", "--listen=127.0.0.1", "--export-all", "--enable=receive-pack"])
+            .args(["--reuseaddr", "--listen=127.0.0.1", "--export-all"])
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
@@ -319,8 +333,8 @@ impl Daemon {
     /// Start it again on the same port (tried for up to 30 s: the port may linger for a moment).
     pub fn restart(&mut self, env: &Env) {
         self.stop();
-        let (program, base, port) = (&self.program, &self.base, self.port);
-        let child = respawn(|| Daemon::spawn_on(env, program, base, port))
+        let (program, base, port, pushes) = (&self.program, &self.base, self.port, self.pushes);
+        let child = respawn(|| Daemon::spawn_on(env, program, base, port, pushes))
             .unwrap_or_else(|| panic!("could not restart git daemon on port {port}"));
         self.child = Some(child);
     }
