@@ -52,7 +52,8 @@ def main():
     ap.add_argument("--no-doc", action="store_true")
     a = ap.parse_args()
 
-    run(["cargo", "build", "--release", "--locked", "--example", "fill_board", "--bin", "git-swarm"], cwd=ROOT)
+    run(["cargo", "build", "--release", "--locked", "--example", "fill_board", "-p", "git-swarm-core"], cwd=ROOT)
+    run(["cargo", "build", "--release", "--locked", "--bin", "git-swarm"], cwd=ROOT)
     work = Path(tempfile.mkdtemp(prefix="swarm-compact-"))
     home = work / "home"
     home.mkdir()

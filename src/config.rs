@@ -56,8 +56,8 @@ mod schema;
 mod settings;
 
 pub use checks::Empty;
+pub use schema::RunSettings;
 pub(crate) use schema::{Budget as RunBudget, Cycle as RunCycle, Role as RoleTable, Run as RunTable};
-pub use schema::{BudgetSettings, CycleSettings, RunSettings};
 pub use settings::{Role, backend_for};
 pub(crate) use settings::{RoleList, role_list};
 const ROLES: &[&str] = &["default", "worker", "planner", "judge"];
@@ -668,9 +668,9 @@ mod key_list {
         let run: RunTable = toml::from_str(&text(RunTable::DOCS)).expect("[run] defaults");
         assert_eq!(RunSettings::resolve(run), Ok(RunSettings::default()));
         let cycle: RunCycle = toml::from_str(&text(RunCycle::DOCS)).expect("[run.cycle] defaults");
-        assert_eq!(CycleSettings::resolve(cycle), Ok(CycleSettings::default()));
+        assert_eq!(schema::CycleSettings::resolve(cycle), Ok(schema::CycleSettings::default()));
         let budget: RunBudget = toml::from_str(&text(RunBudget::DOCS)).expect("[run.budget] defaults");
-        assert_eq!(BudgetSettings::resolve(budget), Ok(BudgetSettings::default()));
+        assert_eq!(schema::BudgetSettings::resolve(budget), Ok(schema::BudgetSettings::default()));
         assert_eq!(RunSettings::from_config(&Config::default()), Ok(RunSettings::default()));
     }
 

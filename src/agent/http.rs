@@ -76,6 +76,7 @@ pub enum HttpError {
 ///
 /// The API key is read from the environment variable `agent.api_key_env` names; an unset or empty variable is
 /// [`HttpError::MissingKey`], before any request is made. `timeout` bounds each request (connect, send, read).
+#[cfg(test)]
 pub fn complete(agent: &HttpAgent, system: &str, prompt: &str, timeout: Duration) -> Result<String, HttpError> {
     complete_reporting(agent, system, prompt, timeout).map(|(text, _)| text)
 }
@@ -98,6 +99,7 @@ pub fn complete_reporting(
 }
 
 /// [`complete`] with the API key given rather than read from the environment (`None`: no auth header).
+#[cfg(test)]
 pub fn complete_with_key(
     agent: &HttpAgent,
     key: Option<&str>,

@@ -11,6 +11,8 @@ pub mod contain;
 pub mod enter;
 pub mod files;
 pub mod http;
+#[cfg(test)]
+mod http_tests;
 pub mod preset;
 pub mod report;
 pub mod sandbox;

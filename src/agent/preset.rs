@@ -356,14 +356,6 @@ impl LastMessage {
         };
         text.filter(|t| !t.trim().is_empty())
     }
-
-    /// Files the CLI writes for us, removed before each run (a stale one must not pass for this run's).
-    pub fn files(&self) -> Vec<&Path> {
-        match self {
-            LastMessage::File(p) | LastMessage::AiderHistory(p) => vec![p.as_path()],
-            _ => vec![],
-        }
-    }
 }
 
 /// The model's last reply in aider's chat history: after the last block of `#### ` (user) lines, what is not one of

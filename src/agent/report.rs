@@ -7,7 +7,7 @@
 //! is over. Nothing is estimated: a run that reports nothing has no usage.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -34,14 +34,6 @@ pub enum Report {
 }
 
 impl Report {
-    /// The files the CLI writes for us, removed before each run (a stale one must not pass for this run's).
-    pub fn files(&self) -> Vec<&Path> {
-        match self {
-            Report::UsageFile(p) | Report::AiderAnalytics(p) => vec![p.as_path()],
-            _ => vec![],
-        }
-    }
-
     /// The model's final text, where the machine-readable output holds it apart from the progress (Claude Code's
     /// `result`, Gemini CLI's `response`), for planners and judges.
     pub fn answer(&self, stdout: &str) -> Option<String> {

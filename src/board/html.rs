@@ -113,6 +113,17 @@ td.last{font-family:monospace;font-size:12px;color:#333;max-width:40em;overflow-
 td.near-limit{color:#b91c1c;font-weight:600}tr.fleet th{background:#f3f4f6}
 ";
 
+/// Every status's colour as a property of the page (`--status-<status>: #rrggbb`), whether or not a task has it:
+/// what the picture of a page is checked against.
+fn palette() -> String {
+    let mut s = String::from(":root{");
+    for st in Status::ALL {
+        let _ = write!(s, "--status-{st}:{};", status_colour(st));
+    }
+    s.push('}');
+    s
+}
+
 /// The whole page.
 pub fn render(v: &BoardView) -> String {
     let mut h = String::with_capacity(64 * 1024 + v.tasks.len() * 400);
@@ -121,8 +132,9 @@ pub fn render(v: &BoardView) -> String {
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
-         <title>{}</title><style>{CSS}</style></head><body>\n",
-        esc(&title)
+         <title>{}</title><style>{CSS}{}</style></head><body>\n",
+        esc(&title),
+        palette()
     );
     let _ = writeln!(
         h,
@@ -834,6 +846,96 @@ pub(super) fn spend(h: &mut String, v: &BoardView) {
 
 #[cfg(test)]
 mod tests {
+
+    /// Nothing of the page comes from elsewhere, nor runs (the CLI's tests check the same of the files it writes).
+    fn assert_self_contained(page: &str) {
+        let lower = page.to_ascii_lowercase();
+        for bad in ["http://", "https://", "src=", "href=", "url(", "@import", "<script", "<link", "<iframe", "<img"] {
+            assert!(!lower.contains(bad), "the page holds {bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_large_board_stays_usable() {
+        // Thousands of tasks through the library (the same build and render the CLI runs): the graph is capped and
+        // says so, done subtrees are collapsed, and it is quick.
+        use crate::board::{BoardView, Input, Options, html};
+        use crate::model::{Status, Task};
+        use crate::ops::{Board, Stored};
+        use crate::store::Snapshot;
+        let mut board = Board::default();
+        let n = 5_000;
+        for i in 0..n {
+            let id = format!("t-{i:06x}");
+            let toml = format!(
+                "id = \"{id}\"\ntitle = \"task {i}\"\nstatus = \"{}\"\n{}{}",
+                if i % 3 == 0 && i < n / 2 { "open" } else { "done" },
+                if i > 0 { format!("deps = [\"t-{:06x}\"]\n", i - 1) } else { String::new() },
+                if i % 10 != 0 { format!("parent = \"t-{:06x}\"\n", i / 10 * 10) } else { String::new() },
+            );
+            let task: Task = toml::from_str(&toml).expect("task");
+            board.tasks.insert(id.clone(), Stored { path: format!("tasks/{id}.toml"), task });
+        }
+        let snapshot = Snapshot { commit: gix::ObjectId::null(gix::hash::Kind::Sha1), board, problems: vec![] };
+        let started = std::time::Instant::now();
+        let view = BoardView::build(
+            &Input {
+                swarm: "big",
+                remote: "origin",
+                snapshot: &snapshot,
+                log: &[],
+                log_truncated: false,
+                cycle: None,
+                now: crate::time::Timestamp::from_secs(1_800_000_000),
+                local: &[],
+            },
+            &Options::default(),
+        );
+        let page = html::render(&view);
+        let took = started.elapsed();
+        println!("{n} tasks: built and rendered in {took:?}, {} bytes", page.len());
+        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+        assert_eq!(page.matches("<g class=\"node\"").count(), html::MAX_GRAPH_NODES);
+        assert!(page.contains("id=\"graph-capped\""));
+        assert_eq!(page.matches("<li id=\"task-").count(), n);
+        assert_eq!(view.count(Status::Open), (n / 2).div_ceil(3));
+        // Subtrees with work left are open, those all done are collapsed.
+        assert!(page.contains("<details open>") && page.contains("<details>"));
+        assert_self_contained(&page);
+    }
+
+    #[test]
+    fn cycles_in_a_hand_made_board_neither_hang_nor_hide_tasks() {
+        // The ops never make a cycle of parents or dependencies, but a hand-edited state ref can.
+        use crate::board::{BoardView, Input, Options, html};
+        use crate::model::Task;
+        use crate::ops::{Board, Stored};
+        use crate::store::Snapshot;
+        let mut board = Board::default();
+        for (id, other) in [("t-aaaa", "t-bbbb"), ("t-bbbb", "t-aaaa"), ("t-cccc", "t-cccc")] {
+            let toml = format!("id = \"{id}\"\ntitle = \"{id}\"\nparent = \"{other}\"\ndeps = [\"{other}\"]\n");
+            let task: Task = toml::from_str(&toml).expect("task");
+            board.tasks.insert(id.into(), Stored { path: format!("tasks/{id}.toml"), task });
+        }
+        let snapshot = Snapshot { commit: gix::ObjectId::null(gix::hash::Kind::Sha1), board, problems: vec![] };
+        let input = Input {
+            swarm: "s",
+            remote: "r",
+            snapshot: &snapshot,
+            log: &[],
+            log_truncated: false,
+            cycle: None,
+            now: crate::time::Timestamp::from_secs(1),
+            local: &[],
+        };
+        let page = html::render(&BoardView::build(&input, &Options::default()));
+        for id in ["t-aaaa", "t-bbbb", "t-cccc"] {
+            assert_eq!(page.matches(&format!("<li id=\"task-{id}\"")).count(), 1, "{id} listed once");
+            assert_eq!(page.matches(&format!("id=\"node-{id}\"")).count(), 1, "{id} drawn once");
+        }
+        assert!(!page.contains("tree-capped"));
+    }
+
     use super::*;
 
     #[test]

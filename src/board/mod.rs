@@ -764,6 +764,75 @@ fn spend_view(snap: &Snapshot) -> SpendView {
 mod tests {
     use super::*;
 
+    /// than the limit, and after a compaction replaced the history it knew.
+    #[test]
+    fn a_live_board_reads_the_log_since_its_last_state_as_a_fresh_read_does() {
+        use crate::ops::{self, Actor, NewTask};
+        use crate::store::Identity;
+        use crate::time::Timestamp;
+        use crate::txn::Retry;
+        // A swarm in a repository of its own, written through the engine as the commands write it, with a judge's
+        // verdict on record.
+        let dir = tempfile::tempdir().expect("tmp");
+        let repo = gix::init_bare(dir.path().join("r.git")).expect("a repository");
+        let swarm = crate::open_swarm(repo, None, "default", crate::Transport::Auto).expect("open the swarm");
+        let (who, retry) = (Identity { name: "T".into(), email: "t@example.com".into() }, Retry::default());
+        let clock = || Timestamp::now_with_offset(0);
+        swarm.init(&retry, &who, &clock, &crate::model::Config::default(), "w7").expect("init");
+        let mut n = 0;
+        let add = |n: &mut usize| {
+            *n += 1;
+            let title = format!("op {n}");
+            swarm
+                .transact(&retry, &who, &clock, |snap, now| {
+                    let new = NewTask { title: title.clone(), ..NewTask::default() };
+                    ops::add(&snap.board, &Actor { agent: "w7".into(), now }, vec![new], &mut ops::mint_id)
+                })
+                .expect("add");
+        };
+        add(&mut n);
+        swarm
+            .transact(&retry, &who, &clock, |snap, now| {
+                let (verdict, reasons) = (crate::model::Verdict::Continue, "more");
+                let said = ops::cycle::Said { cycle: 1, verdict, reasons, tasks_done: 0, tasks_failed: 0, usage: None };
+                ops::cycle::verdict(
+                    &snap.board,
+                    &Actor { agent: "judge".into(), now },
+                    &said,
+                    None,
+                    None,
+                    &mut ops::mint_id,
+                )
+            })
+            .expect("a verdict");
+        let commits = |l: &Loaded| l.log.iter().map(|e| e.commit.clone()).collect::<Vec<_>>();
+        let check = |live: &mut Loaded, limit: usize, what: &str| {
+            let snap = swarm.read(true).expect("read");
+            live.advance(&swarm, snap, limit).expect("advance");
+            let fresh = Loaded::read(&swarm, true, limit).expect("read");
+            assert_eq!(live.snapshot.commit, fresh.snapshot.commit, "{what}");
+            assert_eq!(commits(live), commits(&fresh), "{what}");
+            assert_eq!(live.log_truncated, fresh.log_truncated, "{what}");
+            assert_eq!(live.cycle.as_ref().map(|c| c.cycle), fresh.cycle.as_ref().map(|c| c.cycle), "{what}");
+            assert!(live.cycle.is_some(), "{what}: the verdict is read");
+        };
+        for limit in [2usize, 5, 1_000] {
+            let mut live = Loaded::read(&swarm, true, limit).expect("read");
+            for ops in [1usize, 4, 9] {
+                for _ in 0..ops {
+                    add(&mut n);
+                }
+                check(&mut live, limit, &format!("limit {limit}, {ops} new op(s)"));
+            }
+            check(&mut live, limit, &format!("limit {limit}, no new op"));
+        }
+        let mut live = Loaded::read(&swarm, true, 1_000).expect("read");
+        assert!(live.log.len() > 20);
+        swarm.compact(&retry, &who, &clock, "w7", 0).expect("compact");
+        check(&mut live, 1_000, "after a compaction");
+        assert!(live.log.len() < 3, "the compacted history: {} ops", live.log.len());
+    }
+
     #[test]
     fn the_members_of_one_fleet_share_its_name() {
         for (agent, fleet) in [

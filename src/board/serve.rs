@@ -79,7 +79,6 @@ pub struct Follow<'a> {
 /// A state the server shows, and what it cost.
 #[derive(Debug, Clone)]
 pub struct State {
-    pub seq: u64,
     pub commit: String,
     pub tasks: usize,
     /// Reading it: the tip, the patched read of the board, the log since the last state.
@@ -225,13 +224,7 @@ struct Current {
 
 impl Current {
     fn state(&self, took: Duration) -> State {
-        State {
-            seq: self.seq,
-            commit: self.view.commit.clone(),
-            tasks: self.view.total,
-            read: Duration::ZERO,
-            render: took,
-        }
+        State { commit: self.view.commit.clone(), tasks: self.view.total, read: Duration::ZERO, render: took }
     }
 }
 

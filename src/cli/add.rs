@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use git_swarm::model::{Kind, MAX_TASK_FILE_BYTES, MAX_TITLE_LEN, validate_label};
-use git_swarm::ops::{self, Actor, NewTask};
+use crate::model::{Kind, MAX_TASK_FILE_BYTES, MAX_TITLE_LEN, validate_label};
+use crate::ops::{self, Actor, NewTask};
 
 use super::output::task_json;
 use super::{CliError, CliResult, Ctx, parse_id, parse_kind};
@@ -106,7 +106,7 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
     };
     if let Some(path) = outbox() {
         let id = ops::mint_id();
-        let p = git_swarm::ops::plan::Proposal {
+        let p = crate::ops::plan::Proposal {
             key: Some(id.clone()),
             title: new.title.clone(),
             body: new.body.clone(),
@@ -123,8 +123,7 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
     // A task with no deps needs no other task parsed but its parent; whether an id is taken is known by the names
     // of the files.
     let parent: Vec<&str> = new.parent.iter().map(String::as_str).collect();
-    let reads =
-        if new.deps.is_empty() { git_swarm::txn::Reads::TasksAndNames(&parent) } else { git_swarm::txn::Reads::Live };
+    let reads = if new.deps.is_empty() { crate::txn::Reads::TasksAndNames(&parent) } else { crate::txn::Reads::Live };
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         let actor = Actor { agent: agent.to_string(), now };
         ops::add(&snap.board, &actor, vec![new.clone()], &mut ops::mint_id)
@@ -163,7 +162,7 @@ fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliR
     let text = String::from_utf8(bytes).map_err(|e| {
         bad(format!("not UTF-8 text (the first bad byte is at offset {})", e.utf8_error().valid_up_to()))
     })?;
-    let proposals = git_swarm::ops::plan::parse_task_file(&text).map_err(bad)?;
+    let proposals = crate::ops::plan::parse_task_file(&text).map_err(bad)?;
     let max_body = (MAX_TASK_FILE_BYTES as usize) / 2;
     if let Some((i, p)) = proposals.iter().enumerate().find(|(_, p)| p.body.len() > max_body) {
         return Err(bad(format!("[[task]] {} ('{}'): the body is more than {max_body} bytes", i + 1, p.title.trim())));
@@ -186,9 +185,9 @@ fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliR
     }
     let (_swarm, c) = ctx.transact(|snap, now, agent| {
         let actor = Actor { agent: agent.to_string(), now };
-        git_swarm::ops::plan::check_task_file(&snap.board, &proposals)
+        crate::ops::plan::check_task_file(&snap.board, &proposals)
             .map_err(|why| ops::DomainError::NotOnBoard { file: format!("--file {shown}"), why })?;
-        let file = git_swarm::ops::plan::task_file_tasks(&snap.board, parent, &proposals)?;
+        let file = crate::ops::plan::task_file_tasks(&snap.board, parent, &proposals)?;
         keys = file.keys;
         let mut queue = file.minted.into_iter();
         let mut mint = || queue.next().unwrap_or_else(ops::mint_id);
@@ -198,8 +197,8 @@ fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliR
     // A line a task: its id, the key it had in the file (`-` without one), its title — so that a script or a
     // person can tell which id is which without reading the board.
     for (t, key) in c.value.iter().zip(keys.iter().chain(std::iter::repeat(&None))) {
-        let key = key.as_deref().map(git_swarm::escape::line).unwrap_or_else(|| "-".into());
-        ctx.out.line(format!("{}  {key}  {}", t.id, git_swarm::escape::line(&t.title)));
+        let key = key.as_deref().map(crate::escape::line).unwrap_or_else(|| "-".into());
+        ctx.out.line(format!("{}  {key}  {}", t.id, crate::escape::line(&t.title)));
     }
     let mut doc = super::output::tasks_json(&c.value, now);
     if let Some(items) = doc.as_array_mut() {
@@ -215,8 +214,8 @@ fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliR
 
 /// `add` inside an agent's run: the tasks go to its outbox, which the runner files when the run is over (the
 /// agent holds no credential to push with). Their ids are printed as they will be filed.
-fn to_outbox(ctx: &mut Ctx, path: &std::path::Path, tasks: Vec<git_swarm::ops::plan::Proposal>) -> CliResult<()> {
-    git_swarm::runner::outbox::append(path, &tasks).map_err(CliError::io)?;
+fn to_outbox(ctx: &mut Ctx, path: &std::path::Path, tasks: Vec<crate::ops::plan::Proposal>) -> CliResult<()> {
+    crate::runner::outbox::append(path, &tasks).map_err(CliError::io)?;
     let mut docs = Vec::new();
     for t in &tasks {
         let id = t.key.clone().unwrap_or_default();

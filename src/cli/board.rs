@@ -1,16 +1,16 @@
 //! `git swarm board`: the board as one self-contained HTML page (`--html <file>`, `-` for stdout) — plan tree,
 //! dependency graph coloured by status, a timeline of agents and their tasks, throughput over time — or as JSON
 //! (`--json`, `docs/json.md`). Without either it prints a text frame, as `git swarm watch --once` does.
-//! `--serve` serves a live page of it on 127.0.0.1 until Ctrl-C (`git_swarm::board::serve`, docs/board.md).
+//! `--serve` serves a live page of it on 127.0.0.1 until Ctrl-C (`crate::board::serve`, docs/board.md).
 
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use git_swarm::board::live::Budgets;
-use git_swarm::board::serve::{Follow, Listening, ServeError, State};
-use git_swarm::board::{Loaded, Options, html};
+use crate::board::live::Budgets;
+use crate::board::serve::{Follow, Listening, ServeError, State};
+use crate::board::{Loaded, Options, html};
 
 use super::frame;
 use super::{CliError, CliResult, Ctx};
@@ -82,8 +82,8 @@ pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
 }
 
 /// What this clone's runners do now: shown beside what the ref knows of their claims.
-pub(super) fn local_runs(swarm: &git_swarm::txn::Swarm) -> Vec<git_swarm::runner::status::LocalRun> {
-    git_swarm::runner::status::read_all(&git_swarm::runner::Places::of(swarm.local.repo.common_dir()))
+pub(super) fn local_runs(swarm: &crate::txn::Swarm) -> Vec<crate::runner::status::LocalRun> {
+    crate::runner::status::read_all(&crate::runner::Places::of(swarm.local.repo.common_dir()))
 }
 
 /// Write through a temp file in the same directory and rename, so that a browser reloading the page never sees
@@ -149,10 +149,10 @@ fn serve(ctx: &mut Ctx, args: &BoardArgs) -> CliResult<()> {
     }));
     let _ = std::io::stdout().flush();
     let local = ctx.git_config().ok();
-    let budgets = move |board: &git_swarm::ops::Board| {
+    let budgets = move |board: &crate::ops::Board| {
         let settings = local
             .as_ref()
-            .and_then(|l| git_swarm::runner::RunSettings::from_config(&l.apply(&board.config)).ok())
+            .and_then(|l| crate::runner::RunSettings::from_config(&l.apply(&board.config)).ok())
             .unwrap_or_default();
         Budgets { cycle: settings.budget.cycle(), task: settings.budget.task() }
     };
@@ -161,7 +161,7 @@ fn serve(ctx: &mut Ctx, args: &BoardArgs) -> CliResult<()> {
         if !json {
             eprintln!(
                 "state {}: {} tasks, read in {} ms, page in {} ms",
-                git_swarm::store::short(&s.commit),
+                crate::store::short(&s.commit),
                 s.tasks,
                 s.read.as_millis(),
                 s.render.as_millis()

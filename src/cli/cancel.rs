@@ -1,6 +1,6 @@
 //! `git swarm cancel <id>`: a task that will not be done (open or claimed: a holder is fenced off).
 
-use git_swarm::ops::{self, Actor};
+use crate::ops::{self, Actor};
 use serde_json::json;
 
 use super::output::task_json;
@@ -28,7 +28,7 @@ pub fn run(ctx: &mut Ctx, args: CancelArgs) -> CliResult<()> {
     let now = ctx.now();
     match (&task, c.commit) {
         (Some(t), Some(_)) => {
-            ctx.out.line(format!("cancelled: {} {}", t.id, git_swarm::escape::line(&t.title)));
+            ctx.out.line(format!("cancelled: {} {}", t.id, crate::escape::line(&t.title)));
         }
         _ => ctx.out.line(format!("{id} is cancelled already; nothing changed")),
     }

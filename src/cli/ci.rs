@@ -10,10 +10,10 @@ use std::time::Duration;
 
 pub(super) use gitlab::{dispatch_gitlab, runs_gitlab};
 
-use git_swarm::github::api::{ApiError, Client, DEFAULT_API_URL};
-use git_swarm::github::install::{self, Build, Source, sh_word};
-use git_swarm::github::workflow::{self, Options};
-use git_swarm::github::{RepoSlug, WORKFLOW_FILE, budget, portable};
+use crate::github::api::{ApiError, Client, DEFAULT_API_URL};
+use crate::github::install::{self, Build, Source, sh_word};
+use crate::github::workflow::{self, Options};
+use crate::github::{RepoSlug, WORKFLOW_FILE, budget, portable};
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx};
@@ -205,7 +205,7 @@ pub(super) fn install_source(ctx: &Ctx, a: &InstallArgs) -> CliResult<Source> {
         Some(r) => {
             return Err(CliError::usage(format!(
                 "--install-rev: '{}' is not a commit: give its 40 hex digits (`git rev-parse <rev>`)",
-                git_swarm::escape::line(r)
+                crate::escape::line(r)
             )));
         }
         None => match &build.commit {
@@ -214,7 +214,7 @@ pub(super) fn install_source(ctx: &Ctx, a: &InstallArgs) -> CliResult<Source> {
                     ctx.out.warn(format!(
                         "this git-swarm was built from {c} with uncommitted changes: the runners build {c} from {} \
                         without them (commit, push and rebuild, or name a commit with --install-rev)",
-                        git_swarm::escape::line(&url)
+                        crate::escape::line(&url)
                     ));
                 }
                 c.clone()
@@ -232,13 +232,13 @@ pub(super) fn install_source(ctx: &Ctx, a: &InstallArgs) -> CliResult<Source> {
     if install::is_local_url(&url) {
         ctx.out.warn(format!(
             "the runners build git-swarm from {}, a path on this machine: a hosted runner cannot reach it",
-            git_swarm::escape::line(&url)
+            crate::escape::line(&url)
         ));
     }
     ctx.out.note(format!(
         "the runners build git-swarm {} from {} (cargo install --git): that commit must be pushed there",
         &rev[..12],
-        git_swarm::escape::line(&url)
+        crate::escape::line(&url)
     ));
     Ok(Source::Git { url, rev })
 }
@@ -263,7 +263,7 @@ pub(super) fn agent_clis(ctx: &Ctx, a: &InstallArgs, lines: &[String]) -> CliRes
     for p in install::presets_named(lines) {
         match install::agent_cli(&p) {
             Ok(cmd) => out.push(cmd),
-            Err(m) => ctx.out.warn(format!("the settings name the preset {}: {m}", git_swarm::escape::line(&p))),
+            Err(m) => ctx.out.warn(format!("the settings name the preset {}: {m}", crate::escape::line(&p))),
         }
     }
     Ok(out)
@@ -272,7 +272,7 @@ pub(super) fn agent_clis(ctx: &Ctx, a: &InstallArgs, lines: &[String]) -> CliRes
 /// Refuse (exit 2) pinned settings that name paths of this machine, unless `--allow-local-paths`.
 /// `what`: the file that would pin them (`workflow`, `pipeline`).
 pub(super) fn refuse_local_names(ctx: &Ctx, what: &str, allow_local_paths: bool, lines: &[String]) -> CliResult<()> {
-    let clone = git_swarm::discover(ctx.dir()).ok().and_then(|r| r.workdir().map(PathBuf::from));
+    let clone = crate::repo::discover(ctx.dir()).ok().and_then(|r| r.workdir().map(PathBuf::from));
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let found = portable::local_names(lines, clone.as_deref(), home.as_deref());
     if found.is_empty() {
@@ -280,7 +280,7 @@ pub(super) fn refuse_local_names(ctx: &Ctx, what: &str, allow_local_paths: bool,
     }
     let list = found
         .iter()
-        .map(|l| format!("{} names {}", l.key, git_swarm::escape::line(&l.found)))
+        .map(|l| format!("{} names {}", l.key, crate::escape::line(&l.found)))
         .collect::<Vec<_>>()
         .join("; ");
     if allow_local_paths {
@@ -381,7 +381,7 @@ pub(super) fn write_generated(
     what: &str,
     hints: &[&str],
 ) -> CliResult<(String, bool)> {
-    let repo = git_swarm::discover(ctx.dir()).map_err(|e| CliError::io(e.to_string()))?;
+    let repo = crate::repo::discover(ctx.dir()).map_err(|e| CliError::io(e.to_string()))?;
     let top = repo
         .workdir()
         .map(PathBuf::from)
@@ -449,7 +449,7 @@ pub fn repo_slug(ctx: &Ctx, flag: Option<&str>) -> CliResult<RepoSlug> {
         return r.parse().map_err(|e: String| CliError::usage(format!("--repo: {e}")));
     }
     let remote = ctx.remote_cli().unwrap_or_else(|| "origin".into());
-    let repo = git_swarm::discover(ctx.dir()).map_err(|e| CliError::io(e.to_string()))?;
+    let repo = crate::repo::discover(ctx.dir()).map_err(|e| CliError::io(e.to_string()))?;
     let url = repo
         .config_snapshot()
         .string(format!("remote.{remote}.url").as_str())
@@ -458,8 +458,8 @@ pub fn repo_slug(ctx: &Ctx, flag: Option<&str>) -> CliResult<RepoSlug> {
     RepoSlug::from_remote_url(&url).ok_or_else(|| {
         CliError::usage(format!(
             "cannot tell the GitHub repository: the remote '{}' is {}, not a github.com URL",
-            git_swarm::escape::line(&remote),
-            git_swarm::escape::line(&git_swarm::secrets::redact(&url))
+            crate::escape::line(&remote),
+            crate::escape::line(&crate::secrets::redact(&url))
         ))
         .hint("name it with --repo owner/name")
     })

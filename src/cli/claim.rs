@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use git_swarm::model::Kind;
-use git_swarm::ops::{self, Actor, DomainError};
+use crate::model::Kind;
+use crate::ops::{self, Actor, DomainError};
 
 use super::output::task_json;
 use super::{CliResult, Ctx, parse_id, parse_kind, parse_lease};
@@ -27,13 +27,13 @@ pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
     ctx.refuse_a_runners_id(ctx.agent(), "claim")?;
     // A claim by id reads that task alone; the next ready one reads the tasks it touches, chosen by the index.
     let one = args.id.as_deref().map(|id| [id]);
-    let reads = one.as_ref().map_or(git_swarm::txn::Reads::Next(args.kind), |a| git_swarm::txn::Reads::Tasks(a));
+    let reads = one.as_ref().map_or(crate::txn::Reads::Next(args.kind), |a| crate::txn::Reads::Tasks(a));
     let swarm = ctx.swarm()?;
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         // After the judge's stop nothing is claimed, by a runner or by hand, until `git swarm goal` (on the very
         // state the claim commits against).
-        if let Some(stop) = git_swarm::runner::last_cycle(swarm.store(), snap.commit)
-            .filter(|c| c.verdict == git_swarm::runner::Verdict::Stop)
+        if let Some(stop) =
+            crate::runner::last_cycle(swarm.store(), snap.commit).filter(|c| c.verdict == crate::runner::Verdict::Stop)
         {
             return Err(DomainError::Stopped { cycle: stop.cycle });
         }

@@ -2,7 +2,7 @@
 //! by compare-and-swap (an op like any other: in the log, replayed on the newest settings after a lost race).
 //! A clone's own settings are `git config swarm.*` (docs/configuration.md).
 
-use git_swarm::ops;
+use crate::ops;
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx};
@@ -41,15 +41,16 @@ pub fn run(ctx: &mut Ctx, args: ConfigArgs) -> CliResult<()> {
         }
         Some(Action::Get { key }) => {
             let snap = ctx.read(false)?;
-            let Some(v) = git_swarm::config::get(&snap.board.config, &key) else {
+            let Some(v) = crate::config::get(&snap.board.config, &key) else {
                 // A key this version does not know is a typo, not a setting left out.
-                git_swarm::config::known(&key).map_err(|e| {
+                crate::config::known(&key).map_err(|e| {
                     CliError::usage(e)
                         .hint("`git swarm config` shows the settings; docs/configuration.md lists every key")
                 })?;
                 ctx.out.doc(&json!({"key": key, "value": null}));
-                return Err(CliError::io(format!("{}: not set (its default applies)", git_swarm::escape::line(&key)))
-                    .documented());
+                return Err(
+                    CliError::io(format!("{}: not set (its default applies)", crate::escape::line(&key))).documented()
+                );
             };
             ctx.out.line(plain(&v));
             ctx.out.doc(&json!({"key": key, "value": v}));
@@ -72,25 +73,25 @@ fn edit(ctx: &mut Ctx, key: &str, value: Option<&str>) -> CliResult<()> {
     let mut before = None;
     let mut repaired = None;
     let (swarm, c) = ctx.transact_settings(|snap, now, agent| {
-        let edited = git_swarm::config::edit(&snap.board.config, key, value).map_err(ops::DomainError::BadSetting)?;
-        before = git_swarm::config::get(&snap.board.config, key);
+        let edited = crate::config::edit(&snap.board.config, key, value).map_err(ops::DomainError::BadSetting)?;
+        before = crate::config::get(&snap.board.config, key);
         repaired.clone_from(&snap.board.broken_settings);
         let actor = ops::Actor { agent: agent.to_string(), now };
-        Ok((ops::configure(&snap.board, &actor, &edited, key)?, git_swarm::config::get(&edited, key)))
+        Ok((ops::configure(&snap.board, &actor, &edited, key)?, crate::config::get(&edited, key)))
     })?;
     let after = c.value;
     if let Some(b) = &repaired
         && c.commit.is_some()
     {
         let from = match &b.fallback {
-            Some(good) => format!("the settings of commit {}, the newest that read", git_swarm::store::short(good)),
+            Some(good) => format!("the settings of commit {}, the newest that read", crate::store::short(good)),
             None => "the defaults (no earlier settings read)".into(),
         };
         ctx.out.warn(format!(
             "{} in commit {} could not be read ({}): it is replaced by {from}, with this edit",
             b.problem.path,
-            git_swarm::store::short(&b.problem.commit),
-            git_swarm::escape::line(&b.problem.message)
+            crate::store::short(&b.problem.commit),
+            crate::escape::line(&b.problem.message)
         ));
     }
     if key == "target"

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use git_swarm::model::{Config, Status};
+use crate::model::{Config, Status};
 
 use super::output::Printer;
 use super::up::{Fleet, run_fleet};
@@ -34,7 +34,7 @@ const CHECK: &str = "#!/bin/sh\n# The demo's check: every script under src/ is n
 [ -e \"$f\" ] || continue\n    [ -s \"$f\" ] || { echo \"$f is empty\"; exit 1; }\ndone\necho ok\n";
 
 fn git(dir: &Path, args: &[&str]) -> CliResult<String> {
-    let out = git_swarm::gitcmd::local(dir)
+    let out = crate::gitcmd::local(dir)
         .args(args)
         .output()
         .map_err(|e| CliError::io(format!("cannot run git: {e}")).hint("git swarm needs git on the PATH"))?;
@@ -96,14 +96,14 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         toml_string(&exec)
     );
     let config: Config = toml::from_str(&config_text).map_err(|e| CliError::io(format!("demo: {e}")))?;
-    let repo = git_swarm::discover(&work).map_err(|e| CliError::io(e.to_string()))?;
-    let swarm = git_swarm::open_swarm(repo, None, "default", git_swarm::Transport::Auto)?;
-    let who = git_swarm::store::Identity { name: "git swarm demo".into(), email: "demo@git-swarm.invalid".into() };
-    let clock = || git_swarm::time::Timestamp::now_with_offset(0);
-    let (commit, _) = swarm.init(&git_swarm::txn::Retry::default(), &who, &clock, &config, "demo")?;
+    let repo = crate::repo::discover(&work).map_err(|e| CliError::io(e.to_string()))?;
+    let swarm = crate::open_swarm(repo, None, "default", crate::Transport::Auto)?;
+    let who = crate::store::Identity { name: "git swarm demo".into(), email: "demo@git-swarm.invalid".into() };
+    let clock = || crate::time::Timestamp::now_with_offset(0);
+    let (commit, _) = swarm.init(&crate::txn::Retry::default(), &who, &clock, &config, "demo")?;
     // The demo wrote these settings in its own clone: its runners trust them, as after `init --config`.
     let doc = super::trust::document_at(&swarm, commit)?;
-    git_swarm::trust::record(swarm.local.repo.common_dir(), &doc).map_err(CliError::io)?;
+    crate::trust::record(swarm.local.repo.common_dir(), &doc).map_err(CliError::io)?;
     out.note(format!("demo: goal: {GOAL}"));
     out.note(format!(
         "demo: 1 planner, {} workers and a judge start now (scripted agents, {}s a task)",
@@ -133,7 +133,7 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     let end = run_fleet(&fleet, &swarm)?;
     // The closing summary.
     let snap = swarm.read(true)?;
-    let c = git_swarm::runner::counts(&snap.board);
+    let c = crate::runner::counts(&snap.board);
     let n = |st: Status| c.iter().find(|(s, _)| *s == st).map(|(_, n)| *n).unwrap_or(0);
     git(&work, &["fetch", "--quiet", "origin", "main"])?;
     let landed = git(&work, &["log", "--format=%(trailers:key=Swarm-Task,valueonly)", "FETCH_HEAD"])?
@@ -148,9 +148,9 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         .board
         .tasks
         .values()
-        .filter(|s| s.task.status == Status::Done && s.task.kind == git_swarm::model::Kind::Work)
+        .filter(|s| s.task.status == Status::Done && s.task.kind == crate::model::Kind::Work)
         .count();
-    let verdict = git_swarm::runner::last_cycle(swarm.store(), snap.commit);
+    let verdict = crate::runner::last_cycle(swarm.store(), snap.commit);
     // Conflicts the workers met and their agents resolved, from the runners' own logs.
     let conflicts = std::fs::read_dir(&fleet.logs)
         .map(|d| {
@@ -186,12 +186,12 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
             "  judge: cycle {} ended with `{}` — {}",
             v.cycle,
             v.verdict,
-            git_swarm::escape::line(&v.reasons)
+            crate::escape::line(&v.reasons)
         ));
     }
     out.line("  main now:");
     for l in history.lines() {
-        out.line(format!("    {}", git_swarm::escape::line(l)));
+        out.line(format!("    {}", crate::escape::line(l)));
     }
     if conflicts > 0 {
         out.line(format!("  rebase conflicts met and resolved by the worker's agent: {conflicts}"));

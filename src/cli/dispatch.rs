@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use git_swarm::github::WORKFLOW_FILE;
-use git_swarm::github::api::validate_workflow;
-use git_swarm::github::workflow::MAX_WORKERS;
+use crate::github::WORKFLOW_FILE;
+use crate::github::api::validate_workflow;
+use crate::github::workflow::MAX_WORKERS;
 use serde_json::json;
 
 use super::ci::{api_error, client, repo_slug};
@@ -64,11 +64,11 @@ pub fn run(ctx: &mut Ctx, a: DispatchArgs) -> CliResult<()> {
     ctx.out.line(format!(
         "dispatched {} on {repo} at {}: {workers}, swarm {}",
         a.workflow,
-        git_swarm::escape::line(&git_ref),
+        crate::escape::line(&git_ref),
         ctx.swarm_name
     ));
     if let Some(url) = &d.html_url {
-        ctx.out.line(format!("run: {}", git_swarm::escape::line(url)));
+        ctx.out.line(format!("run: {}", crate::escape::line(url)));
     }
     ctx.out.note("watch it with `git swarm runs` and the board with `git swarm status`");
     ctx.out.doc(&json!({
@@ -86,7 +86,7 @@ fn check_ref(git_ref: Option<&str>) -> CliResult<()> {
     if let Some(r) = git_ref
         && (r.trim().is_empty() || r.chars().any(|c| c.is_control() || c == ' '))
     {
-        return Err(CliError::usage(format!("--ref '{}' is not a branch or tag", git_swarm::escape::line(r))));
+        return Err(CliError::usage(format!("--ref '{}' is not a branch or tag", crate::escape::line(r))));
     }
     Ok(())
 }

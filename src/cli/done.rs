@@ -1,6 +1,6 @@
 //! `git swarm done <id>`: my claimed task is done (final).
 
-use git_swarm::ops;
+use crate::ops;
 
 use super::{CliResult, Ctx, parse_id};
 
@@ -36,7 +36,7 @@ pub fn run(ctx: &mut Ctx, args: DoneArgs) -> CliResult<()> {
 
 /// The task's code belongs on the target branch: say so when the commit is not there (it is recorded all the same;
 /// the push may just not have happened yet).
-fn warn_unless_on_target(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId) {
+fn warn_unless_on_target(ctx: &Ctx, swarm: &crate::txn::Swarm, commit: gix::ObjectId) {
     let Ok(snap) = swarm.read(false) else { return };
     let target = snap.board.config.target;
     let tip = match swarm.fetch_branch(&format!("refs/heads/{target}")) {
@@ -51,7 +51,7 @@ fn warn_unless_on_target(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, commit: gix::
         }
         Err(_) => return,
     };
-    if !git_swarm::runner::git::is_ancestor(swarm.local.repo.common_dir(), commit, tip) {
+    if !crate::runner::git::is_ancestor(swarm.local.repo.common_dir(), commit, tip) {
         ctx.out.warn(format!(
             "the task is done with commit {}, which is not on {}'s {target} (at {}): nothing lands it for you — push \
              it there (`git push {} {}:{target}`), or the task's code is not where the swarm and its workers look",

@@ -1,6 +1,6 @@
 //! `git swarm fail <id> --reason <text>`: my claimed task failed; open again while attempts remain.
 
-use git_swarm::ops;
+use crate::ops;
 
 use super::{CliError, CliResult, Ctx, parse_id};
 

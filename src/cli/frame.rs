@@ -1,9 +1,9 @@
 //! The live board as text, for `git swarm watch` and `git swarm up`: one frame from a [`BoardView`]. Every string
 //! from the board goes through `escape::line`, so a title cannot move the cursor or forge a line.
 
-use git_swarm::board::BoardView;
-use git_swarm::escape::line;
-use git_swarm::model::Status;
+use crate::board::BoardView;
+use crate::escape::line;
+use crate::model::Status;
 
 /// A member of a local fleet (`git swarm up`): its agent id and exit code once it has exited.
 pub struct MemberLine<'a> {
@@ -12,7 +12,7 @@ pub struct MemberLine<'a> {
 }
 
 /// The first line of a frame of `git swarm <command>`: the swarm, the remote, the state commit, the clock.
-pub fn head(command: &str, swarm: &git_swarm::txn::Swarm, v: &BoardView) -> String {
+pub fn head(command: &str, swarm: &crate::txn::Swarm, v: &BoardView) -> String {
     format!(
         "git swarm {command} — swarm {} on {} — state {} — {}",
         line(&swarm.name),
@@ -49,7 +49,7 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
     s.push_str(head);
     s.push('\n');
     // A planner holds its plans all cycle long: those are planning, not work in hand.
-    let plans = v.holders.iter().filter(|h| h.kind == git_swarm::model::Kind::Plan).count();
+    let plans = v.holders.iter().filter(|h| h.kind == crate::model::Kind::Plan).count();
     let claimed = v.count(Status::Claimed);
     let claimed = if plans > 0 {
         format!("{} claimed + {plans} plan(s) held", claimed.saturating_sub(plans))
@@ -103,13 +103,13 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
             .spend
             .in_cycle_by_role
             .iter()
-            .map(|(role, u)| format!("{role} {}", git_swarm::ops::spent_briefly(u)))
+            .map(|(role, u)| format!("{role} {}", crate::ops::spent_briefly(u)))
             .collect();
         s.push_str(&format!(
             "spent: {} in all · cycle {}: {}{}\n",
-            git_swarm::ops::spent_briefly(&v.spend.total),
+            crate::ops::spent_briefly(&v.spend.total),
             v.spend.cycle,
-            git_swarm::ops::spent_briefly(&v.spend.in_cycle),
+            crate::ops::spent_briefly(&v.spend.in_cycle),
             if roles.is_empty() { String::new() } else { format!(" ({})", roles.join(", ")) }
         ));
     }
@@ -127,15 +127,14 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
                 } else {
                     format!("until {}", h.until.clock())
                 };
-                let spent =
-                    h.usage.as_ref().map(|u| format!(", {}", git_swarm::ops::spent_briefly(u))).unwrap_or_default();
+                let spent = h.usage.as_ref().map(|u| format!(", {}", crate::ops::spent_briefly(u))).unwrap_or_default();
                 // What its runner does now, when it runs in this clone.
                 let phase = h
                     .run
                     .as_ref()
                     .map(|r| {
                         let secs = v.now.0.saturating_sub(r.phase_since.0) / 1000;
-                        format!("{} {}, ", r.phase, git_swarm::board::html::span(secs))
+                        format!("{} {}, ", r.phase, crate::board::html::span(secs))
                     })
                     .unwrap_or_default();
                 format!("{} {} ({phase}{lease}{spent})", h.task, line(&h.title))

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use git_swarm::runner::goal::{self, Filed};
+use crate::runner::goal::{self, Filed};
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx};
@@ -30,10 +30,10 @@ pub fn run(ctx: &mut Ctx, args: GoalArgs) -> CliResult<()> {
         let snap = swarm.read(false)?;
         let (g, last) = goal::state(swarm.store(), snap.commit);
         match &g {
-            Some(g) => ctx.out.line(git_swarm::escape::block(g.trim_end())),
+            Some(g) => ctx.out.line(crate::escape::block(g.trim_end())),
             None => ctx.out.note("the swarm has no goal yet: `git swarm goal <text>` sets one"),
         }
-        let stopped = last.as_ref().is_some_and(|c| c.verdict == git_swarm::runner::Verdict::Stop);
+        let stopped = last.as_ref().is_some_and(|c| c.verdict == crate::runner::Verdict::Stop);
         // The cycle as `status` counts it: the one that runs (one more than the last record).
         let cycle = last.as_ref().map_or(1, |c| c.cycle.saturating_add(1));
         ctx.out.doc(&json!({"goal": g.as_deref().map(str::trim_end), "cycle": cycle, "stopped": stopped}));
@@ -43,7 +43,7 @@ pub fn run(ctx: &mut Ctx, args: GoalArgs) -> CliResult<()> {
     let clock = ctx.clock();
     let filer = goal::Filer { swarm: &swarm, retry: &ctx.retry, who: &who, clock: &clock, agent: &agent };
     let filed = filer.replace(&text).map_err(|e| match e {
-        git_swarm::runner::RunError::Txn(t) => CliError::from(t),
+        crate::runner::RunError::Txn(t) => CliError::from(t),
         other => CliError::usage(other.to_string()),
     })?;
     let doc = match &filed {

@@ -9,9 +9,9 @@ use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use git_swarm::hooks::{self, GitHook, Installed, Removed, agent};
-use git_swarm::model::{Status, Task};
-use git_swarm::ops::{self, Actor, Change};
+use crate::hooks::{self, GitHook, Installed, Removed, agent};
+use crate::model::{Status, Task};
+use crate::ops::{self, Actor, Change};
 use serde_json::{Value, json};
 
 use super::error::Exit;
@@ -273,8 +273,8 @@ fn board_tasks(ctx: &mut Ctx, ids: Vec<String>) -> Result<Vec<Option<Task>>, Str
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let res = (|| -> Result<Vec<Option<Task>>, String> {
-            let repo = git_swarm::discover(&dir).map_err(|e| e.to_string())?;
-            let swarm = git_swarm::open_swarm(repo, remote.as_deref(), &name, transport).map_err(|e| e.to_string())?;
+            let repo = crate::repo::discover(&dir).map_err(|e| e.to_string())?;
+            let swarm = crate::open_swarm(repo, remote.as_deref(), &name, transport).map_err(|e| e.to_string())?;
             let snap = swarm.read(false).map_err(|e| e.to_string())?;
             ids.iter()
                 .map(|id| match snap.board.tasks.get(id) {
@@ -296,7 +296,7 @@ fn board_tasks(ctx: &mut Ctx, ids: Vec<String>) -> Result<Vec<Option<Task>>, Str
 /// stops. Does nothing outside a swarm worker (no `$GIT_SWARM_TASK_ID`).
 fn agent_hook(ctx: &mut Ctx, agent: &str, event: &str, payload: Option<String>) -> CliResult<()> {
     let Some(id) = std::env::var("GIT_SWARM_TASK_ID").ok().filter(|v| !v.is_empty()) else { return Ok(()) };
-    git_swarm::model::validate_id(&id).map_err(|e| CliError::usage(format!("GIT_SWARM_TASK_ID: {e}")))?;
+    crate::model::validate_id(&id).map_err(|e| CliError::usage(format!("GIT_SWARM_TASK_ID: {e}")))?;
     // A hook that retries for minutes would hold the agent up (Claude Code gives it 30 s): give up sooner.
     ctx.retry.max_elapsed = ctx.retry.max_elapsed.min(Duration::from_secs(20));
     let stdin_payload = || -> Value {
@@ -341,7 +341,7 @@ fn agent_hook(ctx: &mut Ctx, agent: &str, event: &str, payload: Option<String>) 
             handoff(p["last-assistant-message"].as_str())?;
             renew(ctx, &id)
         }
-        _ => Err(CliError::usage(format!("unknown event '{}' for {agent}", git_swarm::escape::line(event)))),
+        _ => Err(CliError::usage(format!("unknown event '{}' for {agent}", crate::escape::line(event)))),
     }
 }
 

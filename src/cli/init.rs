@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use git_swarm::model::Config;
-use git_swarm::store::short;
+use crate::model::Config;
+use crate::store::short;
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx, parse_lease};
@@ -54,11 +54,11 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     if let Some(n) = args.max_attempts {
         config.max_attempts = n;
     }
-    git_swarm::config::check(&config).map_err(|e| CliError::usage(format!("init: {e}")))?;
+    crate::config::check(&config).map_err(|e| CliError::usage(format!("init: {e}")))?;
     let who = Ctx::identity(&swarm, &agent);
     let clock = ctx.clock();
     let (commit, created) = match swarm.init(&ctx.retry, &who, &clock, &config, &agent) {
-        Ok((_, false)) | Err(git_swarm::txn::TxnError::BrokenSettings { .. }) if args.force => {
+        Ok((_, false)) | Err(crate::txn::TxnError::BrokenSettings { .. }) if args.force => {
             // The swarm exists (its settings readable or not): --force replaces them.
             return replace_settings(ctx, &swarm, &config);
         }
@@ -92,8 +92,8 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
             ("--target", target_given.then(|| config.target.clone()), have.target.clone(), "target"),
             (
                 "--lease",
-                args.lease.map(|_| git_swarm::time::format_duration(config.lease)),
-                git_swarm::time::format_duration(have.lease),
+                args.lease.map(|_| crate::time::format_duration(config.lease)),
+                crate::time::format_duration(have.lease),
                 "lease",
             ),
             ("--max-attempts", args.max_attempts.map(|n| n.to_string()), have.max_attempts.to_string(), "max_attempts"),
@@ -130,12 +130,12 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
 
 /// `init --config <file> --force` on a swarm that exists: its settings replaced by the file's, whatever they were
 /// (settings that cannot be read included), by one `config` op; the tasks, cycles and spend stay.
-fn replace_settings(ctx: &mut Ctx, swarm: &git_swarm::txn::Swarm, config: &Config) -> CliResult<()> {
+fn replace_settings(ctx: &mut Ctx, swarm: &crate::txn::Swarm, config: &Config) -> CliResult<()> {
     let mut was_broken = false;
     let (_, c) = ctx.transact_settings(|snap, now, agent| {
         was_broken = snap.board.broken_settings.is_some();
-        let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
-        Ok((git_swarm::ops::configure(&snap.board, &actor, config, "init --force")?, ()))
+        let actor = crate::ops::Actor { agent: agent.to_string(), now };
+        Ok((crate::ops::configure(&snap.board, &actor, config, "init --force")?, ()))
     })?;
     let refname = swarm.ref_name();
     match c.commit {
@@ -162,13 +162,13 @@ fn replace_settings(ctx: &mut Ctx, swarm: &git_swarm::txn::Swarm, config: &Confi
 
 /// Say so when the remote has no branch `target` (a typo like `mian`, or a repository with no commit yet): no task
 /// can land until it has one. Says nothing when the remote cannot be asked.
-pub(super) fn warn_unless_branch(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, target: &str) {
+pub(super) fn warn_unless_branch(ctx: &Ctx, swarm: &crate::txn::Swarm, target: &str) {
     if let Ok(None) = swarm.fetch_branch(&format!("refs/heads/{target}")) {
         ctx.out.warn(format!(
             "{} has no branch '{}': no task can land until it has one (push it, or name another with `git swarm \
              config set target <branch>`)",
             swarm.remote_label,
-            git_swarm::escape::line(target)
+            crate::escape::line(target)
         ));
     }
 }

@@ -1,6 +1,6 @@
 //! `git swarm list`: every task.
 
-use git_swarm::model::Status;
+use crate::model::Status;
 
 use super::output::{task_line, tasks_json};
 use super::{CliResult, Ctx};

@@ -23,8 +23,8 @@ pub fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
             "{}  {}  {:<12} {}",
             &e.commit[..12.min(e.commit.len())],
             e.time,
-            git_swarm::escape::line(e.agent.as_deref().unwrap_or("-")),
-            git_swarm::escape::line(&e.summary)
+            crate::escape::line(e.agent.as_deref().unwrap_or("-")),
+            crate::escape::line(&e.summary)
         ));
     }
     ctx.out.doc(&serde_json::Value::Array(

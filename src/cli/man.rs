@@ -146,7 +146,7 @@ fn extra_sections() -> Roff {
     item(&mut r, "4.", "swarm.toml on the state ref;");
     item(&mut r, "5.", "the built-in default.");
     para(&mut r, "The git config keys:");
-    for (key, what) in git_swarm::config::keys() {
+    for (key, what) in crate::config::keys() {
         item(&mut r, key, &what);
     }
     r.control("SH", ["ENVIRONMENT"]);

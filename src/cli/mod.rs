@@ -40,12 +40,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::model::{Kind, validate_agent};
+use crate::ops::DomainError;
+use crate::store::{Identity, Snapshot};
+use crate::time::Timestamp;
+use crate::txn::{Retry, Swarm, TxnError};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use git_swarm::model::{Kind, validate_agent};
-use git_swarm::ops::DomainError;
-use git_swarm::store::{Identity, Snapshot};
-use git_swarm::time::Timestamp;
-use git_swarm::txn::{Retry, Swarm, TxnError};
 
 pub use error::{CliError, CliResult};
 use output::Printer;
@@ -158,6 +158,10 @@ pub enum Command {
     /// Print the manual page git-swarm(1) (roff).
     #[command(hide = true)]
     Man(man::ManArgs),
+    /// Where this clone's runners keep their work trees and run files, as JSON (`{"home", "base"}`): for the tests,
+    /// which look into them from outside.
+    #[command(name = "__places", hide = true)]
+    Places,
     /// Git hooks (the Swarm-Task trailer, a claim check before push): install, uninstall, status.
     Hooks(hooks::HooksArgs),
     /// A live board in the terminal, redrawn when the state ref moves (--once: one frame).
@@ -180,13 +184,13 @@ pub struct Opener {
     dir: PathBuf,
     remote: Option<String>,
     swarm_name: String,
-    transport: git_swarm::Transport,
+    transport: crate::Transport,
 }
 
 impl Opener {
     pub fn open(&self) -> CliResult<Swarm> {
-        let repo = git_swarm::discover(&self.dir).map_err(|e| CliError::from(TxnError::from(e)))?;
-        Ok(git_swarm::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?)
+        let repo = crate::repo::discover(&self.dir).map_err(|e| CliError::from(TxnError::from(e)))?;
+        Ok(crate::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?)
     }
 }
 
@@ -199,7 +203,7 @@ pub struct Ctx {
     swarm: Option<std::rc::Rc<Swarm>>,
     pub swarm_name: String,
     remote: Option<String>,
-    transport: git_swarm::Transport,
+    transport: crate::Transport,
     clock_offset: i64,
     pub retry: Retry,
     common_dir: PathBuf,
@@ -209,7 +213,7 @@ pub struct Ctx {
     /// Was the agent id given (`--agent`, `$GIT_SWARM_AGENT`, `swarm.agent`), or derived from user and host?
     agent_given: bool,
     /// `git config swarm.*` over `swarm.toml` (an error only for the commands that use it).
-    git_config: Result<git_swarm::config::Local, String>,
+    git_config: Result<crate::config::Local, String>,
 }
 
 impl Ctx {
@@ -222,24 +226,24 @@ impl Ctx {
             std::env::set_current_dir(&dir)
                 .map_err(|e| CliError::usage(format!("-C {}: cannot change into it: {e}", dir.display())))?;
         }
-        let repo = git_swarm::discover(&dir).map_err(|e| CliError::from(TxnError::from(e)))?;
+        let repo = crate::repo::discover(&dir).map_err(|e| CliError::from(TxnError::from(e)))?;
         let cfg = repo.config_snapshot();
         let get = |key: &str| cfg.string(key).map(|v| v.to_string()).filter(|v| !v.is_empty());
         let swarm_name = global.swarm.clone().or_else(|| get("swarm.name")).unwrap_or_else(|| "default".into());
-        git_swarm::model::validate_swarm_name(&swarm_name).map_err(|e| CliError::usage(format!("--swarm: {e}")))?;
+        crate::model::validate_swarm_name(&swarm_name).map_err(|e| CliError::usage(format!("--swarm: {e}")))?;
         let remote = global.remote.clone().or_else(|| get("swarm.remote"));
         if let Some(r) = remote.as_deref().filter(|r| r.starts_with('-') || r.is_empty()) {
             return Err(CliError::usage(format!(
                 "--remote '{}': not a remote name, URL or path",
-                git_swarm::escape::line(r)
+                crate::escape::line(r)
             )));
         }
         let transport = match std::env::var("GIT_SWARM_TRANSPORT").ok().or_else(|| get("swarm.transport")) {
             Some(t) => t.parse().map_err(|e: String| CliError::usage(format!("swarm.transport: {e}")))?,
-            None => git_swarm::Transport::Auto,
+            None => crate::Transport::Auto,
         };
         let common_dir = repo.common_dir().to_path_buf();
-        let git_config = git_swarm::config::Local::from_git(cfg.plumbing()).map_err(|e| e.to_string());
+        let git_config = crate::config::Local::from_git(cfg.plumbing()).map_err(|e| e.to_string());
         let clock_offset = match std::env::var("GIT_SWARM_CLOCK_OFFSET") {
             Ok(v) => v
                 .parse::<i64>()
@@ -283,7 +287,7 @@ impl Ctx {
     }
 
     /// This clone's `git config swarm.*` settings for runners; a bad key is a usage error naming it.
-    pub fn git_config(&self) -> CliResult<git_swarm::config::Local> {
+    pub fn git_config(&self) -> CliResult<crate::config::Local> {
         self.git_config.clone().map_err(|e| {
             CliError::usage(e).hint("see the keys with `man git-swarm` (CONFIGURATION) or docs/configuration.md")
         })
@@ -346,7 +350,7 @@ impl Ctx {
         }
         let repo = self.repo.take().ok_or_else(|| CliError::io("internal: the repository is gone"))?;
         let swarm =
-            std::rc::Rc::new(git_swarm::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?);
+            std::rc::Rc::new(crate::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?);
         self.swarm = Some(std::rc::Rc::clone(&swarm));
         Ok(swarm)
     }
@@ -376,17 +380,17 @@ impl Ctx {
     /// Run one op through the transaction loop, reporting unreadable files on the way.
     pub fn transact<T>(
         &mut self,
-        op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
-    ) -> CliResult<(std::rc::Rc<Swarm>, git_swarm::txn::Committed<T>)> {
-        self.transact_on(git_swarm::txn::Reads::Live, op)
+        op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
+    ) -> CliResult<(std::rc::Rc<Swarm>, crate::txn::Committed<T>)> {
+        self.transact_on(crate::txn::Reads::Live, op)
     }
 
-    /// [`Ctx::transact`] for an op that reads only part of the board ([`git_swarm::txn::Reads`]).
+    /// [`Ctx::transact`] for an op that reads only part of the board ([`crate::txn::Reads`]).
     pub fn transact_on<T>(
         &mut self,
-        reads: git_swarm::txn::Reads<'_>,
-        op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
-    ) -> CliResult<(std::rc::Rc<Swarm>, git_swarm::txn::Committed<T>)> {
+        reads: crate::txn::Reads<'_>,
+        op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
+    ) -> CliResult<(std::rc::Rc<Swarm>, crate::txn::Committed<T>)> {
         let mut op = op;
         let agent = self.agent().to_string();
         let swarm = self.swarm()?;
@@ -406,8 +410,8 @@ impl Ctx {
     /// `swarm.toml` that cannot be read. What the board's settings were is in the snapshot the op gets.
     pub fn transact_settings<T>(
         &mut self,
-        mut op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(git_swarm::ops::Change, T), DomainError>,
-    ) -> CliResult<(std::rc::Rc<Swarm>, git_swarm::txn::Committed<T>)> {
+        mut op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
+    ) -> CliResult<(std::rc::Rc<Swarm>, crate::txn::Committed<T>)> {
         let agent = self.agent().to_string();
         let swarm = self.swarm()?;
         let who = Self::identity(&swarm, &agent);
@@ -465,7 +469,7 @@ impl Ctx {
         // Inside a runner's agent run (its outbox is set; in a sandbox the runner's pid file is not even visible).
         let in_run = std::env::var_os("GIT_SWARM_OUTBOX").is_some_and(|v| !v.is_empty())
             && std::env::var("GIT_SWARM_AGENT").is_ok_and(|a| a == agent);
-        let pid = match git_swarm::runner::live_runner(&git_swarm::runner::Places::of(&self.common_dir), agent) {
+        let pid = match crate::runner::live_runner(&crate::runner::Places::of(&self.common_dir), agent) {
             Some(pid) => pid.to_string(),
             None if in_run => "its own".to_string(),
             None => return Ok(()),
@@ -489,10 +493,10 @@ impl Ctx {
         epoch: Option<u64>,
         verb: &str,
         op: impl Fn(
-            &git_swarm::ops::Board,
-            &git_swarm::ops::Actor,
+            &crate::ops::Board,
+            &crate::ops::Actor,
             Option<u64>,
-        ) -> Result<(git_swarm::ops::Change, git_swarm::model::Task), DomainError>,
+        ) -> Result<(crate::ops::Change, crate::model::Task), DomainError>,
     ) -> CliResult<std::rc::Rc<Swarm>> {
         let agent = self.agent().to_string();
         let what = match verb {
@@ -502,18 +506,18 @@ impl Ctx {
         };
         self.refuse_a_runners_id(&agent, what)?;
         let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
-        let (swarm, c) = self.transact_on(git_swarm::txn::Reads::Tasks(&[id]), |snap, now, agent| {
-            let actor = git_swarm::ops::Actor { agent: agent.to_string(), now };
+        let (swarm, c) = self.transact_on(crate::txn::Reads::Tasks(&[id]), |snap, now, agent| {
+            let actor = crate::ops::Actor { agent: agent.to_string(), now };
             op(&snap.board, &actor, epoch)
         })?;
         self.forget_epoch(&agent, id, c.value.result.as_ref().and_then(|r| r.epoch).or(epoch));
         let t = c.value;
         let after = match (verb, t.status) {
-            ("failed", git_swarm::model::Status::Open) => " (open again for another attempt)".to_string(),
+            ("failed", crate::model::Status::Open) => " (open again for another attempt)".to_string(),
             ("failed", _) => " (no attempts left)".to_string(),
             _ => String::new(),
         };
-        self.out.line(format!("{verb} {}: {}{after}", t.id, git_swarm::escape::line(&t.title)));
+        self.out.line(format!("{verb} {}: {}{after}", t.id, crate::escape::line(&t.title)));
         self.out.doc(&output::task_json(&t, self.now()));
         Ok(swarm)
     }
@@ -522,14 +526,14 @@ impl Ctx {
     /// names nothing, or no commit, is a usage error naming `flag`.
     pub fn resolve_commit(&self, rev: &str, flag: &str) -> CliResult<gix::ObjectId> {
         let bad = |why: String| {
-            CliError::usage(format!("{flag} '{}': {why}", git_swarm::escape::line(rev)))
+            CliError::usage(format!("{flag} '{}': {why}", crate::escape::line(rev)))
                 .hint("give a commit of this repository: HEAD, a branch, or a commit id")
         };
         if rev.trim().is_empty() || rev.starts_with('-') {
             return Err(bad("not a revision".into()));
         }
         // git's own revision syntax, in the directory the command runs in (its work tree's HEAD).
-        git_swarm::runner::git::rev_parse(&self.dir, rev).map_err(|_| bad("no such commit in this repository".into()))
+        crate::runner::git::rev_parse(&self.dir, rev).map_err(|_| bad("no such commit in this repository".into()))
     }
 }
 
@@ -616,7 +620,7 @@ pub fn parse_kind(s: &str) -> Result<Kind, String> {
 
 /// Parse a `--lease` or other duration flag.
 pub fn parse_lease(s: &str) -> Result<Duration, String> {
-    git_swarm::time::parse_duration(s)
+    crate::time::parse_duration(s)
 }
 
 /// Parse a command flag (`--exec`): a command that is only blanks would run nothing (and fail every task).
@@ -629,7 +633,7 @@ pub fn parse_command(s: &str) -> Result<String, String> {
 
 /// Parse a task id argument.
 pub fn parse_id(s: &str) -> Result<String, String> {
-    git_swarm::model::validate_id(s)?;
+    crate::model::validate_id(s)?;
     Ok(s.to_string())
 }
 
@@ -637,8 +641,8 @@ pub fn parse_id(s: &str) -> Result<String, String> {
 pub fn main() -> ExitCode {
     // The trampoline an agent starts through (`agent::enter`): no command line to parse, no output but why not.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == git_swarm::agent::enter::ARG) {
-        let why = match git_swarm::agent::enter::Enter::parse(&args[2..]) {
+    if args.get(1).is_some_and(|a| a == crate::agent::enter::ARG) {
+        let why = match crate::agent::enter::Enter::parse(&args[2..]) {
             Ok(e) => e.exec(),
             Err(why) => why,
         };
@@ -664,6 +668,20 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // What the engine takes of the environment, read once here (it reads none itself); a bad value stops here.
+    let vars: Vec<(String, String)> =
+        std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
+    match git_swarm_core::Process::from_vars(&vars) {
+        Ok(p) => {
+            git_swarm_core::install(p);
+        }
+        // A hook's handler never fails a commit or an agent for it: the defaults then.
+        Err(_) if matches!(cli.command, Command::Hooks(_)) => {}
+        Err(why) => {
+            CliError::usage(why).hint("unset it, or give it a valid value").report(cli.global.json);
+            return ExitCode::from(2);
+        }
+    }
     let json = cli.global.json;
     let started = std::time::Instant::now();
     let code = match run(cli) {
@@ -679,12 +697,12 @@ pub fn main() -> ExitCode {
     code
 }
 
-/// Append where this process's ops spent their time (`git_swarm::txn::profile`) to `file`, one JSON line: the
+/// Append where this process's ops spent their time (`crate::txn::profile`) to `file`, one JSON line: the
 /// subcommand (nothing else of the command line: it may hold task text), the wall time, per phase the milliseconds and how many times, the attempts lost and
 /// published. Best effort: a profile that cannot be written changes nothing of the command's outcome.
 fn write_profile(file: &std::path::Path, command: Option<&str>, wall: std::time::Duration) {
     use std::io::Write;
-    let p = git_swarm::txn::profile::totals();
+    let p = crate::txn::profile::totals();
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
     let mut line = serde_json::json!({
         "command": command,
@@ -710,6 +728,12 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Setup(a) => return setup::run(&Printer::new(cli.global.json), a),
         Command::Completions(a) => return completions::run(a),
         Command::Man(a) => return man::run(a),
+        Command::Places => {
+            let repo = crate::repo::discover(&cli.global.start_dir()?).map_err(|e| CliError::io(e.to_string()))?;
+            let places = crate::runner::Places::of(repo.common_dir());
+            println!("{}", serde_json::json!({"home": places.home, "base": places.base}));
+            return Ok(());
+        }
         _ => {}
     }
     // The hooks' handlers make their own context: a broken setup must not fail a commit or an agent.
@@ -744,6 +768,11 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Ci(a) => ci::run(&mut ctx, a),
         Command::Dispatch(a) => dispatch::run(&mut ctx, a),
         Command::Runs(a) => runs::run(&mut ctx, a),
-        Command::Demo(_) | Command::Setup(_) | Command::Completions(_) | Command::Man(_) | Command::Hooks(_) => Ok(()),
+        Command::Demo(_)
+        | Command::Setup(_)
+        | Command::Completions(_)
+        | Command::Man(_)
+        | Command::Places
+        | Command::Hooks(_) => Ok(()),
     }
 }

@@ -3,11 +3,11 @@
 
 use std::io::Write;
 
-use git_swarm::escape;
-use git_swarm::model::Task;
-use git_swarm::store::Problem;
-use git_swarm::time::Timestamp;
-use git_swarm::usage::Usage;
+use crate::escape;
+use crate::model::Task;
+use crate::store::Problem;
+use crate::time::Timestamp;
+use crate::usage::Usage;
 use serde_json::{Value, json};
 
 pub struct Printer {
@@ -118,7 +118,7 @@ pub fn tasks_json<'a>(tasks: impl IntoIterator<Item = &'a Task>, now: Timestamp)
 /// One line for a task: `t-3f9a2c  claimed  p0  title  (alice until 14:05:00)`.
 pub fn task_line(t: &Task, now: Timestamp) -> String {
     let mut s = format!("{}  {:<9} p{:<3} {}", t.id, t.status.as_str(), t.priority, escape::line(&t.title));
-    if t.kind != git_swarm::model::Kind::Work {
+    if t.kind != crate::model::Kind::Work {
         s.push_str(&format!("  [{}]", t.kind));
     }
     if let Some(c) = &t.claim {

@@ -1,7 +1,7 @@
 //! `git swarm ready`: what a claim without id could take now, best first.
 
-use git_swarm::model::Kind;
-use git_swarm::ops;
+use crate::model::Kind;
+use crate::ops;
 
 use super::output::{task_line, tasks_json};
 use super::{CliResult, Ctx, parse_kind};

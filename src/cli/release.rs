@@ -1,6 +1,6 @@
 //! `git swarm release <id>`: give my claim back; the task is open again.
 
-use git_swarm::ops;
+use crate::ops;
 
 use super::{CliResult, Ctx, parse_id};
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use git_swarm::ops::{self, Actor};
+use crate::ops::{self, Actor};
 
 use super::output::tasks_json;
 use super::{CliResult, Ctx, parse_id, parse_lease};
@@ -29,7 +29,7 @@ pub fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
     };
     // Renewing one claim reads that task alone; every claim of mine needs every task.
     let one = args.id.as_deref().map(|id| [id]);
-    let reads = one.as_ref().map_or(git_swarm::txn::Reads::Live, |a| git_swarm::txn::Reads::Tasks(a));
+    let reads = one.as_ref().map_or(crate::txn::Reads::Live, |a| crate::txn::Reads::Tasks(a));
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };

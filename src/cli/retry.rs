@@ -1,8 +1,8 @@
 //! `git swarm retry <id>… | --failed`: open failed or cancelled tasks again, their attempts reset — all of them
 //! in one op, or none.
 
-use git_swarm::model::{Status, Task};
-use git_swarm::ops::{self, Actor, DomainError};
+use crate::model::{Status, Task};
+use crate::ops::{self, Actor, DomainError};
 use serde_json::Value;
 
 use super::output::task_json;
@@ -68,7 +68,7 @@ pub fn run(ctx: &mut Ctx, args: RetryArgs) -> CliResult<()> {
         ctx.out.note("no task is failed: nothing to retry");
     }
     for t in &c.value {
-        ctx.out.line(format!("open again: {} {} (attempts reset)", t.id, git_swarm::escape::line(&t.title)));
+        ctx.out.line(format!("open again: {} {} (attempts reset)", t.id, crate::escape::line(&t.title)));
     }
     // One id: the task object, as before; several (or --failed): an array of them.
     let now = ctx.now();

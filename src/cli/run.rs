@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use git_swarm::runner::judge::JudgeOptions;
-use git_swarm::runner::planner::PlannerOptions;
-use git_swarm::runner::worker::WorkerOptions;
-use git_swarm::runner::{Event, Mode, RunEnd, RunError, Runner};
+use crate::runner::judge::JudgeOptions;
+use crate::runner::planner::PlannerOptions;
+use crate::runner::worker::WorkerOptions;
+use crate::runner::{Event, Mode, RunEnd, RunError, Runner};
 use serde_json::json;
 
 use super::error::Exit;
@@ -123,7 +123,7 @@ pub fn stop_flag() -> Arc<AtomicBool> {
         }
     }
     // A push or fetch in flight ends with the stop too (a remote hook that hangs must not hold the runner).
-    git_swarm::remote::set_stop_flag(Arc::clone(&flag));
+    crate::remote::set_stop_flag(Arc::clone(&flag));
     flag
 }
 
@@ -140,7 +140,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     let who = Ctx::identity(&swarm, &agent);
     let clock = ctx.clock();
     let home = swarm.local.repo.common_dir().join("swarm");
-    let commit_ident = git_swarm::runner::commit_ident(&swarm.local.repo, &agent);
+    let commit_ident = crate::runner::commit_ident(&swarm.local.repo, &agent);
     let mut events = printer(agent.clone());
     let (exec, check) = match &args.role {
         RoleCmd::Worker(w) => (w.lp.exec.clone(), w.check.clone()),
@@ -164,7 +164,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         git_config,
         probes: Default::default(),
         pid_lock: None,
-        trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
+        trusted: crate::trust::clone_digests(&swarm.local.repo),
         spent: Default::default(),
         desk: None,
         contain: Default::default(),
@@ -179,7 +179,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     let (role, end, doc) = match args.role {
         RoleCmd::Worker(w) => {
             let opts = WorkerOptions { mode: w.lp.mode(), max_tasks: w.max_tasks };
-            let (end, s) = git_swarm::runner::worker::run(&mut r, &opts).map_err(run_error)?;
+            let (end, s) = crate::runner::worker::run(&mut r, &opts).map_err(run_error)?;
             if opts.mode == Mode::Once && end == RunEnd::Done && s.landed == 0 {
                 not_landed = Some(if s.failed > 0 { "it failed".into() } else { "its claim was lost".into() });
             }
@@ -192,12 +192,12 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
                 (None, None) => None,
             };
             let opts = PlannerOptions { goal, replace_goal: p.replace_goal, mode: p.lp.mode() };
-            let (end, s) = git_swarm::runner::planner::run(&mut r, &opts).map_err(run_error)?;
+            let (end, s) = crate::runner::planner::run(&mut r, &opts).map_err(run_error)?;
             ("planner", end, json!({"rounds": s.rounds, "proposed": s.proposed, "plans_done": s.plans_done}))
         }
         RoleCmd::Judge(j) => {
             let opts = JudgeOptions { mode: j.lp.mode() };
-            let (end, n) = git_swarm::runner::judge::run(&mut r, &opts).map_err(run_error)?;
+            let (end, n) = crate::runner::judge::run(&mut r, &opts).map_err(run_error)?;
             ("judge", end, json!({"verdicts": n}))
         }
     };
@@ -281,17 +281,17 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
     let base = ctx.runner_agent();
     let ids: Vec<String> = (1..=w.agents).map(|i| format!("{base}-{i}")).collect();
     for id in &ids {
-        git_swarm::model::validate_agent(id)
+        crate::model::validate_agent(id)
             .map_err(|e| CliError::usage(format!("--agents: the agent id {id}: {e}")).hint("pass a shorter --agent"))?;
     }
     let remote_env = ctx.remote_arg();
     let git_config = ctx.git_config()?;
     let opener = ctx.opener();
-    let desk = Arc::new(git_swarm::runner::desk::Desk::default());
+    let desk = Arc::new(crate::runner::desk::Desk::default());
     // One share of a push budget for the process: its leaders publish for every agent of it.
-    let pacer = Arc::new(git_swarm::txn::Pacer::hosting(ids.len()));
+    let pacer = Arc::new(crate::txn::Pacer::hosting(ids.len()));
     // The end of one agent's run must not take its siblings' processes for its own orphans.
-    git_swarm::agent::contain::set_shared();
+    crate::agent::contain::set_shared();
     let opts = WorkerOptions { mode: w.lp.mode(), max_tasks: w.max_tasks };
     let results: Vec<(String, CliResult<AgentEnd>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = ids
@@ -322,16 +322,16 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                             exec,
                             check,
                             events: &mut events,
-                            commit_ident: git_swarm::runner::commit_ident(&swarm.local.repo, id),
+                            commit_ident: crate::runner::commit_ident(&swarm.local.repo, id),
                             git_config,
                             probes: Default::default(),
                             pid_lock: None,
-                            trusted: git_swarm::trust::clone_digests(&swarm.local.repo),
+                            trusted: crate::trust::clone_digests(&swarm.local.repo),
                             spent: Default::default(),
                             desk: Some(desk),
                             contain: Default::default(),
                         };
-                        let (end, stats) = git_swarm::runner::worker::run(&mut r, &opts).map_err(run_error)?;
+                        let (end, stats) = crate::runner::worker::run(&mut r, &opts).map_err(run_error)?;
                         let pushes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);
                         let lost = swarm.lost.load(std::sync::atomic::Ordering::Relaxed);
                         Ok(AgentEnd { end, stats, pushes, lost })
@@ -451,7 +451,7 @@ impl Drop for StopOnFailure {
 /// How one agent of `run worker --agents` ended.
 struct AgentEnd {
     end: RunEnd,
-    stats: git_swarm::runner::worker::WorkerStats,
+    stats: crate::runner::worker::WorkerStats,
     pushes: u64,
     lost: u64,
 }
@@ -514,7 +514,7 @@ fn printer(tag: String) -> impl FnMut(Event) {
 
 /// One line on stderr per event: `<agent>: <what happened>` (task text escaped).
 pub fn print_event(agent: &str, e: &Event) {
-    use git_swarm::escape::line;
+    use crate::escape::line;
     use std::io::Write;
     let msg = match e {
         Event::Claimed { task, title, epoch, kind } => {
@@ -548,6 +548,6 @@ pub fn print_event(agent: &str, e: &Event) {
         Event::Forge(w) => format!("forge: {}", line(w)),
     };
     // What a runner says may quote an agent (a failure's last lines): scrubbed as its log is.
-    let msg = git_swarm::secrets::scrub(&msg);
+    let msg = crate::secrets::scrub(&msg);
     let _ = writeln!(std::io::stderr().lock(), "{agent}: {msg}");
 }

@@ -1,9 +1,9 @@
 //! `git swarm runs`: the runs of the fleet's workflow on GitHub Actions, newest first; with `--gitlab`, the
 //! pipelines of the GitLab project (`ci/gitlab.rs`).
 
-use git_swarm::escape::line;
-use git_swarm::github::WORKFLOW_FILE;
-use git_swarm::github::api::validate_workflow;
+use crate::escape::line;
+use crate::github::WORKFLOW_FILE;
+use crate::github::api::validate_workflow;
 use serde_json::json;
 
 use super::ci::{api_error, client, repo_slug};

@@ -1,6 +1,6 @@
 //! `git swarm show <id>`: one task.
 
-use git_swarm::ops::{self, DomainError};
+use crate::ops::{self, DomainError};
 
 use super::output::{task_detail, task_json};
 use super::{CliResult, Ctx, parse_id};
@@ -31,7 +31,7 @@ pub fn run(ctx: &mut Ctx, args: ShowArgs) -> CliResult<()> {
     };
     let waiting = ops::waiting_on(&snap.board, &task);
     // The worker's hand-off (`notes/<id>.md`): what was done and what is left, as the agent put it.
-    let handoff = match swarm.store().read_text(snap.commit, &git_swarm::state::note_path(&task.id), 64 * 1024) {
+    let handoff = match swarm.store().read_text(snap.commit, &crate::state::note_path(&task.id), 64 * 1024) {
         Ok(Some(Ok(t))) => Some(t),
         _ => None,
     };

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use git_swarm::model::{Kind, Status};
-use git_swarm::ops;
+use crate::model::{Kind, Status};
+use crate::ops;
 use serde_json::json;
 
 use super::{CliResult, Ctx};
@@ -50,7 +50,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
         ctx.swarm_name,
         &snap.commit.to_hex_with_len(12),
         board.config.target,
-        git_swarm::time::format_duration(board.config.lease)
+        crate::time::format_duration(board.config.lease)
     ));
     ctx.out.line(format!(
         "{total} tasks{}{} · ready: {ready_work} work, {ready_plan} plan",
@@ -82,13 +82,13 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
         ctx.out.line(format!("unreadable files: {} (see the warnings above)", problems.len()));
     }
     // The goal and the cycle: a swarm the judge stopped says so, and how to go on.
-    let (goal, last) = git_swarm::runner::goal::state(swarm.store(), snap.commit);
-    let stopped = last.as_ref().filter(|c| c.verdict == git_swarm::runner::Verdict::Stop);
+    let (goal, last) = crate::runner::goal::state(swarm.store(), snap.commit);
+    let stopped = last.as_ref().filter(|c| c.verdict == crate::runner::Verdict::Stop);
     let current = last.as_ref().map_or(1, |c| c.cycle.saturating_add(1));
     if let Some(g) = &goal {
         let first = g.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
         let when = if stopped.is_some() { String::new() } else { format!(" · cycle {current} running") };
-        ctx.out.line(format!("goal: {}{when}", git_swarm::escape::line(first)));
+        ctx.out.line(format!("goal: {}{when}", crate::escape::line(first)));
     }
     if let Some(c) = stopped {
         let why = c.reasons.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no reasons given");
@@ -96,7 +96,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
             "STOPPED: the judge's verdict on cycle {} ({}) was stop: {}",
             c.cycle,
             c.at,
-            git_swarm::escape::line(why)
+            crate::escape::line(why)
         ));
         ctx.out.line(
             "  to go on: git swarm goal \"<text>\" (a new goal, or the same one again), then start the runners again",
@@ -106,14 +106,14 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     let settings = ctx
         .git_config()
         .ok()
-        .and_then(|local| git_swarm::runner::RunSettings::from_config(&local.apply(&board.config)).ok())
+        .and_then(|local| crate::runner::RunSettings::from_config(&local.apply(&board.config)).ok())
         .unwrap_or_default();
     let spend = spend_json(board, &settings);
     let in_cycle = board.spend.cycle_total(board.cycle);
     let all = board.spend.grand_total();
     if !all.is_zero() || settings.budget.cycle().is_set() {
         ctx.out.line(format!("spent: {all} in all; cycle {}: {in_cycle}", board.cycle));
-        for role in git_swarm::usage::ROLES {
+        for role in crate::usage::ROLES {
             if let Some(u) = board.spend.of_cycle(board.cycle).get(role) {
                 ctx.out.line(format!("  {role}: {u}"));
             }
@@ -126,11 +126,11 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
         ctx.out.line(format!("task budget: {}", limit_text(&settings.budget.task())));
     }
     // Whether this clone's agents run contained: said when they do not.
-    let support = git_swarm::agent::sandbox::support();
-    let contained = settings.sandbox != git_swarm::agent::sandbox::Mode::Off && support.is_ready();
+    let support = crate::agent::sandbox::support();
+    let contained = settings.sandbox != crate::agent::sandbox::Mode::Off && support.is_ready();
     let uncontained_why = match (settings.sandbox, support) {
-        (git_swarm::agent::sandbox::Mode::Off, _) => Some("[run] sandbox = \"off\"".to_string()),
-        (_, git_swarm::agent::sandbox::Support::Missing { why, .. }) => Some(why.clone()),
+        (crate::agent::sandbox::Mode::Off, _) => Some("[run] sandbox = \"off\"".to_string()),
+        (_, crate::agent::sandbox::Support::Missing { why, .. }) => Some(why.clone()),
         _ => None,
     };
     if let Some(why) = &uncontained_why {
@@ -145,7 +145,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
         "spend": spend,
         "commit": snap.commit.to_string(),
         "target": board.config.target,
-        "lease": git_swarm::time::format_duration(board.config.lease),
+        "lease": crate::time::format_duration(board.config.lease),
         "total": total,
         "counts": counts,
         "ready": {"work": ready_work, "plan": ready_plan},
@@ -164,9 +164,9 @@ fn short_clock(v: &serde_json::Value) -> String {
 }
 
 /// `status --json`'s `spend` (docs/json.md).
-fn spend_json(board: &ops::Board, settings: &git_swarm::runner::RunSettings) -> serde_json::Value {
+fn spend_json(board: &ops::Board, settings: &crate::runner::RunSettings) -> serde_json::Value {
     use super::output::usage_json;
-    let by_role = |m: &BTreeMap<String, git_swarm::usage::Usage>| {
+    let by_role = |m: &BTreeMap<String, crate::usage::Usage>| {
         let mut o = serde_json::Map::new();
         for (role, u) in m {
             o.insert(role.clone(), usage_json(u));
@@ -174,7 +174,7 @@ fn spend_json(board: &ops::Board, settings: &git_swarm::runner::RunSettings) -> 
         serde_json::Value::Object(o)
     };
     let in_cycle = board.spend.cycle_total(board.cycle);
-    let limit = |l: &git_swarm::usage::Limit, spent: Option<&git_swarm::usage::Usage>| {
+    let limit = |l: &crate::usage::Limit, spent: Option<&crate::usage::Usage>| {
         if !l.is_set() {
             return serde_json::Value::Null;
         }
@@ -203,7 +203,7 @@ fn spend_json(board: &ops::Board, settings: &git_swarm::runner::RunSettings) -> 
 }
 
 /// `10000 tokens, $5.00`.
-fn limit_text(l: &git_swarm::usage::Limit) -> String {
+fn limit_text(l: &crate::usage::Limit) -> String {
     let mut parts = Vec::new();
     if let Some(t) = l.tokens {
         parts.push(format!("{t} tokens"));
@@ -215,7 +215,7 @@ fn limit_text(l: &git_swarm::usage::Limit) -> String {
 }
 
 /// `cycle budget: 10000 tokens, $5.00 · left: 1200 tokens, $0.4100` (or `SPENT`).
-fn budget_line(what: &str, l: &git_swarm::usage::Limit, spent: &git_swarm::usage::Usage) -> Option<String> {
+fn budget_line(what: &str, l: &crate::usage::Limit, spent: &crate::usage::Usage) -> Option<String> {
     if !l.is_set() {
         return None;
     }

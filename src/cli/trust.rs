@@ -5,7 +5,7 @@
 
 use std::io::IsTerminal;
 
-use git_swarm::trust::Document;
+use crate::trust::Document;
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx};
@@ -21,17 +21,17 @@ pub struct TrustArgs {
 }
 
 /// The trust document of the newest board.
-pub fn document(swarm: &git_swarm::txn::Swarm) -> CliResult<Document> {
+pub fn document(swarm: &crate::txn::Swarm) -> CliResult<Document> {
     let snap = swarm.read(false)?;
     document_at(swarm, snap.commit)
 }
 
 /// The trust document of the state at `commit`.
-pub fn document_at(swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId) -> CliResult<Document> {
+pub fn document_at(swarm: &crate::txn::Swarm, commit: gix::ObjectId) -> CliResult<Document> {
     let store = swarm.store();
     let snap = store.read(commit, false).map_err(|e| CliError::io(e.to_string()))?;
     let prompts = store
-        .list_dir(commit, git_swarm::state::PROMPTS_DIR)
+        .list_dir(commit, crate::state::PROMPTS_DIR)
         .map_err(|e| CliError::io(format!("cannot read the prompt overrides: {e}")))?;
     Ok(Document::of(&snap.board.config, &prompts))
 }
@@ -40,7 +40,7 @@ pub fn document_at(swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId) -> CliR
 /// trusted here: a clone trusts its own settings — but not what it did not write: after an edit, only when the
 /// settings before it were trusted here too (or the edit changed nothing a runner runs), so that `config set` of
 /// a timeout never trusts a command someone else pushed. What is not recorded is said, with the way to trust it.
-pub fn trust_own(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId, edited: bool) {
+pub fn trust_own(ctx: &Ctx, swarm: &crate::txn::Swarm, commit: gix::ObjectId, edited: bool) {
     let common = swarm.local.repo.common_dir();
     let res = (|| -> Result<bool, String> {
         let after = document_at(swarm, commit).map_err(|e| e.message)?;
@@ -48,14 +48,14 @@ pub fn trust_own(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId
             let parent =
                 swarm.store().repo.find_commit(commit).ok().and_then(|c| c.parent_ids().next().map(|p| p.detach()));
             let before = parent.map(|p| document_at(swarm, p)).transpose().map_err(|e| e.message)?;
-            let digests = git_swarm::trust::trusted_digests(&git_swarm::trust::clone_digests(&swarm.local.repo));
+            let digests = crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo));
             let fine =
-                before.as_ref().is_some_and(|b| b.digest == after.digest || git_swarm::trust::is_trusted(b, &digests));
+                before.as_ref().is_some_and(|b| b.digest == after.digest || crate::trust::is_trusted(b, &digests));
             if !fine {
                 return Ok(false);
             }
         }
-        git_swarm::trust::record(common, &after)?;
+        crate::trust::record(common, &after)?;
         Ok(true)
     })();
     match res {
@@ -71,17 +71,15 @@ pub fn trust_own(ctx: &Ctx, swarm: &git_swarm::txn::Swarm, commit: gix::ObjectId
 pub fn run(ctx: &mut Ctx, args: TrustArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let doc = document(&swarm)?;
-    let trusted = git_swarm::trust::is_trusted(
-        &doc,
-        &git_swarm::trust::trusted_digests(&git_swarm::trust::clone_digests(&swarm.local.repo)),
-    );
+    let trusted =
+        crate::trust::is_trusted(&doc, &crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo)));
     if args.digest {
         ctx.out.line(&doc.digest);
         ctx.out.doc(&json!({"digest": doc.digest, "trusted": trusted, "settings": doc.lines}));
         return Ok(());
     }
     let home = swarm.local.repo.common_dir().join("swarm");
-    let before = git_swarm::trust::last_trusted(&home, &git_swarm::trust::clone_digests(&swarm.local.repo));
+    let before = crate::trust::last_trusted(&home, &crate::trust::clone_digests(&swarm.local.repo));
     ctx.out.line(format!(
         "the shared settings of swarm '{}' on {} (digest {}):",
         swarm.name,
@@ -89,18 +87,18 @@ pub fn run(ctx: &mut Ctx, args: TrustArgs) -> CliResult<()> {
         doc.short()
     ));
     for l in &doc.lines {
-        ctx.out.line(format!("  {}", git_swarm::escape::line(l)));
+        ctx.out.line(format!("  {}", crate::escape::line(l)));
     }
     if trusted {
         ctx.out.line("trusted in this clone");
         ctx.out.doc(&json!({"digest": doc.digest, "trusted": true, "recorded": false, "settings": doc.lines}));
         return Ok(());
     }
-    let changed = git_swarm::trust::changes(before.as_ref(), &doc);
+    let changed = crate::trust::changes(before.as_ref(), &doc);
     if before.is_some() && !changed.is_empty() {
         ctx.out.line("changed since what this clone trusted last:");
         for c in &changed {
-            ctx.out.line(format!("  {}", git_swarm::escape::line(c)));
+            ctx.out.line(format!("  {}", crate::escape::line(c)));
         }
     }
     let yes = args.yes || ask(ctx)?;
@@ -109,11 +107,11 @@ pub fn run(ctx: &mut Ctx, args: TrustArgs) -> CliResult<()> {
         return Err(CliError::io("not trusted: this clone's runners will not run these settings")
             .hint("`git swarm trust --yes` trusts them without asking"));
     }
-    git_swarm::trust::record(swarm.local.repo.common_dir(), &doc).map_err(CliError::io)?;
+    crate::trust::record(swarm.local.repo.common_dir(), &doc).map_err(CliError::io)?;
     ctx.out.line(format!(
         "trusted: this clone's runners may run these settings ({} in git config {})",
         doc.short(),
-        git_swarm::trust::TRUST_KEY
+        crate::trust::TRUST_KEY
     ));
     ctx.out.doc(&json!({"digest": doc.digest, "trusted": true, "recorded": true, "settings": doc.lines}));
     Ok(())

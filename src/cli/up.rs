@@ -7,9 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use git_swarm::model::Status;
-use git_swarm::time::Timestamp;
-use git_swarm::txn::Swarm;
+use crate::model::Status;
+use crate::time::Timestamp;
+use crate::txn::Swarm;
 
 use super::frame::MemberLine;
 use super::{CliError, CliResult, Ctx};
@@ -106,10 +106,10 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
     let snap = swarm.read(false)?;
     // A fleet of this clone with the same ids runs already: its members would refuse ours one by one (and our logs
     // would write over its own).
-    let places = git_swarm::runner::Places::of(swarm.local.repo.common_dir());
+    let places = crate::runner::Places::of(swarm.local.repo.common_dir());
     let base = ctx.agent().to_string();
     let ids = [format!("{base}-p1"), format!("{base}-w1"), format!("{base}-w1-1"), format!("{base}-judge")];
-    if let Some((id, pid)) = ids.iter().find_map(|id| git_swarm::runner::live_runner(&places, id).map(|p| (id, p))) {
+    if let Some((id, pid)) = ids.iter().find_map(|id| crate::runner::live_runner(&places, id).map(|p| (id, p))) {
         return Err(CliError::io(format!(
             "a fleet of this clone runs already: its member {id} (pid {pid}) has the ids this one would take"
         ))
@@ -135,15 +135,10 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
         let agent = ctx.agent().to_string();
         let who = Ctx::identity(&swarm, &agent);
         let clock = ctx.clock();
-        let filer = git_swarm::runner::goal::Filer {
-            swarm: &swarm,
-            retry: &ctx.retry,
-            who: &who,
-            clock: &clock,
-            agent: &agent,
-        };
+        let filer =
+            crate::runner::goal::Filer { swarm: &swarm, retry: &ctx.retry, who: &who, clock: &clock, agent: &agent };
         filer.first(g).map_err(|e| match e {
-            git_swarm::runner::RunError::Txn(t) => CliError::from(t),
+            crate::runner::RunError::Txn(t) => CliError::from(t),
             other => CliError::usage(other.to_string())
                 .hint("`git swarm status` shows the goal; `git swarm goal <text>` sets a new one"),
         })?;
@@ -199,19 +194,19 @@ fn failed_ids(swarm: &Swarm) -> std::collections::BTreeSet<String> {
     }
 }
 
-/// Can each role the fleet runs start its agent here ([`git_swarm::agent::prepare`])?
+/// Can each role the fleet runs start its agent here ([`crate::agent::prepare`])?
 fn preflight(
-    config: &git_swarm::model::Config,
-    local: &git_swarm::config::Local,
+    config: &crate::model::Config,
+    local: &crate::config::Local,
     swarm: &Swarm,
     args: &UpArgs,
 ) -> CliResult<()> {
-    use git_swarm::runner::Role;
+    use crate::runner::Role;
     // The members would stop one by one on settings this clone does not trust: say it once, before any starts.
     if args.exec.is_none() {
         let doc = super::trust::document(swarm)?;
-        let digests = git_swarm::trust::trusted_digests(&git_swarm::trust::clone_digests(&swarm.local.repo));
-        if !git_swarm::trust::is_trusted(&doc, &digests) {
+        let digests = crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo));
+        if !crate::trust::is_trusted(&doc, &digests) {
             return Err(CliError::io(format!(
                 "the swarm's shared settings are not trusted in this clone (digest {})",
                 doc.short()
@@ -221,19 +216,19 @@ fn preflight(
         }
     }
     let config = local.apply(config);
-    let probes = git_swarm::agent::Probes::default();
-    let run_dir = git_swarm::runner::Places::of(swarm.local.repo.common_dir()).run_dir("up");
+    let probes = crate::agent::Probes::default();
+    let run_dir = crate::runner::Places::of(swarm.local.repo.common_dir()).run_dir("up");
     let roles = [(Role::Worker, args.workers > 0), (Role::Planner, args.planners > 0), (Role::Judge, args.judge)];
     for (role, _) in roles.into_iter().filter(|(_, runs)| *runs) {
         let backend = match &args.exec {
-            Some(exec) => git_swarm::agent::Backend::Command { exec: exec.clone() },
-            None => match git_swarm::config::backend_for(&config, role) {
+            Some(exec) => crate::agent::Backend::Command { exec: exec.clone() },
+            None => match crate::config::backend_for(&config, role) {
                 Ok(Some(b)) => b,
                 // No agent or broken settings: each member says so with its own error and hint.
                 _ => continue,
             },
         };
-        if let Err(e) = git_swarm::agent::prepare(&backend, &run_dir, &probes) {
+        if let Err(e) = crate::agent::prepare(&backend, &run_dir, &probes) {
             let hint = e.hint.clone();
             return Err(CliError::io(format!("{role}: {e}")).hint(hint));
         }
@@ -252,8 +247,8 @@ pub fn report_end(
 ) -> Vec<String> {
     let (done, failed, reasons, failed_now, verdict, done_now) = match swarm.read(true) {
         Ok(s) => {
-            let c = git_swarm::runner::counts(&s.board);
-            let failed: Vec<&git_swarm::model::Task> =
+            let c = crate::runner::counts(&s.board);
+            let failed: Vec<&crate::model::Task> =
                 s.board.tasks.values().map(|t| &t.task).filter(|t| t.status == Status::Failed).collect();
             // Why tasks failed, so that a fleet that could not start its agents says so at once.
             let reasons: Vec<String> = failed
@@ -272,7 +267,7 @@ pub fn report_end(
                         && t.task.result.as_ref().and_then(|r| r.at).is_some_and(|at| at >= since)
                 })
                 .count();
-            let verdict = git_swarm::runner::last_cycle(swarm.store(), s.commit).filter(|c| c.at >= since);
+            let verdict = crate::runner::last_cycle(swarm.store(), s.commit).filter(|c| c.at >= since);
             (count(&c, Status::Done), count(&c, Status::Failed), reasons, failed_now, verdict, done_now)
         }
         Err(_) => (0, 0, vec![], vec![], None, 0),
@@ -288,7 +283,7 @@ pub fn report_end(
         end.lost_races
     ));
     for r in &reasons {
-        ctx.out.line(format!("  failed {}", git_swarm::escape::line(r)));
+        ctx.out.line(format!("  failed {}", crate::escape::line(r)));
     }
     if !end.warnings.is_empty() {
         ctx.out.line(format!("warnings of the members ({}):", end.warnings.len()));
@@ -301,8 +296,8 @@ pub fn report_end(
             "cycle {}: {} — {} (by {})",
             c.cycle,
             c.verdict,
-            git_swarm::escape::line(&c.reasons),
-            git_swarm::escape::line(&c.by)
+            crate::escape::line(&c.reasons),
+            crate::escape::line(&c.by)
         ));
     }
     let verdict_doc = verdict.as_ref().map(|c| {
@@ -333,19 +328,15 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         let out = f.logs.join(format!("{agent}.out"));
         let err = f.logs.join(format!("{agent}.runner.log"));
         let file = |p: &Path| {
-            git_swarm::secrets::private_file(p, false)
+            crate::secrets::private_file(p, false)
                 .map_err(|e| CliError::io(format!("cannot create {}: {e}", p.display())))
         };
         // Through the trampoline (`agent::enter`): a member gets SIGTERM when `up` ends, however it ends (killed, its
         // terminal closed), gives its claims back and exits — never an orphan that goes on claiming and landing.
         let mut cmd = Command::new(&exe);
         cmd.args(
-            git_swarm::agent::enter::Enter {
-                term_with_parent: true,
-                argv: vec![exe.clone().into()],
-                ..Default::default()
-            }
-            .args(),
+            crate::agent::enter::Enter { term_with_parent: true, argv: vec![exe.clone().into()], ..Default::default() }
+                .args(),
         );
         cmd.arg("-C").arg(&f.dir).args(["--swarm", &f.swarm, "--agent", &agent, "--json"]);
         // Through the environment, not the command line: a URL may carry credentials, and `ps` shows arguments.
@@ -485,24 +476,24 @@ fn render_board(swarm: &Swarm, members: &[Member], started: Instant, warnings: &
     let el = started.elapsed().as_secs();
     let head = format!(
         "git swarm up — swarm {} on {} — {:02}:{:02} — Ctrl-C stops the fleet",
-        git_swarm::escape::line(&swarm.name),
-        git_swarm::escape::line(&swarm.remote_label),
+        crate::escape::line(&swarm.name),
+        crate::escape::line(&swarm.remote_label),
         el / 60,
         el % 60
     );
     // Live tasks only: this runs every second while the fleet works, and finished tasks do not move.
     // The whole board: its failed attempts are those of finished tasks too (as the page counts them); a read after
     // the first patches the one before (cheap).
-    let loaded = match git_swarm::board::Loaded::read(swarm, true, 1_000) {
+    let loaded = match crate::board::Loaded::read(swarm, true, 1_000) {
         Ok(l) => l,
         Err(e) => {
-            return format!("{head}\ncannot read the board: {}\n", git_swarm::escape::line(&e.to_string()));
+            return format!("{head}\ncannot read the board: {}\n", crate::escape::line(&e.to_string()));
         }
     };
     // The clock the members use: they inherit `GIT_SWARM_CLOCK_OFFSET` (checked by `Ctx::new` before we got here).
     let offset = std::env::var("GIT_SWARM_CLOCK_OFFSET").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     let local = super::board::local_runs(swarm);
-    let view = loaded.view(swarm, Timestamp::now_with_offset(offset), &git_swarm::board::Options::default(), &local);
+    let view = loaded.view(swarm, Timestamp::now_with_offset(offset), &crate::board::Options::default(), &local);
     let lines: Vec<MemberLine<'_>> = members.iter().map(|m| MemberLine { agent: &m.agent, exit: m.exit }).collect();
     let mut frame = super::frame::render(&view, &head, Some(&lines));
     // What the members warned of (a landing on a red suite, work held in the clone…), on the screen as it happens.
@@ -547,7 +538,7 @@ impl Warnings {
             };
             self.read.insert(m.err.clone(), at + end as u64);
             for l in String::from_utf8_lossy(&bytes[..end]).lines().filter(|l| l.contains("warning:")) {
-                let l = git_swarm::escape::line(l.trim());
+                let l = crate::escape::line(l.trim());
                 if !self.lines.contains(&l) {
                     self.lines.push(l);
                 }

@@ -7,7 +7,7 @@
 //! file byte for byte as it was (and removes the file when we created it). See `docs/hooks.md`.
 
 pub mod agent;
-pub(crate) mod trailer;
+pub(crate) use git_swarm_core::trailer;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -175,10 +175,6 @@ pub(crate) fn clear_stale_registrations(common_dir: &Path, home: &Path, gone: &d
     }
 }
 
-pub fn head(dir: &Path) -> Result<ObjectId, GitError> {
-    rev_parse(dir, "HEAD")
-}
-
 pub fn rev_parse(dir: &Path, rev: &str) -> Result<ObjectId, GitError> {
     let out = run(dir, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])?;
     ObjectId::from_hex(out.trim().as_bytes()).map_err(|e| GitError {

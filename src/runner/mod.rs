@@ -121,10 +121,6 @@ impl Runner<'_> {
         Places::of(&self.common_dir())
     }
 
-    pub fn worktree(&self) -> PathBuf {
-        self.places().worktree(&self.agent)
-    }
-
     pub(crate) fn log_file(&self) -> PathBuf {
         self.home.join("logs").join(format!("{}.log", self.agent))
     }

@@ -633,3 +633,114 @@ fn diff(
     }
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::rebase_in_process;
+
+    /// git in `dir`, hermetic: no user or system config, a fixed identity and date; its stdout, trimmed.
+    fn git(dir: &std::path::Path, args: &[&str]) -> String {
+        let out = crate::gitcmd::base()
+            .current_dir(dir)
+            .args(["-c", "init.defaultBranch=main", "-c", "user.name=Tester", "-c", "user.email=t@example.com"])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps() {
+        use crate::store::{Identity, Store};
+        let root = tempfile::tempdir().expect("tmp");
+        let repo = root.path().join("r");
+        git(root.path(), &["init", "-q", repo.to_str().expect("utf-8")]);
+        let write = |p: &str, text: &str| {
+            let f = repo.join(p);
+            std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
+            std::fs::write(f, text).expect("write");
+        };
+        write("x.txt", "x\n");
+        write("w.txt", "w\n");
+        write("d/keep.txt", "k\n");
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "base"]);
+        let base = git(&repo, &["rev-parse", "HEAD"]);
+        // The target moved: z added, w deleted, d/keep changed.
+        write("z.txt", "z\n");
+        std::fs::remove_file(repo.join("w.txt")).expect("rm");
+        write("d/keep.txt", "k2\n");
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "theirs"]);
+        let onto = git(&repo, &["rev-parse", "HEAD"]);
+        // The task's two commits, from base: x changed, d/new added; then a new folder.
+        git(&repo, &["checkout", "-q", "--detach", &base]);
+        write("x.txt", "x2\n");
+        write("d/new.txt", "n\n");
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "mine 1"]);
+        write("e/f/g.txt", "g\n");
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "mine 2\n\nSigned-off-by: T <t@t>"]);
+        let head = git(&repo, &["rev-parse", "HEAD"]);
+        let oid = |s: &str| gix::ObjectId::from_hex(s.as_bytes()).expect("oid");
+        let store = Store::open(&repo.join(".git")).expect("open");
+        let who = Identity { name: "R".into(), email: "r@r".into() };
+        let now = crate::time::Timestamp::from_secs(1_800_000_000);
+        let new = rebase_in_process(&store, oid(&onto), oid(&base), oid(&head), "t-1", 1, &who, now)
+            .expect("ok")
+            .expect("trivial");
+        let new = new.to_string();
+        // git's own rebase of the same commits.
+        git(&repo, &["rebase", "-q", "--onto", &onto, &base]);
+        let by_git = git(&repo, &["rev-parse", "HEAD^{tree}"]);
+        assert_eq!(git(&repo, &["rev-parse", &format!("{new}^{{tree}}")]), by_git, "trees differ");
+        assert_eq!(git(&repo, &["rev-list", "--count", &format!("{onto}..{new}")]), "2");
+        let msgs = git(&repo, &["log", "--format=%B%x00", &format!("{onto}..{new}")]);
+        assert_eq!(msgs.matches("Swarm-Task: t-1\nSwarm-Epoch: 1\n").count(), 2, "{msgs}");
+        assert!(msgs.contains("Signed-off-by: T <t@t>\nSwarm-Task: t-1\nSwarm-Epoch: 1"), "{msgs}");
+        assert_eq!(git(&repo, &["fsck", "--no-progress", "--no-dangling"]), "");
+        // A path changed on both sides is not for the fast path.
+        git(&repo, &["checkout", "-q", "--detach", &base]);
+        write("d/keep.txt", "mine\n");
+        git(&repo, &["commit", "-q", "-am", "overlap"]);
+        let overlap = git(&repo, &["rev-parse", "HEAD"]);
+        let store = Store::open(&repo.join(".git")).expect("open");
+        assert_eq!(
+            rebase_in_process(&store, oid(&onto), oid(&base), oid(&overlap), "t-2", 1, &who, now).expect("ok"),
+            None
+        );
+        // A file added to a folder that the other side renamed away: git stops there, so does the fast path.
+        git(&repo, &["checkout", "-q", "--detach", &onto]);
+        git(&repo, &["mv", "d", "e"]);
+        git(&repo, &["commit", "-q", "-m", "rename d"]);
+        let renamed = git(&repo, &["rev-parse", "HEAD"]);
+        git(&repo, &["checkout", "-q", "--detach", &onto]);
+        write("d/added.txt", "a\n");
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "add to d"]);
+        let added = git(&repo, &["rev-parse", "HEAD"]);
+        let store = Store::open(&repo.join(".git")).expect("open");
+        assert_eq!(
+            rebase_in_process(&store, oid(&renamed), oid(&onto), oid(&added), "t-3", 1, &who, now).expect("ok"),
+            None
+        );
+        // A file name that is not UTF-8 is left to git (which keeps its bytes).
+        git(&repo, &["checkout", "-q", "--detach", &onto]);
+        let odd = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"caf\xe9.txt");
+        std::fs::write(repo.join(odd), "x").expect("write");
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "odd name"]);
+        let odd_commit = git(&repo, &["rev-parse", "HEAD"]);
+        let store = Store::open(&repo.join(".git")).expect("open");
+        assert_eq!(
+            rebase_in_process(&store, oid(&renamed), oid(&onto), oid(&odd_commit), "t-4", 1, &who, now).expect("ok"),
+            None
+        );
+    }
+}

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use git_swarm::escape::line;
-use git_swarm::fleet::budget;
-use git_swarm::fleet::install::sh_word;
-use git_swarm::gitlab::api::{ApiError, Client, validate_source};
-use git_swarm::gitlab::pipeline::{self, MAX_WORKERS, Options, PUSH_TOKEN};
-use git_swarm::gitlab::{CI_FILE, DEFAULT_API_URL, INCLUDE_FILE, Project, RemoteProject};
+use crate::escape::line;
+use crate::fleet::budget;
+use crate::fleet::install::sh_word;
+use crate::gitlab::api::{ApiError, Client, validate_source};
+use crate::gitlab::pipeline::{self, MAX_WORKERS, Options, PUSH_TOKEN};
+use crate::gitlab::{CI_FILE, DEFAULT_API_URL, INCLUDE_FILE, Project, RemoteProject};
 use serde_json::json;
 
 use super::{InstallArgs, install_source, pin_settings, warn_push_budget, write_generated};
@@ -163,7 +163,7 @@ pub(in crate::cli) fn run(ctx: &mut Ctx, a: GitlabArgs) -> CliResult<()> {
     let hints: &[&str] = if a.include { &[] } else { &[hint] };
     let (shown, written) = write_generated(ctx, Path::new(&o.path), &text, a.force, "pipeline", hints)?;
     if a.include {
-        let top = git_swarm::discover(ctx.dir()).ok().and_then(|r| r.workdir().map(Path::to_path_buf));
+        let top = crate::repo::discover(ctx.dir()).ok().and_then(|r| r.workdir().map(Path::to_path_buf));
         let main = top.map(|t| std::fs::read_to_string(t.join(CI_FILE)).unwrap_or_default()).unwrap_or_default();
         if !main.contains(INCLUDE_FILE) {
             ctx.out.note(format!(
@@ -196,7 +196,7 @@ pub(in crate::cli) fn run(ctx: &mut Ctx, a: GitlabArgs) -> CliResult<()> {
 fn project_of(ctx: &Ctx, flag: Option<&str>) -> CliResult<(Project, String)> {
     let env_api = std::env::var("GITLAB_API_URL").ok().filter(|v| !v.trim().is_empty());
     let remote = ctx.remote_cli().unwrap_or_else(|| "origin".into());
-    let url = git_swarm::discover(ctx.dir())
+    let url = crate::repo::discover(ctx.dir())
         .ok()
         .and_then(|r| r.config_snapshot().string(format!("remote.{remote}.url").as_str()).map(|u| u.to_string()))
         .unwrap_or_else(|| remote.clone());
@@ -212,7 +212,7 @@ fn project_of(ctx: &Ctx, flag: Option<&str>) -> CliResult<(Project, String)> {
         None => Err(CliError::usage(format!(
             "cannot tell the GitLab project: the remote '{}' is {}, not the URL of a project on a GitLab server",
             line(&remote),
-            line(&git_swarm::secrets::redact(&url))
+            line(&crate::secrets::redact(&url))
         ))
         .hint("name it with --project group/name (or its numeric id), and the server with GITLAB_API_URL")),
     }
