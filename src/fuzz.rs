@@ -205,7 +205,7 @@ impl Fixture {
         };
         op("add the dependency", &|b, a| add(b, a, DEP, vec![]));
         op("claim it", &|b, a| ops::claim(b, a, Some(DEP), Kind::Work, LEASE, None).map(|r| r.0));
-        op("finish it", &|b, a| ops::done(b, a, DEP, None, None, Some("ok".into())).map(|r| r.0));
+        op("finish it", &|b, a| ops::done(b, a, DEP, None, None, Some("ok".into()), None).map(|r| r.0));
         op("add the healthy task", &|b, a| add(b, a, GOOD, vec![DEP.into()]));
         let base = swarm.tip().expect("read the tip").expect("the swarm exists");
         let (base_tree, tasks_tree) = {

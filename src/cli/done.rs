@@ -26,7 +26,7 @@ pub fn run(ctx: &mut Ctx, args: DoneArgs) -> CliResult<()> {
         None => None,
     };
     let swarm = ctx.holder_op(&args.id, args.epoch, "done", |board, actor, epoch| {
-        ops::done(board, actor, &args.id, epoch, commit.map(|c| c.to_string()), args.note.clone())
+        ops::done(board, actor, &args.id, epoch, commit.map(|c| c.to_string()), args.note.clone(), None)
     })?;
     if let Some(c) = commit {
         warn_unless_on_target(ctx, &swarm, c);

@@ -21,7 +21,7 @@ pub fn run(ctx: &mut Ctx, args: FailArgs) -> CliResult<()> {
         return Err(CliError::usage("fail: --reason is empty"));
     }
     ctx.holder_op(&args.id, args.epoch, "failed", |board, actor, epoch| {
-        ops::fail(board, actor, &args.id, epoch, args.reason.clone())
+        ops::fail(board, actor, &args.id, epoch, ops::Failing::because(args.reason.clone()))
     })
     .map(drop)
 }

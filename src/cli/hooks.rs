@@ -385,7 +385,7 @@ fn renew(ctx: &mut Ctx, id: &str) -> CliResult<()> {
             return Ok((Change::default(), ()));
         }
         let actor = Actor { agent: agent.to_string(), now };
-        ops::renew(board, &actor, Some(id), epoch, lease).map(|(ch, _)| (ch, ()))
+        ops::renew(board, &actor, Some(id), epoch, lease, None).map(|(ch, _)| (ch, ()))
     })?;
     Ok(())
 }

@@ -14,6 +14,8 @@ pub struct ReleaseArgs {
 }
 
 pub fn run(ctx: &mut Ctx, args: ReleaseArgs) -> CliResult<()> {
-    ctx.holder_op(&args.id, args.epoch, "released", |board, actor, epoch| ops::release(board, actor, &args.id, epoch))
-        .map(drop)
+    ctx.holder_op(&args.id, args.epoch, "released", |board, actor, epoch| {
+        ops::release(board, actor, &args.id, epoch, None)
+    })
+    .map(drop)
 }

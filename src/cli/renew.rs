@@ -33,7 +33,7 @@ pub fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };
-        ops::renew(&snap.board, &actor, args.id.as_deref(), epoch, lease)
+        ops::renew(&snap.board, &actor, args.id.as_deref(), epoch, lease, None)
     })?;
     if c.value.is_empty() {
         ctx.out.line(format!("{agent} holds no claims; nothing to renew"));

@@ -527,9 +527,9 @@ impl Runner<'_> {
             ..self.retry.clone()
         };
         let usage = self.spent.of(task, epoch);
-        match self.transact_with(&unpaced, |snap, actor| {
-            ops::renew_reporting(&snap.board, actor, &id, Some(epoch), lease, usage)
-        }) {
+        match self
+            .transact_with(&unpaced, |snap, actor| ops::renew(&snap.board, actor, Some(&id), Some(epoch), lease, usage))
+        {
             Ok(c) => match c.value.first().and_then(|t| t.claim.as_ref()) {
                 Some(cl) => {
                     *until = cl.lease_until;
@@ -546,7 +546,7 @@ impl Runner<'_> {
     pub fn release(&mut self, task: &str, epoch: u64) {
         let id = task.to_string();
         let usage = self.spent.of(task, epoch);
-        match self.transact(|snap, actor| ops::release_reporting(&snap.board, actor, &id, Some(epoch), usage)) {
+        match self.transact(|snap, actor| ops::release(&snap.board, actor, &id, Some(epoch), usage)) {
             Ok(_) => {
                 self.spent.forget(task, epoch);
                 self.emit(Event::Released { task: id })

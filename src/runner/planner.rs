@@ -525,7 +525,13 @@ fn fail_round(r: &mut Runner<'_>, id: &str, epoch: u64, for_good: bool, reason: 
     let usage = r.spent.of(id, epoch);
     r.spent.forget(id, epoch);
     let res = r.transact(|snap, actor| {
-        ops::fail_reporting(&snap.board, actor, id, Some(epoch), reason.clone(), usage, for_good, None)
+        ops::fail(
+            &snap.board,
+            actor,
+            id,
+            Some(epoch),
+            ops::Failing { reason: reason.clone(), usage: usage, for_good: for_good, kept: None },
+        )
     });
     match res {
         Ok(c) => {
@@ -630,9 +636,7 @@ fn stop_at_round_limit(
 ) -> Result<RoundEnd, RunError> {
     let (id, epoch) = (round.id.as_str(), round.epoch);
     let note = format!("stopped after {rounds} rounds (run.plan_rounds)");
-    match r.transact(|snap, actor| {
-        ops::done_reporting(&snap.board, actor, id, Some(epoch), None, Some(note.clone()), usage)
-    }) {
+    match r.transact(|snap, actor| ops::done(&snap.board, actor, id, Some(epoch), None, Some(note.clone()), usage)) {
         Ok(_) => {
             r.emit(Event::PlanDone { plan: id.to_string(), rounds });
             stats.plans_done += 1;

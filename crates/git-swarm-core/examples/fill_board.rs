@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let commit = format!("{:040x}", n);
         swarm.transact(&retry, &who, &clock, |snap, now| {
             let note = Some(format!("Finished task {n}: what the next planner should know."));
-            ops::done(&snap.board, &Actor { agent: agent.into(), now }, &id, None, Some(commit.clone()), note)
+            ops::done(&snap.board, &Actor { agent: agent.into(), now }, &id, None, Some(commit.clone()), note, None)
         })?;
         written += 3;
     }

@@ -8,10 +8,135 @@ use std::time::Duration;
 
 use gix::ObjectId;
 
-use super::{Actor, Board, Change, DomainError};
+use super::*;
 use crate::model::{Kind, Task};
 use crate::time::Timestamp;
 use crate::usage::Limit;
+
+/// Claim `id`, or the best ready task of `kind`. Claiming a task I already hold (live) renews it, if `epoch` (the
+/// epoch I believe I hold, when known) agrees.
+///
+/// A claim without id first records expired claims whose attempts are spent as failed; when nothing is ready
+/// after that, the change holds just those (and the task is `None`), so that nothing stays stuck.
+pub fn claim(
+    board: &Board,
+    actor: &Actor,
+    id: Option<&str>,
+    kind: Kind,
+    lease: Duration,
+    epoch: Option<u64>,
+) -> Result<(Change, Option<Task>), DomainError> {
+    let now = actor.now;
+    let mut writes = Vec::new();
+    let mut removes = Vec::new();
+    let stored = match id {
+        Some(id) => {
+            let s = get(board, id)?;
+            let t = &s.task;
+            if t.status.is_final() {
+                return Err(DomainError::Final { id: t.id.clone(), status: t.status });
+            }
+            if let Some(c) = &t.claim {
+                // My own live claim: claiming again is a renewal (same epoch). My own expired claim is taken over
+                // like anyone's, with a new epoch, so that a stale process of mine is fenced off too.
+                if c.agent == actor.agent && c.lease_until > now {
+                    let mut removes = vec![];
+                    return renew_one(board, s, actor, epoch, lease, &mut removes).map(|(w, t)| {
+                        (change("claim", actor, &t, format!("claim {} again", t.id), vec![w], removes), Some(t))
+                    });
+                }
+                if c.lease_until > now {
+                    return Err(DomainError::ClaimedByOther {
+                        id: t.id.clone(),
+                        agent: c.agent.clone(),
+                        until: c.lease_until,
+                    });
+                }
+                if t.attempts.saturating_add(1) >= board.config.max_attempts {
+                    return Err(DomainError::AttemptsExhausted {
+                        id: t.id.clone(),
+                        attempts: t.attempts.saturating_add(1),
+                    });
+                }
+            }
+            let waiting = waiting_on(board, t);
+            if !waiting.is_empty() {
+                return Err(DomainError::DepsNotDone { id: t.id.clone(), waiting });
+            }
+            s
+        }
+        None => {
+            // A board read for this very choice holds every task it touches (`Store::read_next`).
+            if board.picked.map(|(k, _)| k) != Some(kind) {
+                whole(board, "a claim of the next ready task")?;
+            }
+            // Expired claims whose attempts are spent cannot be taken; the first claim that passes them by records
+            // them as failed so that nothing stays stuck.
+            for s in board.tasks.values() {
+                let t = &s.task;
+                if t.kind == kind && spent(&Pickable::of(t), board.config.max_attempts, now) {
+                    let mut t = t.clone();
+                    expire(&mut t, now);
+                    t.status = Status::Failed;
+                    writes.push(place(board, t, &s.path, &mut removes));
+                }
+            }
+            match ready(board, kind, now).into_iter().next() {
+                Some(best) => get(board, &best.id)?,
+                None if writes.is_empty() => return Err(DomainError::NothingReady { kind }),
+                None => {
+                    let summary = format!("fail {} expired claims with no attempts left", writes.len());
+                    let ch = Change {
+                        op: "sweep",
+                        agent: actor.agent.clone(),
+                        task: writes.first().map(|w| w.task.id.clone()),
+                        epoch: None,
+                        summary,
+                        writes,
+                        removes,
+                        ..Default::default()
+                    };
+                    return Ok((ch, None));
+                }
+            }
+        }
+    };
+    let mut t = stored.task.clone();
+    if t.expired_claim(now).is_some() {
+        expire(&mut t, now);
+    }
+    t.epoch = next_epoch(&t)?;
+    t.status = Status::Claimed;
+    t.claim = Some(Claim { agent: actor.agent.clone(), epoch: t.epoch, lease_until: now.plus(lease).ceil_secs() });
+    writes.push(place(board, t.clone(), &stored.path, &mut removes));
+    let summary = format!("claim {}: {}", t.id, subject(&t.title));
+    Ok((change("claim", actor, &t, summary, writes, removes), Some(t)))
+}
+
+/// The epoch of the next claim of `t`, unless epochs have run out (only a hand-made file gets there).
+pub(crate) fn next_epoch(t: &Task) -> Result<u64, DomainError> {
+    t.epoch.checked_add(1).filter(|e| *e <= MAX_EPOCH).ok_or(DomainError::EpochExhausted { id: t.id.clone() })
+}
+
+/// Record that the claim of `t` ran out without a result: one attempt spent.
+pub(crate) fn expire(t: &mut Task, now: Timestamp) {
+    if let Some(c) = t.claim.take() {
+        t.attempts = t.attempts.saturating_add(1);
+        // What the attempt reported before its holder went away is kept; what it never reported is lost.
+        let usage = t.claim_usage.take();
+        t.usage = crate::usage::plus(t.usage, usage);
+        t.failures.push(Failure {
+            agent: c.agent,
+            epoch: c.epoch,
+            at: now,
+            reason: format!("lease expired at {}", c.lease_until),
+            usage,
+            kept: None,
+        });
+    }
+    t.claim_usage = None;
+    t.status = Status::Open;
+}
 
 /// What a worker's claim found.
 #[derive(Debug, Clone)]

@@ -52,12 +52,18 @@ pub fn finish(board: &Board, actor: &Actor, f: &Finish<'_>) -> Result<(Change, F
         Outcome::Done { code } => {
             let code = code.map(str::to_string);
             let note = f.note.map(first_line);
-            let (ch, t) = super::done_reporting(board, actor, f.id, Some(f.epoch), code, note, f.usage)?;
+            let (ch, t) = super::done(board, actor, f.id, Some(f.epoch), code, note, f.usage)?;
             (ch, t, None)
         }
         Outcome::Failed { reason, for_good, kept } => {
             let (reason, kept) = (reason.to_string(), kept.map(str::to_string));
-            let (ch, t) = super::fail_reporting(board, actor, f.id, Some(f.epoch), reason, f.usage, for_good, kept)?;
+            let (ch, t) = super::fail(
+                board,
+                actor,
+                f.id,
+                Some(f.epoch),
+                super::Failing { reason: reason, usage: f.usage, for_good: for_good, kept: kept },
+            )?;
             (ch, t, Some(f.id))
         }
     };

@@ -384,7 +384,7 @@ pub fn plan_round(
         }
         Some(_) => {
             let note = format!("planned in {n} round(s)");
-            let (ch, _) = super::done_reporting(board, actor, id, Some(round.epoch), None, Some(note), round.usage)?;
+            let (ch, _) = super::done(board, actor, id, Some(round.epoch), None, Some(note), round.usage)?;
             return Ok((ch, Proposed::Nothing));
         }
         None => return Ok((Change { agent: actor.agent.clone(), ..Change::default() }, Proposed::NoBlock)),
@@ -393,7 +393,7 @@ pub fn plan_round(
     let (fresh, repeats) = without_repeats(board, round.full, id, proposals);
     if fresh.is_empty() && filed_by_cli == 0 {
         let note = format!("planned in {n} round(s); the last proposed only what the plan has");
-        let (ch, _) = super::done_reporting(board, actor, id, Some(round.epoch), None, Some(note), round.usage)?;
+        let (ch, _) = super::done(board, actor, id, Some(round.epoch), None, Some(note), round.usage)?;
         return Ok((ch, Proposed::Repeats(repeats)));
     }
     let (news, extra) = to_new_tasks(board, id, &fresh, round.plans_allowed, mint)?;

@@ -533,12 +533,12 @@ impl Swarm {
                 }
             }
             Op::Finish => {
-                let (ch, _) = ops::done(&board, &actor, &held_id(), epoch, Some("c0de".into()), None)?;
+                let (ch, _) = ops::done(&board, &actor, &held_id(), epoch, Some("c0de".into()), None, None)?;
                 ops::land::then_claim(&board, &actor, ch, !seen_stop, lease, None)
             }
             Op::Fail => {
                 let id = held_id();
-                let (ch, _) = ops::fail(&board, &actor, &id, epoch, "the agent failed".into())?;
+                let (ch, _) = ops::fail(&board, &actor, &id, epoch, ops::Failing::because("the agent failed"))?;
                 ops::land::then_claim(&board, &actor, ch, !seen_stop, lease, Some(&id))
             }
             Op::Verdict => {
@@ -570,10 +570,10 @@ impl Swarm {
                 (ch, None)
             }
             Op::Renew => {
-                let (ch, tasks) = ops::renew(&board, &actor, Some(&held_id()), epoch, lease)?;
+                let (ch, tasks) = ops::renew(&board, &actor, Some(&held_id()), epoch, lease, None)?;
                 (ch, tasks.into_iter().next())
             }
-            Op::Release => (ops::release(&board, &actor, &held_id(), epoch)?.0, None),
+            Op::Release => (ops::release(&board, &actor, &held_id(), epoch, None)?.0, None),
             Op::Add => {
                 // Every attempt mints afresh, from the same sequence: a re-applied add draws an id that is not on
                 // the board yet, as `mint_id` (random) would.

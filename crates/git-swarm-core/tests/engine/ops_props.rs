@@ -436,13 +436,13 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
         }
         // Holders report what their attempt spent on some ops (a runner's report grows with time: the step).
         Concrete::Renew { id: Some(id), epoch, lease, .. } if step.is_multiple_of(2) => {
-            ops::renew_reporting(board, &actor, id, *epoch, *lease, spent(step))
+            ops::renew(board, &actor, Some(id), *epoch, *lease, spent(step))
         }
-        Concrete::Renew { id, epoch, lease, .. } => ops::renew(board, &actor, id.as_deref(), *epoch, *lease),
+        Concrete::Renew { id, epoch, lease, .. } => ops::renew(board, &actor, id.as_deref(), *epoch, *lease, None),
         Concrete::Release { id, epoch, .. } => {
-            ops::release_reporting(board, &actor, id, *epoch, spent(step)).map(|(c, t)| (c, vec![t]))
+            ops::release(board, &actor, id, *epoch, spent(step)).map(|(c, t)| (c, vec![t]))
         }
-        Concrete::Done { id, epoch, .. } => ops::done_reporting(
+        Concrete::Done { id, epoch, .. } => ops::done(
             board,
             &actor,
             id,
@@ -452,10 +452,14 @@ fn run(board: &Board, op: &Concrete, now: Timestamp, step: usize) -> Outcome {
             spent(step),
         )
         .map(|(c, t)| (c, vec![t])),
-        Concrete::Fail { id, epoch, .. } => {
-            ops::fail_reporting(board, &actor, id, *epoch, format!("broke at step {step}"), spent(step), false, None)
-                .map(|(c, t)| (c, vec![t]))
-        }
+        Concrete::Fail { id, epoch, .. } => ops::fail(
+            board,
+            &actor,
+            id,
+            *epoch,
+            ops::Failing { reason: format!("broke at step {step}"), usage: spent(step), for_good: false, kept: None },
+        )
+        .map(|(c, t)| (c, vec![t])),
         Concrete::Plan { id, epoch, proposals, before, full, .. } => {
             let round = git_swarm_core::ops::plan::PlanRound {
                 plan: id,

@@ -105,8 +105,8 @@ impl Fixture {
                     .0
                 }
                 Step::Claim(i) => ops::claim(b, a, Some(&id(*i)?), Kind::Work, Duration::from_secs(600), None)?.0,
-                Step::Done(i) => ops::done(b, a, &id(*i)?, None, None, None)?.0,
-                Step::Fail(i) => ops::fail(b, a, &id(*i)?, None, "no".into())?.0,
+                Step::Done(i) => ops::done(b, a, &id(*i)?, None, None, None, None)?.0,
+                Step::Fail(i) => ops::fail(b, a, &id(*i)?, None, ops::Failing::because("no"))?.0,
                 Step::Cancel(i) => ops::cancel(b, a, &[id(*i)?], "not needed"),
                 Step::Back(_) => unreachable!(),
             };

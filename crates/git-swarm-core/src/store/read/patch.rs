@@ -16,7 +16,7 @@ use crate::state::{Closed, Stored};
 
 /// The task maps of the last clean read of one scope (every task, or the live ones), and the `tasks/` tree read.
 #[derive(Debug, Clone)]
-pub(super) struct LastRead {
+pub(in crate::store) struct LastRead {
     pub tree: ObjectId,
     pub tasks: imbl::OrdMap<String, Stored>,
     pub closed: imbl::OrdMap<String, Closed>,
