@@ -106,13 +106,6 @@ impl Store {
     }
 }
 
-/// The layout the ops write, checked so that an op by id can look its task up instead of walking every name: under
-/// `tasks/`, shard folders (`state::shard`) holding `<id>.toml` files of ids of that shard, and `done/`, `failed/`,
-/// `cancelled/` holding such shard folders. Files that are not `.toml` (which every read skips) may sit anywhere;
-/// anything else — a flat task file, another folder, a misplaced id, a link, a name that is no id — is not
-/// canonical, and reads of that board walk every name. Verdicts are kept by tree id (content: invariant 7), so a
-/// tree is checked once, and a new one against the last checked ancestor: only the folders that changed.
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -62,7 +62,7 @@ pub fn finish(board: &Board, actor: &Actor, f: &Finish<'_>) -> Result<(Change, F
                 actor,
                 f.id,
                 Some(f.epoch),
-                super::Failing { reason: reason, usage: f.usage, for_good: for_good, kept: kept },
+                super::Failing { reason, usage: f.usage, for_good, kept },
             )?;
             (ch, t, Some(f.id))
         }
