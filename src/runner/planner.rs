@@ -530,7 +530,7 @@ fn fail_round(r: &mut Runner<'_>, id: &str, epoch: u64, for_good: bool, reason: 
             actor,
             id,
             Some(epoch),
-            ops::Failing { reason: reason.clone(), usage: usage, for_good: for_good, kept: None },
+            ops::Failing { reason: reason.clone(), usage, for_good, kept: None },
         )
     });
     match res {
