@@ -7,7 +7,12 @@
 
 pub mod html;
 pub mod live;
+mod read;
+mod series;
 pub mod serve;
+
+pub use read::{Loaded, RefWatch};
+use series::*;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -292,13 +297,88 @@ pub struct Input<'a> {
     pub local: &'a [crate::runner::status::LocalRun],
 }
 
-/// The ops of one log entry: the commit's own, then those folded into it (a landing that also claimed; the
-/// landings and claims of other agents in a batch, each with its own agent).
-fn ops_of(e: &LogEntry) -> impl Iterator<Item = (&str, Option<&str>, Option<u64>, Option<&str>)> {
-    let first = e.op.as_deref().map(|op| (op, e.task.as_deref(), e.epoch, e.agent.as_deref()));
-    first.into_iter().chain(e.also.iter().map(|(op, task, epoch, agent)| {
-        (op.as_str(), task.as_deref(), *epoch, agent.as_deref().or(e.agent.as_deref()))
-    }))
+/// The holders, the tree's nodes and the failures of every task read (`since`: when each claim began, from the
+/// log).
+fn tasks_of(
+    input: &Input<'_>,
+    since: &HashMap<(&str, u64), Timestamp>,
+) -> (Vec<Holder>, Vec<TaskNode>, Failures, Vec<FailureView>) {
+    let (board, now) = (&input.snapshot.board, input.now);
+    let mut holders = Vec::new();
+    let mut tasks = Vec::new();
+    let mut failures = Failures::default();
+    let mut recent = Vec::new();
+    for s in board.tasks.values() {
+        let t = &s.task;
+        let claim = t.claim.as_ref().filter(|_| t.status == Status::Claimed);
+        if let Some(c) = claim {
+            holders.push(Holder {
+                agent: c.agent.clone(),
+                task: t.id.clone(),
+                title: t.title.clone(),
+                epoch: c.epoch,
+                kind: t.kind,
+                since: since.get(&(t.id.as_str(), c.epoch)).copied(),
+                until: c.lease_until,
+                expired: c.lease_until <= now,
+                usage: t.claim_usage,
+                fleet: fleet_of(&c.agent).to_string(),
+                run: input
+                    .local
+                    .iter()
+                    .find(|l| l.live.agent == c.agent && l.live.task == t.id && l.live.epoch == c.epoch)
+                    .map(|l| HolderRun {
+                        phase: l.live.phase.as_str(),
+                        phase_since: l.live.phase_since,
+                        started: l.live.started,
+                        timeout_secs: l.live.timeout_secs,
+                        last_line: l.last_line.clone(),
+                    }),
+            });
+        }
+        if t.status == Status::Failed {
+            failures.tasks_failed += 1;
+        }
+        failures.attempts_failed += t.failures.len();
+        for f in &t.failures {
+            recent.push(FailureView {
+                task: t.id.clone(),
+                title: t.title.clone(),
+                agent: f.agent.clone(),
+                epoch: f.epoch,
+                at: f.at,
+                reason: f.reason.clone(),
+            });
+        }
+        tasks.push(TaskNode {
+            id: t.id.clone(),
+            title: t.title.clone(),
+            kind: t.kind,
+            status: t.status,
+            parent: t.parent.clone(),
+            deps: t.deps.clone(),
+            priority: t.priority,
+            holder: claim.map(|c| c.agent.clone()),
+            attempts: t.attempts,
+            usage: t.spent(),
+        });
+    }
+    for (id, c) in &board.closed {
+        failures.tasks_failed += usize::from(c.status == Status::Failed);
+        tasks.push(TaskNode {
+            id: id.clone(),
+            title: String::new(),
+            kind: Kind::Work,
+            status: c.status,
+            parent: None,
+            deps: vec![],
+            priority: 0,
+            holder: None,
+            attempts: 0,
+            usage: None,
+        });
+    }
+    (holders, tasks, failures, recent)
 }
 
 impl BoardView {
@@ -323,80 +403,7 @@ impl BoardView {
         let since: HashMap<(&str, u64), Timestamp> =
             timeline.iter().filter_map(|s| Some(((s.task.as_str(), s.epoch?), s.start))).collect();
 
-        let mut holders = Vec::new();
-        let mut tasks = Vec::new();
-        let mut failures = Failures::default();
-        let mut recent = Vec::new();
-        for s in board.tasks.values() {
-            let t = &s.task;
-            let claim = t.claim.as_ref().filter(|_| t.status == Status::Claimed);
-            if let Some(c) = claim {
-                holders.push(Holder {
-                    agent: c.agent.clone(),
-                    task: t.id.clone(),
-                    title: t.title.clone(),
-                    epoch: c.epoch,
-                    kind: t.kind,
-                    since: since.get(&(t.id.as_str(), c.epoch)).copied(),
-                    until: c.lease_until,
-                    expired: c.lease_until <= now,
-                    usage: t.claim_usage,
-                    fleet: fleet_of(&c.agent).to_string(),
-                    run: input
-                        .local
-                        .iter()
-                        .find(|l| l.live.agent == c.agent && l.live.task == t.id && l.live.epoch == c.epoch)
-                        .map(|l| HolderRun {
-                            phase: l.live.phase.as_str(),
-                            phase_since: l.live.phase_since,
-                            started: l.live.started,
-                            timeout_secs: l.live.timeout_secs,
-                            last_line: l.last_line.clone(),
-                        }),
-                });
-            }
-            if t.status == Status::Failed {
-                failures.tasks_failed += 1;
-            }
-            failures.attempts_failed += t.failures.len();
-            for f in &t.failures {
-                recent.push(FailureView {
-                    task: t.id.clone(),
-                    title: t.title.clone(),
-                    agent: f.agent.clone(),
-                    epoch: f.epoch,
-                    at: f.at,
-                    reason: f.reason.clone(),
-                });
-            }
-            tasks.push(TaskNode {
-                id: t.id.clone(),
-                title: t.title.clone(),
-                kind: t.kind,
-                status: t.status,
-                parent: t.parent.clone(),
-                deps: t.deps.clone(),
-                priority: t.priority,
-                holder: claim.map(|c| c.agent.clone()),
-                attempts: t.attempts,
-                usage: t.spent(),
-            });
-        }
-        for (id, c) in &board.closed {
-            failures.tasks_failed += usize::from(c.status == Status::Failed);
-            tasks.push(TaskNode {
-                id: id.clone(),
-                title: String::new(),
-                kind: Kind::Work,
-                status: c.status,
-                parent: None,
-                deps: vec![],
-                priority: 0,
-                holder: None,
-                attempts: 0,
-                usage: None,
-            });
-        }
+        let (mut holders, mut tasks, mut failures, mut recent) = tasks_of(input, &since);
         tasks.sort_by(|a, b| a.id.cmp(&b.id));
         holders.sort_by(|a, b| (&a.fleet, &a.agent, &a.task).cmp(&(&b.fleet, &b.agent, &b.task)));
         recent.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.task.cmp(&b.task)));
@@ -456,307 +463,6 @@ impl BoardView {
     /// The count of one status.
     pub fn count(&self, status: Status) -> usize {
         self.counts.get(status.as_str()).copied().unwrap_or(0)
-    }
-}
-
-/// Is this op a landing / a failed attempt?
-fn is_landing(op: &str) -> bool {
-    op == "done"
-}
-
-fn is_failure(op: &str) -> bool {
-    op == "fail"
-}
-
-/// Landings in each of the last `minutes` minutes before `now`, oldest first.
-fn per_minute(log: &[LogEntry], now: Timestamp, minutes: usize) -> Vec<u64> {
-    let mut out = vec![0u64; minutes];
-    for e in log {
-        let n = ops_of(e).filter(|(op, ..)| is_landing(op)).count() as u64;
-        if n == 0 || e.time > now {
-            // A commit from a clock ahead of ours counts in the newest minute.
-            if n > 0
-                && let Some(last) = out.last_mut()
-            {
-                *last += n;
-            }
-            continue;
-        }
-        let ago = (now.0 - e.time.0) / 60_000;
-        if let Ok(ago) = usize::try_from(ago)
-            && ago < minutes
-        {
-            out[minutes - 1 - ago] += n;
-        }
-    }
-    out
-}
-
-/// The seconds a landing rate is taken over: `minutes`, or the time since the first op of the swarm when the log
-/// holds it (not truncated) and it is younger; at least one second.
-fn rate_window(log: &[LogEntry], truncated: bool, now: Timestamp, minutes: usize) -> u64 {
-    let full = minutes as u64 * 60;
-    if full == 0 {
-        return 0;
-    }
-    let first = if truncated { None } else { log.iter().map(|e| e.time).min() };
-    match first {
-        Some(t) if t < now => (now.0 - t.0).div_ceil(1000).clamp(1, full),
-        Some(_) => 1,
-        None => full,
-    }
-}
-
-/// A bucket width of a round number of seconds, so that `buckets` of them cover `span` seconds.
-fn bucket_width(span: u64, buckets: usize) -> u64 {
-    const STEPS: [u64; 14] = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200];
-    let want = span.div_ceil(buckets.max(1) as u64).max(1);
-    STEPS.iter().copied().find(|s| *s >= want).unwrap_or_else(|| want.div_ceil(3600) * 3600)
-}
-
-/// Landings and failed attempts per bucket, from the oldest op read to `now`.
-fn throughput(log: &[LogEntry], now: Timestamp, buckets: usize) -> Throughput {
-    let Some(first) = log.iter().map(|e| e.time).min() else {
-        return Throughput::default();
-    };
-    let last = log.iter().map(|e| e.time).max().unwrap_or(first).max(now);
-    let width = bucket_width(last.secs().saturating_sub(first.secs()) + 1, buckets);
-    let start = first.secs() / width * width;
-    let n = usize::try_from((last.secs() - start) / width + 1).unwrap_or(1);
-    let mut out: Vec<Bucket> =
-        (0..n as u64).map(|i| Bucket { start: Timestamp::from_secs(start + i * width), done: 0, failed: 0 }).collect();
-    for e in log {
-        let Some(b) = usize::try_from((e.time.secs().saturating_sub(start)) / width).ok().and_then(|i| out.get_mut(i))
-        else {
-            continue;
-        };
-        for (op, ..) in ops_of(e) {
-            b.done += u64::from(is_landing(op));
-            b.failed += u64::from(is_failure(op));
-        }
-    }
-    Throughput { bucket_secs: width, buckets: out }
-}
-
-/// Claim segments from the log (oldest op first): a `claim` opens one for its task; the holder's `done`, `fail`,
-/// `release`, a `cancel`, a `sweep`, or the next claim of the task (a takeover) ends it. A segment the log leaves
-/// open is `held` when the snapshot still has the task claimed under that epoch.
-fn timeline(log: &[LogEntry], snap: &Snapshot, now: Timestamp) -> Vec<Segment> {
-    let mut done: Vec<Segment> = Vec::new();
-    let mut open: BTreeMap<String, Segment> = BTreeMap::new();
-    for e in log.iter().rev() {
-        for (op, task, epoch, agent) in ops_of(e) {
-            let agent = agent.unwrap_or_default().to_string();
-            let Some(task) = task else { continue };
-            let end = |outcome: Outcome, open: &mut BTreeMap<String, Segment>, done: &mut Vec<Segment>| {
-                if let Some(mut s) = open.remove(task) {
-                    s.end = Some(e.time);
-                    s.outcome = outcome;
-                    done.push(s);
-                }
-            };
-            match op {
-                "claim" => {
-                    if let Some(s) = open.get(task)
-                        && s.epoch == epoch
-                        && s.agent == agent
-                    {
-                        continue; // claiming again is a renewal
-                    }
-                    end(Outcome::Expired, &mut open, &mut done);
-                    open.insert(
-                        task.to_string(),
-                        Segment {
-                            agent: agent.clone(),
-                            task: task.to_string(),
-                            epoch,
-                            start: e.time,
-                            end: None,
-                            outcome: Outcome::Held,
-                        },
-                    );
-                }
-                "done" => end(Outcome::Done, &mut open, &mut done),
-                "fail" => end(Outcome::Failed, &mut open, &mut done),
-                "release" => end(Outcome::Released, &mut open, &mut done),
-                "cancel" => end(Outcome::Cancelled, &mut open, &mut done),
-                "sweep" => end(Outcome::Expired, &mut open, &mut done),
-                _ => {}
-            }
-        }
-    }
-    for (id, mut s) in open {
-        let claim =
-            snap.board.tasks.get(&id).and_then(|t| t.task.claim.as_ref().filter(|_| t.task.status == Status::Claimed));
-        match claim {
-            Some(c) if Some(c.epoch) == s.epoch || s.epoch.is_none() => {
-                if c.lease_until <= now {
-                    s.outcome = Outcome::Expired;
-                    s.end = Some(c.lease_until.max(s.start));
-                }
-            }
-            _ => {
-                s.outcome = Outcome::Unknown;
-                s.end = Some(s.start);
-            }
-        }
-        done.push(s);
-    }
-    done.sort_by(|a, b| (a.start, &a.agent, &a.task).cmp(&(b.start, &b.agent, &b.task)));
-    done
-}
-
-/// A board read from a swarm: the snapshot, the log and the last cycle, ready to be turned into a [`BoardView`]
-/// at any `now` (a live board redraws its clocks without reading again).
-pub struct Loaded {
-    pub snapshot: Snapshot,
-    pub log: Vec<LogEntry>,
-    pub log_truncated: bool,
-    pub cycle: Option<CycleRecord>,
-}
-
-impl Loaded {
-    /// Read the newest state of `swarm` (fetching it from a URL remote), every task (`full`) or the live ones, and
-    /// at most `log_limit` ops of the log.
-    pub fn read(swarm: &Swarm, full: bool, log_limit: usize) -> Result<Loaded, TxnError> {
-        let snapshot = swarm.read(full)?;
-        Loaded::at(swarm, snapshot, log_limit)
-    }
-
-    /// As [`Loaded::read`], from a snapshot already read.
-    pub fn at(swarm: &Swarm, snapshot: Snapshot, log_limit: usize) -> Result<Loaded, TxnError> {
-        // One more than asked tells whether the log goes further back.
-        let mut log = swarm.store().log(snapshot.commit, log_limit.saturating_add(1))?;
-        let log_truncated = log.len() > log_limit;
-        log.truncate(log_limit);
-        let cycle = crate::runner::last_cycle(swarm.store(), snapshot.commit);
-        Ok(Loaded { snapshot, log, log_truncated, cycle })
-    }
-
-    /// Move to a newer `snapshot` as [`Loaded::at`] would read it, reading only the ops of the log since this
-    /// one's (a live board that follows the ref: a few commits, not `log_limit`). A history that does not lead
-    /// back to this one's commit within `log_limit` (compacted, replaced) is read again up to `log_limit`. On an
-    /// error this stays as it was.
-    pub fn advance(&mut self, swarm: &Swarm, snapshot: Snapshot, log_limit: usize) -> Result<(), TxnError> {
-        let (mut log, met) =
-            swarm.store().log_until(snapshot.commit, Some(self.snapshot.commit), log_limit.saturating_add(1))?;
-        let mut log_truncated = log.len() > log_limit;
-        if met {
-            log_truncated |= self.log_truncated || log.len() + self.log.len() > log_limit;
-            log.append(&mut self.log);
-        }
-        log.truncate(log_limit);
-        self.cycle = crate::runner::last_cycle(swarm.store(), snapshot.commit);
-        self.snapshot = snapshot;
-        self.log = log;
-        self.log_truncated = log_truncated;
-        Ok(())
-    }
-
-    pub fn view(
-        &self,
-        swarm: &Swarm,
-        now: Timestamp,
-        opts: &Options,
-        local: &[crate::runner::status::LocalRun],
-    ) -> BoardView {
-        let input = Input {
-            local,
-            swarm: &swarm.name,
-            remote: &swarm.remote_label,
-            snapshot: &self.snapshot,
-            log: &self.log,
-            log_truncated: self.log_truncated,
-            cycle: self.cycle.clone(),
-            now,
-        };
-        BoardView::build(&input, opts)
-    }
-}
-
-/// Waits for the state ref of a swarm to move: file events on the remote's refs (loose ref files and
-/// `packed-refs`) when the remote is a local path reached in-process, else nothing to listen to (the caller
-/// polls: a fetch per interval).
-pub struct RefWatch {
-    _watcher: Option<notify::RecommendedWatcher>,
-    rx: Option<std::sync::mpsc::Receiver<()>>,
-}
-
-impl RefWatch {
-    pub fn new(swarm: &Swarm) -> RefWatch {
-        let (w, rx) = match swarm.remote.reach() {
-            Reach::Itself(store) | Reach::Path(store) => crate::runner::watch_refs(store.repo.common_dir()),
-            Reach::Transport => (None, None),
-        };
-        RefWatch { _watcher: w, rx }
-    }
-
-    /// Sleep until a file event or `max`; `true` when an event came. Without events this only sleeps.
-    pub fn wait(&self, max: Duration) -> bool {
-        match &self.rx {
-            Some(rx) => {
-                let got = rx.recv_timeout(max).is_ok();
-                // One change writes several files: take them all as one event.
-                while rx.try_recv().is_ok() {}
-                got
-            }
-            None => {
-                std::thread::sleep(max);
-                false
-            }
-        }
-    }
-}
-
-/// [`SpendView`] of a snapshot: the totals of `spend.toml`, and by agent and over time from the tasks' attempts.
-fn spend_view(snap: &Snapshot) -> SpendView {
-    let board = &snap.board;
-    let mut by_agent: BTreeMap<String, Usage> = BTreeMap::new();
-    let mut points: Vec<(Timestamp, Usage)> = Vec::new();
-    let mut add = |agent: &str, at: Option<Timestamp>, u: &Usage| {
-        let e = by_agent.entry(agent.to_string()).or_default();
-        *e = e.plus(u);
-        if let Some(at) = at {
-            points.push((at, *u));
-        }
-    };
-    for s in board.tasks.values() {
-        let t = &s.task;
-        let mut failed = Usage::default();
-        for f in &t.failures {
-            if let Some(u) = &f.usage {
-                add(&f.agent, Some(f.at), u);
-                failed = failed.plus(u);
-            }
-        }
-        // The attempt that finished the task: what its usage has beyond its failed attempts'.
-        if let (Some(r), Some(u)) = (&t.result, &t.usage) {
-            let rest = u.since(&failed);
-            if !rest.is_zero() {
-                add(r.agent.as_deref().unwrap_or("?"), r.at, &rest);
-            }
-        }
-        if let (Some(c), Some(u)) = (&t.claim, &t.claim_usage) {
-            add(&c.agent, None, u);
-        }
-    }
-    points.sort_by_key(|(at, _)| *at);
-    let mut sum = Usage::default();
-    let over_time = points
-        .into_iter()
-        .map(|(at, u)| {
-            sum = sum.plus(&u);
-            SpendPoint { at, tokens: sum.tokens(), cost_usd: sum.cost_usd.map(|c| c.dollars()) }
-        })
-        .collect();
-    SpendView {
-        total: board.spend.grand_total(),
-        by_role: board.spend.total.clone(),
-        cycle: board.cycle,
-        in_cycle: board.spend.cycle_total(board.cycle),
-        in_cycle_by_role: board.spend.of_cycle(board.cycle),
-        by_agent,
-        over_time,
     }
 }
 
