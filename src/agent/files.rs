@@ -1,5 +1,5 @@
 //! The one helper through which a runner touches a path an agent could have replaced (docs/security.md,
-//! *Containment*; invariant 39 of docs/architecture.md): its work tree, its run folder (the hand-off, a CLI's
+//! *Containment*; invariant 39 of docs/invariants.md): its work tree, its run folder (the hand-off, a CLI's
 //! last-message file, its chat history, its git directory), the report a check leaves.
 //!
 //! The agent controls what is at those paths. A symlink to `/dev/zero` would have the runner read gigabytes, a

@@ -8,7 +8,7 @@
 //! arrived meanwhile, who takes the next batch. An agent that waits answers the leader's questions about its own work
 //! (each rebase runs in the agent's own thread, on its own work tree and claim) and keeps its lease alive.
 //!
-//! What stays true of one landing stays true of a batch (docs/architecture.md, invariant 35): each task's code lands
+//! What stays true of one landing stays true of a batch (docs/invariants.md, invariant 35): each task's code lands
 //! with its own `done` in the same atomic update or not at all; a task whose rebase needs an agent (a conflict) leaves
 //! the batch and lands alone; a task whose claim is gone leaves it before anything is published; a batch that goes in
 //! doubt is settled by `txn` as one op (it either landed whole or not at all).

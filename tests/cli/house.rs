@@ -1,8 +1,8 @@
 //! The house rules that the compiler does not check. A `pub` function, constant or static of the library is one
 //! that something outside it names — the CLI (`src/cli`, `src/main.rs`), the tests or the examples; everything
 //! else is `pub(crate)`, so that a reader knows what the library offers and the compiler finds what nothing uses
-//! (docs/architecture.md). Types are left to the compiler: one that a public item's signature names must be `pub`
-//! (`private_interfaces`), whoever names it.
+//! (docs/invariants.md, invariant 33). Types are left to the compiler: one that a public item's signature names
+//! must be `pub` (`private_interfaces`), whoever names it.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -377,7 +377,7 @@ fn no_import_circle_in_either_crate() {
     );
 }
 
-/// The circles not yet taken apart (docs/architecture.md, "Import circles").
+/// The circles not yet taken apart (docs/architecture.md, "Rooms and their imports").
 const KNOWN_CIRCLES: &[&[&str]] = &[];
 
 #[test]
@@ -449,7 +449,7 @@ fn raw_calls(text: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// Invariant 39 (docs/architecture.md): the runner reads and writes a path an agent could have replaced only through
+/// Invariant 39 (docs/invariants.md): the runner reads and writes a path an agent could have replaced only through
 /// `agent::files` (no link followed, no FIFO waited on, bounded), and runs git only in its own state. Every other
 /// raw file or process call of the modules that handle what agents leave is audited here, file by file, with why
 /// its paths are the runner's own: a new one fails this test until it goes through the helper, or is audited.

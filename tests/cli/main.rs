@@ -9,6 +9,7 @@ mod chaos;
 mod contained;
 mod contract;
 mod conventions;
+mod docs_map;
 mod escape;
 mod fetch_repack;
 mod first_hour;
