@@ -241,30 +241,7 @@ impl Preset {
         let run = |file: &str| f.run_dir.join(file);
         let q = |p: &Path| sh_quote(&p.to_string_lossy());
         match self.name {
-            "claude" => {
-                // As root, Claude Code refuses --dangerously-skip-permissions unless IS_SANDBOX=1 declares a sandbox.
-                // Without it, the permission checks stay on and the tools a coding agent needs are allowed by name:
-                // `dontAsk` denies anything else instead of waiting for an answer nobody gives (2.1.85 and later;
-                // before, `acceptEdits`, which auto-approves edits in the work tree).
-                let perms = if !f.root || f.sandbox_declared {
-                    "--dangerously-skip-permissions".to_string()
-                } else {
-                    let mode =
-                        if f.version.as_ref().is_none_or(|v| v.at_least("2.1.85")) { "dontAsk" } else { "acceptEdits" };
-                    format!("--permission-mode {mode} --allowedTools {CLAUDE_TOOLS}")
-                };
-                // stream-json (which needs --verbose with -p): usage per message as the run goes, every model's and
-                // the price at the end.
-                Launch {
-                    exec: format!(
-                        "claude -p {perms} --add-dir {} --output-format stream-json --verbose",
-                        q(&f.run_dir)
-                    ),
-                    env: vec![],
-                    last_message: LastMessage::Hooks,
-                    report: Report::ClaudeStream,
-                }
-            }
+            "claude" => claude_launch(f),
             "codex" => {
                 // `--full-auto` is gone from current releases; `workspace-write` keeps `.git` (and a linked work
                 // tree's git directory) read-only by design, so an agent could never commit: the sandbox is off,
@@ -313,27 +290,7 @@ impl Preset {
                     report: Report::OpencodeEvents,
                 }
             }
-            "aider" => {
-                // --no-gitignore: aider would add `.aider*` to .gitignore, a change nobody asked for. Its history
-                // files go to the runner's folder, not into the work tree. Its token counts are the API's only
-                // without streaming (streamed, it counts with its own tokenizer); the analytics log (written
-                // locally, nothing sent with --analytics-disable) has them as numbers.
-                let history = run("aider.chat.md");
-                let analytics = run("aider.analytics.jsonl");
-                Launch {
-                    exec: format!(
-                        "aider --yes-always --no-check-update --no-show-model-warnings --no-gitignore \
-                         --analytics-disable --analytics-log {} --no-stream --chat-history-file {} \
-                         --input-history-file {} --message-file \"$GIT_SWARM_PROMPT_FILE\"",
-                        q(&analytics),
-                        q(&history),
-                        q(&run("aider.input.history"))
-                    ),
-                    env: vec![],
-                    last_message: LastMessage::AiderHistory(history),
-                    report: Report::AiderAnalytics(analytics),
-                }
-            }
+            "aider" => aider_launch(f),
             _ => Launch {
                 exec: "cursor-agent -p --force --output-format text \"$(cat \"$GIT_SWARM_PROMPT_FILE\")\"".into(),
                 env: vec![],
@@ -341,6 +298,54 @@ impl Preset {
                 report: Report::Nothing,
             },
         }
+    }
+}
+
+/// Claude Code's launch.
+fn claude_launch(f: &Facts) -> Launch {
+    let q = |p: &Path| sh_quote(&p.to_string_lossy());
+    // As root, Claude Code refuses --dangerously-skip-permissions unless IS_SANDBOX=1 declares a sandbox.
+    // Without it, the permission checks stay on and the tools a coding agent needs are allowed by name:
+    // `dontAsk` denies anything else instead of waiting for an answer nobody gives (2.1.85 and later;
+    // before, `acceptEdits`, which auto-approves edits in the work tree).
+    let perms = if !f.root || f.sandbox_declared {
+        "--dangerously-skip-permissions".to_string()
+    } else {
+        let mode = if f.version.as_ref().is_none_or(|v| v.at_least("2.1.85")) { "dontAsk" } else { "acceptEdits" };
+        format!("--permission-mode {mode} --allowedTools {CLAUDE_TOOLS}")
+    };
+    // stream-json (which needs --verbose with -p): usage per message as the run goes, every model's and
+    // the price at the end.
+    Launch {
+        exec: format!("claude -p {perms} --add-dir {} --output-format stream-json --verbose", q(&f.run_dir)),
+        env: vec![],
+        last_message: LastMessage::Hooks,
+        report: Report::ClaudeStream,
+    }
+}
+
+/// aider's launch.
+fn aider_launch(f: &Facts) -> Launch {
+    let run = |file: &str| f.run_dir.join(file);
+    let q = |p: &Path| sh_quote(&p.to_string_lossy());
+    // --no-gitignore: aider would add `.aider*` to .gitignore, a change nobody asked for. Its history
+    // files go to the runner's folder, not into the work tree. Its token counts are the API's only
+    // without streaming (streamed, it counts with its own tokenizer); the analytics log (written
+    // locally, nothing sent with --analytics-disable) has them as numbers.
+    let history = run("aider.chat.md");
+    let analytics = run("aider.analytics.jsonl");
+    Launch {
+        exec: format!(
+            "aider --yes-always --no-check-update --no-show-model-warnings --no-gitignore \
+             --analytics-disable --analytics-log {} --no-stream --chat-history-file {} \
+             --input-history-file {} --message-file \"$GIT_SWARM_PROMPT_FILE\"",
+            q(&analytics),
+            q(&history),
+            q(&run("aider.input.history"))
+        ),
+        env: vec![],
+        last_message: LastMessage::AiderHistory(history),
+        report: Report::AiderAnalytics(analytics),
     }
 }
 

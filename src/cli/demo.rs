@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::model::{Config, Status};
 
 use super::output::Printer;
-use super::up::{Fleet, run_fleet};
+use super::up::{Fleet, FleetEnd, run_fleet};
 use super::{CliError, CliResult};
 
 #[derive(Debug, clap::Args)]
@@ -68,22 +68,39 @@ pub fn run(out: &Printer, args: DemoArgs) -> CliResult<()> {
 
 fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     let started = Instant::now();
-    let remote = root.join("remote.git");
-    let work = root.join("work");
+    let (remote, work) = (root.join("remote.git"), root.join("work"));
+    demo_project(out, root, &remote, &work)?;
+    let swarm = demo_swarm(root, &work)?;
+    let (end, logs) = demo_fleet(out, root, &work, &swarm, args)?;
+    demo_summary(out, &swarm, &remote, &work, &end, &logs, started, args)?;
+    if !end.failed.is_empty() {
+        return Err(CliError::io(format!("demo: {} member(s) failed: {}", end.failed.len(), end.failed.join(", ")))
+            .hint("run `git swarm demo --keep` and read the logs"));
+    }
+    Ok(())
+}
+
+/// A bare remote and a clone of it holding the demo's project, pushed.
+fn demo_project(out: &Printer, root: &Path, remote: &Path, work: &Path) -> CliResult<()> {
     out.note(format!("demo: a bare remote and a clone in {}", root.display()));
     git(root, &["init", "--quiet", "--bare", "--initial-branch=main", "remote.git"])?;
-    git(&remote, &["config", "core.logAllRefUpdates", "always"])?;
+    git(remote, &["config", "core.logAllRefUpdates", "always"])?;
     git(root, &["clone", "--quiet", "remote.git", "work"])?;
     for (k, v) in
         [("user.name", "git swarm demo"), ("user.email", "demo@git-swarm.invalid"), ("commit.gpgsign", "false")]
     {
-        git(&work, &["config", k, v])?;
+        git(work, &["config", k, v])?;
     }
     write(&work.join("README.md"), "# wc-lite\n")?;
     write(&work.join("check.sh"), CHECK)?;
-    git(&work, &["add", "."])?;
-    git(&work, &["commit", "--quiet", "-m", "wc-lite: an empty project"])?;
-    git(&work, &["push", "--quiet", "origin", "HEAD:refs/heads/main"])?;
+    git(work, &["add", "."])?;
+    git(work, &["commit", "--quiet", "-m", "wc-lite: an empty project"])?;
+    git(work, &["push", "--quiet", "origin", "HEAD:refs/heads/main"])?;
+    Ok(())
+}
+
+/// The demo's swarm in its clone: the scripted agent beside it, the settings written and trusted there.
+fn demo_swarm(root: &Path, work: &Path) -> CliResult<crate::txn::Swarm> {
     let agent = root.join("agent.sh");
     write(&agent, AGENT)?;
     let exec = format!("sh {}", shell_quote(&agent.to_string_lossy()));
@@ -96,7 +113,7 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         toml_string(&exec)
     );
     let config: Config = toml::from_str(&config_text).map_err(|e| CliError::io(format!("demo: {e}")))?;
-    let repo = crate::repo::discover(&work).map_err(|e| CliError::io(e.to_string()))?;
+    let repo = crate::repo::discover(work).map_err(|e| CliError::io(e.to_string()))?;
     let swarm = crate::open_swarm(repo, None, "default", crate::Transport::Auto)?;
     let who = crate::store::Identity { name: "git swarm demo".into(), email: "demo@git-swarm.invalid".into() };
     let clock = || crate::time::Timestamp::now_with_offset(0);
@@ -104,6 +121,17 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     // The demo wrote these settings in its own clone: its runners trust them, as after `init --config`.
     let doc = super::trust::document_at(&swarm, commit)?;
     crate::trust::record(swarm.local.repo.common_dir(), &doc).map_err(CliError::io)?;
+    Ok(swarm)
+}
+
+/// The fleet on the demo's swarm, to the judge's stop: how it ended, and where its logs are.
+fn demo_fleet(
+    out: &Printer,
+    root: &Path,
+    work: &Path,
+    swarm: &crate::txn::Swarm,
+    args: &DemoArgs,
+) -> CliResult<(FleetEnd, std::path::PathBuf)> {
     out.note(format!("demo: goal: {GOAL}"));
     out.note(format!(
         "demo: 1 planner, {} workers and a judge start now (scripted agents, {}s a task)",
@@ -111,7 +139,7 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
     ));
     std::thread::sleep(Duration::from_millis(300));
     let fleet = Fleet {
-        dir: work.clone(),
+        dir: work.to_path_buf(),
         remote: None,
         swarm: "default".into(),
         base: "demo".into(),
@@ -130,18 +158,33 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         ],
         logs: work.join(".git").join("swarm").join("logs"),
     };
-    let end = run_fleet(&fleet, &swarm)?;
+    let end = run_fleet(&fleet, swarm)?;
+    Ok((end, fleet.logs))
+}
+
+/// The closing summary: what landed, how many pushes it took, the verdict, main's history.
+#[allow(clippy::too_many_arguments)]
+fn demo_summary(
+    out: &Printer,
+    swarm: &crate::txn::Swarm,
+    remote: &Path,
+    work: &Path,
+    end: &FleetEnd,
+    logs: &Path,
+    started: Instant,
+    args: &DemoArgs,
+) -> CliResult<()> {
     // The closing summary.
     let snap = swarm.read(true)?;
     let c = crate::runner::counts(&snap.board);
     let n = |st: Status| c.iter().find(|(s, _)| *s == st).map(|(_, n)| *n).unwrap_or(0);
-    git(&work, &["fetch", "--quiet", "origin", "main"])?;
-    let landed = git(&work, &["log", "--format=%(trailers:key=Swarm-Task,valueonly)", "FETCH_HEAD"])?
+    git(work, &["fetch", "--quiet", "origin", "main"])?;
+    let landed = git(work, &["log", "--format=%(trailers:key=Swarm-Task,valueonly)", "FETCH_HEAD"])?
         .lines()
         .filter(|l| !l.trim().is_empty())
         .count();
-    let merges = git(&work, &["rev-list", "--min-parents=2", "--count", "FETCH_HEAD"])?;
-    let history = git(&work, &["log", "--oneline", "-n", "12", "FETCH_HEAD"])?;
+    let merges = git(work, &["rev-list", "--min-parents=2", "--count", "FETCH_HEAD"])?;
+    let history = git(work, &["log", "--oneline", "-n", "12", "FETCH_HEAD"])?;
     let state_pushes =
         std::fs::read_to_string(remote.join("logs/refs/swarm/default")).map(|t| t.lines().count()).unwrap_or(0);
     let work_done = snap
@@ -152,7 +195,7 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         .count();
     let verdict = crate::runner::last_cycle(swarm.store(), snap.commit);
     // Conflicts the workers met and their agents resolved, from the runners' own logs.
-    let conflicts = std::fs::read_dir(&fleet.logs)
+    let conflicts = std::fs::read_dir(logs)
         .map(|d| {
             d.flatten()
                 .filter(|e| e.file_name().to_string_lossy().ends_with(".runner.log"))
@@ -197,7 +240,7 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         out.line(format!("  rebase conflicts met and resolved by the worker's agent: {conflicts}"));
     }
     if args.keep {
-        out.line(format!("  logs of every agent: {}", fleet.logs.display()));
+        out.line(format!("  logs of every agent: {}", logs.display()));
     } else {
         out.line("  (git swarm demo --keep keeps the folder: the repositories and every agent's log)");
     }
@@ -206,10 +249,6 @@ fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
         "secs": started.elapsed().as_secs_f64(), "done": n(Status::Done), "failed": n(Status::Failed),
         "work_done": work_done, "landed": landed, "pushes": state_pushes, "lost_races": end.lost_races,
     }));
-    if !end.failed.is_empty() {
-        return Err(CliError::io(format!("demo: {} member(s) failed: {}", end.failed.len(), end.failed.join(", ")))
-            .hint("run `git swarm demo --keep` and read the logs"));
-    }
     Ok(())
 }
 

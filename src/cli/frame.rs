@@ -48,6 +48,15 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
     let mut s = String::new();
     s.push_str(head);
     s.push('\n');
+    summary_lines(&mut s, v);
+    s.push('\n');
+    holder_lines(&mut s, v, members);
+    latest_lines(&mut s, v);
+    s
+}
+
+/// Counts, landings per minute, the last verdict, failures, the spend, unreadable files.
+fn summary_lines(s: &mut String, v: &BoardView) {
     // A planner holds its plans all cycle long: those are planning, not work in hand.
     let plans = v.holders.iter().filter(|h| h.kind == crate::model::Kind::Plan).count();
     let claimed = v.count(Status::Claimed);
@@ -116,7 +125,10 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
     if v.problems > 0 {
         s.push_str(&format!("unreadable files: {} (git swarm doctor)\n", v.problems));
     }
-    s.push('\n');
+}
+
+/// Who holds what: per member of the fleet (idle and exited ones too), else per agent that holds something.
+fn holder_lines(s: &mut String, v: &BoardView, members: Option<&[MemberLine<'_>]>) {
     let held = |agent: &str| -> Vec<String> {
         v.holders
             .iter()
@@ -186,12 +198,15 @@ pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> 
             }
         }
     }
+}
+
+/// The newest ops.
+fn latest_lines(s: &mut String, v: &BoardView) {
     s.push_str("\nlatest:\n");
     for e in &v.latest {
         let agent = line(e.agent.as_deref().unwrap_or("-"));
         s.push_str(&format!("  {} {:<14} {}\n", e.time.clock(), agent, clip(&line(&e.summary), WIDTH)));
     }
-    s
 }
 
 #[cfg(test)]

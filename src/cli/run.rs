@@ -137,38 +137,27 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     let agent = ctx.runner_agent();
     let remote_env = ctx.remote_arg();
     let swarm = ctx.swarm()?;
-    let who = Ctx::identity(&swarm, &agent);
     let clock = ctx.clock();
-    let home = swarm.local.repo.common_dir().join("swarm");
-    let commit_ident = crate::runner::commit_ident(&swarm.local.repo, &agent);
     let mut events = printer(agent.clone());
     let (exec, check) = match &args.role {
         RoleCmd::Worker(w) => (w.lp.exec.clone(), w.check.clone()),
         RoleCmd::Planner(p) => (p.lp.exec.clone(), None),
         RoleCmd::Judge(j) => (j.lp.exec.clone(), None),
     };
-    let git_config = ctx.git_config()?;
-    let mut r = Runner {
+    let start = crate::runner::Start {
         swarm: &swarm,
         agent: agent.clone(),
-        who,
+        who: Ctx::identity(&swarm, &agent),
         clock: &clock,
         retry: ctx.retry.clone(),
         stop,
-        home,
         remote_env,
         exec,
         check,
-        events: &mut events,
-        commit_ident,
-        git_config,
-        probes: Default::default(),
-        pid_lock: None,
-        trusted: crate::trust::clone_digests(&swarm.local.repo),
-        spent: Default::default(),
+        git_config: ctx.git_config()?,
         desk: None,
-        contain: Default::default(),
     };
+    let mut r = Runner::new(start, &mut events);
     // `run worker --once`: did its one task land? (A failed or lost task is a failed run for a script.)
     let mut not_landed: Option<String> = None;
     let once = match &args.role {
@@ -217,12 +206,19 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         o.insert("lost_races".into(), json!(lost));
     }
     ctx.out.doc(&doc);
+    exit_of(role, &end, &doc, not_landed, once)
+}
+
+/// The exit a script sees of one runner: a task of `--once` that did not land is a failed run; nothing to claim
+/// exits 3, and so does `--once` on a swarm the judge stopped when it did nothing (a judge that gave the stop did
+/// something).
+fn exit_of(role: &str, end: &RunEnd, doc: &serde_json::Value, not_landed: Option<String>, once: bool) -> CliResult<()> {
     if let Some(why) = not_landed {
         return Err(CliError::io(format!("the task did not land: {why}"))
             .hint("see why with `git swarm show <id>` and the agent's log under .git/swarm/logs/")
             .documented());
     }
-    if end == RunEnd::NothingReady {
+    if *end == RunEnd::NothingReady {
         return Err(CliError::new(
             Exit::NothingReady,
             format!("no ready {} task", if role == "planner" { "plan" } else { "work" }),
@@ -234,7 +230,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     // exit 3, as the contract says.
     let did_nothing =
         ["landed", "failed", "lost", "rounds", "verdicts"].iter().all(|k| doc[*k].as_u64().unwrap_or(0) == 0);
-    if let (true, true, RunEnd::SwarmStopped { cycle }) = (once, did_nothing, &end) {
+    if let (true, true, RunEnd::SwarmStopped { cycle }) = (once, did_nothing, end) {
         return Err(stopped_once(*cycle));
     }
     Ok(())
@@ -310,27 +306,21 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                         swarm.pacer = pacer;
                         swarm.writer = Some(writer);
                         let mut events = printer(id.clone());
-                        let mut r = Runner {
+                        let who = Ctx::identity(&swarm, id);
+                        let start = crate::runner::Start {
                             swarm: &swarm,
                             agent: id.clone(),
-                            who: Ctx::identity(&swarm, id),
+                            who,
                             clock: &clock,
                             retry,
-                            home: swarm.local.repo.common_dir().join("swarm"),
                             stop,
                             remote_env,
                             exec,
                             check,
-                            events: &mut events,
-                            commit_ident: crate::runner::commit_ident(&swarm.local.repo, id),
                             git_config,
-                            probes: Default::default(),
-                            pid_lock: None,
-                            trusted: crate::trust::clone_digests(&swarm.local.repo),
-                            spent: Default::default(),
                             desk: Some(desk),
-                            contain: Default::default(),
                         };
+                        let mut r = Runner::new(start, &mut events);
                         let (end, stats) = crate::runner::worker::run(&mut r, &opts).map_err(run_error)?;
                         let pushes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);
                         let lost = swarm.lost.load(std::sync::atomic::Ordering::Relaxed);
@@ -356,6 +346,19 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
             .collect()
     });
     let figures = desk.figures.lock().map(|f| *f).unwrap_or_default();
+    agents_end(ctx, w, &base, figures, results, &opts)
+}
+
+/// What the agents of `run worker --agents` came to: said once for all of them (why they ended, what they landed,
+/// how many updates carried it), and the exit a script sees.
+fn agents_end(
+    ctx: &mut Ctx,
+    w: &WorkerArgs,
+    base: &str,
+    figures: crate::runner::desk::Figures,
+    results: Vec<(String, CliResult<AgentEnd>)>,
+    opts: &WorkerOptions,
+) -> CliResult<()> {
     let (mut landed, mut failed, mut lost_claims, mut pushes, mut lost_races) = (0, 0, 0, 0, 0);
     let mut agents = Vec::new();
     let mut ends = Vec::new();

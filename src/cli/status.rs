@@ -81,16 +81,51 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     if !problems.is_empty() {
         ctx.out.line(format!("unreadable files: {} (see the warnings above)", problems.len()));
     }
-    // The goal and the cycle: a swarm the judge stopped says so, and how to go on.
-    let (goal, last) = crate::runner::goal::state(swarm.store(), snap.commit);
-    let stopped = last.as_ref().filter(|c| c.verdict == crate::runner::Verdict::Stop);
+    let (goal, stopped, current) = goal_lines(ctx, swarm.store(), snap.commit);
+    // What was spent, by role, and what is left of the budgets (this clone's settings over the shared ones).
+    let settings = ctx
+        .git_config()
+        .ok()
+        .and_then(|local| crate::runner::RunSettings::from_config(&local.apply(&board.config)).ok())
+        .unwrap_or_default();
+    let spend = spend_json(board, &settings);
+    spend_lines(ctx, board, &settings);
+    let sandbox = sandbox_lines(ctx, &settings);
+    ctx.out.doc(&json!({
+        "sandbox": sandbox,
+        "spend": spend,
+        "commit": snap.commit.to_string(),
+        "target": board.config.target,
+        "lease": crate::time::format_duration(board.config.lease),
+        "total": total,
+        "counts": counts,
+        "ready": {"work": ready_work, "plan": ready_plan},
+        "agents": agents.iter().map(|(a, h)| json!({"agent": a, "tasks": h})).collect::<Vec<_>>(),
+        "expired": expired,
+        "problems": problems,
+        "goal": goal.as_deref().map(str::trim_end),
+        "cycle": current,
+        "stopped": stopped.as_ref().map(|c| json!({"cycle": c.cycle, "at": c.at.to_string(), "reasons": c.reasons, "by": c.by})),
+    }));
+    Ok(())
+}
+
+/// The goal and the cycle: a swarm the judge stopped says so, and how to go on. The goal, the record of the stop
+/// (if the judge stopped the swarm) and the cycle that runs.
+fn goal_lines(
+    ctx: &Ctx,
+    store: &crate::store::Store,
+    commit: gix::ObjectId,
+) -> (Option<String>, Option<crate::runner::CycleRecord>, u64) {
+    let (goal, last) = crate::runner::goal::state(store, commit);
     let current = last.as_ref().map_or(1, |c| c.cycle.saturating_add(1));
+    let stopped = last.filter(|c| c.verdict == crate::runner::Verdict::Stop);
     if let Some(g) = &goal {
         let first = g.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
         let when = if stopped.is_some() { String::new() } else { format!(" · cycle {current} running") };
         ctx.out.line(format!("goal: {}{when}", crate::escape::line(first)));
     }
-    if let Some(c) = stopped {
+    if let Some(c) = &stopped {
         let why = c.reasons.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no reasons given");
         ctx.out.line(format!(
             "STOPPED: the judge's verdict on cycle {} ({}) was stop: {}",
@@ -102,13 +137,11 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
             "  to go on: git swarm goal \"<text>\" (a new goal, or the same one again), then start the runners again",
         );
     }
-    // What was spent, by role, and what is left of the budgets (this clone's settings over the shared ones).
-    let settings = ctx
-        .git_config()
-        .ok()
-        .and_then(|local| crate::runner::RunSettings::from_config(&local.apply(&board.config)).ok())
-        .unwrap_or_default();
-    let spend = spend_json(board, &settings);
+    (goal, stopped, current)
+}
+
+/// What was spent, by role, and what is left of the budgets (this clone's settings over the shared ones).
+fn spend_lines(ctx: &Ctx, board: &ops::Board, settings: &crate::runner::RunSettings) {
     let in_cycle = board.spend.cycle_total(board.cycle);
     let all = board.spend.grand_total();
     if !all.is_zero() || settings.budget.cycle().is_set() {
@@ -125,7 +158,10 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     if settings.budget.task().is_set() {
         ctx.out.line(format!("task budget: {}", limit_text(&settings.budget.task())));
     }
-    // Whether this clone's agents run contained: said when they do not.
+}
+
+/// Whether this clone's agents run contained: said when they do not. `status --json`'s `sandbox`.
+fn sandbox_lines(ctx: &Ctx, settings: &crate::runner::RunSettings) -> serde_json::Value {
     let support = crate::agent::sandbox::support();
     let contained = settings.sandbox != crate::agent::sandbox::Mode::Off && support.is_ready();
     let uncontained_why = match (settings.sandbox, support) {
@@ -140,23 +176,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     if let Some(door) = &open_door {
         ctx.out.line(format!("sandbox: {door}; see `git swarm doctor`"));
     }
-    ctx.out.doc(&json!({
-        "sandbox": {"mode": settings.sandbox.as_str(), "contained": contained, "why": uncontained_why, "open": open_door},
-        "spend": spend,
-        "commit": snap.commit.to_string(),
-        "target": board.config.target,
-        "lease": crate::time::format_duration(board.config.lease),
-        "total": total,
-        "counts": counts,
-        "ready": {"work": ready_work, "plan": ready_plan},
-        "agents": agents.iter().map(|(a, h)| json!({"agent": a, "tasks": h})).collect::<Vec<_>>(),
-        "expired": expired,
-        "problems": problems,
-        "goal": goal.as_deref().map(str::trim_end),
-        "cycle": current,
-        "stopped": stopped.map(|c| json!({"cycle": c.cycle, "at": c.at.to_string(), "reasons": c.reasons, "by": c.by})),
-    }));
-    Ok(())
+    json!({"mode": settings.sandbox.as_str(), "contained": contained, "why": uncontained_why, "open": open_door})
 }
 
 fn short_clock(v: &serde_json::Value) -> String {

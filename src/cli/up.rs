@@ -322,68 +322,7 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
     std::fs::create_dir_all(&f.logs).map_err(|e| CliError::io(format!("cannot create {}: {e}", f.logs.display())))?;
     let exe = std::env::current_exe().map_err(|e| CliError::io(format!("cannot find the git-swarm binary: {e}")))?;
     let started = Instant::now();
-    let forever = f.judge;
-    let mut members = Vec::new();
-    let mut spawn = |agent: String, role: &str, extra: Vec<String>| -> CliResult<()> {
-        let out = f.logs.join(format!("{agent}.out"));
-        let err = f.logs.join(format!("{agent}.runner.log"));
-        let file = |p: &Path| {
-            crate::secrets::private_file(p, false)
-                .map_err(|e| CliError::io(format!("cannot create {}: {e}", p.display())))
-        };
-        // Through the trampoline (`agent::enter`): a member gets SIGTERM when `up` ends, however it ends (killed, its
-        // terminal closed), gives its claims back and exits — never an orphan that goes on claiming and landing.
-        let mut cmd = Command::new(&exe);
-        cmd.args(
-            crate::agent::enter::Enter { term_with_parent: true, argv: vec![exe.clone().into()], ..Default::default() }
-                .args(),
-        );
-        cmd.arg("-C").arg(&f.dir).args(["--swarm", &f.swarm, "--agent", &agent, "--json"]);
-        // Through the environment, not the command line: a URL may carry credentials, and `ps` shows arguments.
-        if let Some(r) = &f.remote {
-            cmd.env("GIT_SWARM_REMOTE", r);
-        }
-        cmd.args(["run", role]);
-        if !forever {
-            cmd.arg("--until-idle");
-        }
-        if let Some(e) = &f.exec {
-            cmd.arg("--exec").arg(e);
-        }
-        cmd.args(extra);
-        cmd.envs(f.env.iter().map(|(k, v)| (k, v)))
-            .env_remove("GIT_SWARM_AGENT")
-            .stdin(Stdio::null())
-            .stdout(file(&out)?)
-            .stderr(file(&err)?);
-        // A group of its own: the terminal's Ctrl-C reaches only us, and we stop the members in order.
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let child = cmd.spawn().map_err(|e| CliError::io(format!("cannot start {}: {e}", exe.display())))?;
-        members.push(Member { agent, child, out, err, exit: None });
-        Ok(())
-    };
-    for i in 1..=f.planners {
-        let mut extra = vec![];
-        if i == 1
-            && let Some(g) = &f.goal
-        {
-            extra = vec!["--goal".into(), g.clone()];
-        }
-        spawn(format!("{}-p{i}", f.base), "planner", extra)?;
-    }
-    // The workers, spread over their processes: process i hosts agents `<base>-w<i>-1…` (one agent: `<base>-w<i>`).
-    let procs = f.worker_processes.clamp(1, f.workers.max(1));
-    for i in 1..=procs.min(f.workers) {
-        let agents = f.workers / procs + u32::from(i <= f.workers % procs);
-        let mut extra: Vec<String> = f.check.iter().flat_map(|c| ["--check".to_string(), c.clone()]).collect();
-        if agents > 1 {
-            extra.extend(["--agents".to_string(), agents.to_string()]);
-        }
-        spawn(format!("{}-w{i}", f.base), "worker", extra)?;
-    }
-    if f.judge {
-        spawn(format!("{}-judge", f.base), "judge", vec![])?;
-    }
+    let mut members = spawn_members(f, &exe)?;
     let tty = std::io::stderr().is_terminal();
     let mut last_line = String::new();
     let mut last_frame = String::new();
@@ -462,6 +401,78 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J{}", render_board(swarm, &members, started, &end.warnings));
     }
     Ok(end)
+}
+
+/// Start every member of the fleet `f`, each a `git-swarm run <role>` of `exe` through the trampoline, with its
+/// own log files.
+fn spawn_members(f: &Fleet, exe: &Path) -> CliResult<Vec<Member>> {
+    let forever = f.judge;
+    let mut members = Vec::new();
+    let mut spawn = |agent: String, role: &str, extra: Vec<String>| -> CliResult<()> {
+        let out = f.logs.join(format!("{agent}.out"));
+        let err = f.logs.join(format!("{agent}.runner.log"));
+        let file = |p: &Path| {
+            crate::secrets::private_file(p, false)
+                .map_err(|e| CliError::io(format!("cannot create {}: {e}", p.display())))
+        };
+        // Through the trampoline (`agent::enter`): a member gets SIGTERM when `up` ends, however it ends (killed, its
+        // terminal closed), gives its claims back and exits — never an orphan that goes on claiming and landing.
+        let mut cmd = Command::new(exe);
+        cmd.args(
+            crate::agent::enter::Enter {
+                term_with_parent: true,
+                argv: vec![exe.to_path_buf().into()],
+                ..Default::default()
+            }
+            .args(),
+        );
+        cmd.arg("-C").arg(&f.dir).args(["--swarm", &f.swarm, "--agent", &agent, "--json"]);
+        // Through the environment, not the command line: a URL may carry credentials, and `ps` shows arguments.
+        if let Some(r) = &f.remote {
+            cmd.env("GIT_SWARM_REMOTE", r);
+        }
+        cmd.args(["run", role]);
+        if !forever {
+            cmd.arg("--until-idle");
+        }
+        if let Some(e) = &f.exec {
+            cmd.arg("--exec").arg(e);
+        }
+        cmd.args(extra);
+        cmd.envs(f.env.iter().map(|(k, v)| (k, v)))
+            .env_remove("GIT_SWARM_AGENT")
+            .stdin(Stdio::null())
+            .stdout(file(&out)?)
+            .stderr(file(&err)?);
+        // A group of its own: the terminal's Ctrl-C reaches only us, and we stop the members in order.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn().map_err(|e| CliError::io(format!("cannot start {}: {e}", exe.display())))?;
+        members.push(Member { agent, child, out, err, exit: None });
+        Ok(())
+    };
+    for i in 1..=f.planners {
+        let mut extra = vec![];
+        if i == 1
+            && let Some(g) = &f.goal
+        {
+            extra = vec!["--goal".into(), g.clone()];
+        }
+        spawn(format!("{}-p{i}", f.base), "planner", extra)?;
+    }
+    // The workers, spread over their processes: process i hosts agents `<base>-w<i>-1…` (one agent: `<base>-w<i>`).
+    let procs = f.worker_processes.clamp(1, f.workers.max(1));
+    for i in 1..=procs.min(f.workers) {
+        let agents = f.workers / procs + u32::from(i <= f.workers % procs);
+        let mut extra: Vec<String> = f.check.iter().flat_map(|c| ["--check".to_string(), c.clone()]).collect();
+        if agents > 1 {
+            extra.extend(["--agents".to_string(), agents.to_string()]);
+        }
+        spawn(format!("{}-w{i}", f.base), "worker", extra)?;
+    }
+    if f.judge {
+        spawn(format!("{}-judge", f.base), "judge", vec![])?;
+    }
+    Ok(members)
 }
 
 fn signal(child: &Child, sig: nix::sys::signal::Signal) {

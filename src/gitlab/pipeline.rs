@@ -411,10 +411,18 @@ fn wait_item(out: &mut String) {
     );
 }
 
-/// The pipeline file for `o`, after [`validate`].
+/// The pipeline file for `o`, after [`validate`]: its sections in order.
 pub fn render(o: &Options) -> Result<String, OptionError> {
     validate(o)?;
     let mut out = String::new();
+    for section in [head_section, trigger_section, template_section, prepare_section, runner_section, roles_section] {
+        section(&mut out, o);
+    }
+    Ok(out)
+}
+
+/// The file's head: what made it and how it runs.
+fn head_section(out: &mut String, o: &Options) {
     let w = o.workers;
     let _ = write!(
         out,
@@ -429,6 +437,10 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
         version = o.version,
         regenerate = o.regenerate.replace('\n', " "),
     );
+}
+
+/// The trigger job: the fleet as a child pipeline of this file, one fleet per swarm at a time.
+fn trigger_section(out: &mut String, o: &Options) {
     let sources = "$CI_PIPELINE_SOURCE == \"api\" || $CI_PIPELINE_SOURCE == \"trigger\" || \
                    $CI_PIPELINE_SOURCE == \"web\" || $CI_PIPELINE_SOURCE == \"schedule\"";
     let rule = if o.include { format!("$SWARM_FLEET == \"1\" && ({sources})") } else { sources.to_string() };
@@ -455,7 +467,10 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
         swarm = o.swarm,
         path = o.path,
     );
+}
 
+/// The template every job of the fleet extends: its rules, tags, variables and the binary's cache.
+fn template_section(out: &mut String, o: &Options) {
     // The template of every job of the fleet.
     let _ = write!(
         out,
@@ -492,7 +507,11 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
          \x20   policy: pull\n",
         key = cache_key(o)
     );
+}
 
+/// `prepare`: no agent, so no environment; the image that builds git-swarm, fills the cache, creates the swarm.
+fn prepare_section(out: &mut String, o: &Options) {
+    let w = o.workers;
     // prepare: no agent, so no environment; the image that builds git-swarm.
     out.push_str("\nprepare:\n  extends: .git-swarm-job\n  stage: build\n");
     if let Some(i) = o.build_image.as_ref().or(o.image.as_ref()) {
@@ -501,7 +520,7 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     let _ = writeln!(out, "  timeout: {} minutes", o.timeout_minutes.min(60));
     out.push_str("  cache:\n    policy: pull-push\n  script:\n");
     script_item(
-        &mut out,
+        out,
         &format!(
             "# SWARM_WORKERS: a whole number from 1 to {w} (the jobs past it end at once).\n\
              case \"${{SWARM_WORKERS:-{w}}}\" in\n\
@@ -512,11 +531,15 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
              fi"
         ),
     );
-    install_item(&mut out, o, true);
-    refs_item(&mut out);
-    push_credential_item(&mut out);
-    script_item(&mut out, "# Create the swarm (changes nothing when it exists).\ngit swarm init");
+    install_item(out, o, true);
+    refs_item(out);
+    push_credential_item(out);
+    script_item(out, "# Create the swarm (changes nothing when it exists).\ngit swarm init");
+}
 
+/// The template of the jobs that run agents: every step before the runner, in the shell the runner then runs in.
+fn runner_section(out: &mut String, o: &Options) {
+    let w = o.workers;
     // What the runner jobs share, before their own script (GitLab runs `before_script` and `script` in one shell).
     let _ = writeln!(
         out,
@@ -534,7 +557,7 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     }
     out.push_str("  before_script:\n");
     script_item(
-        &mut out,
+        out,
         &format!(
             "# Worker jobs past SWARM_WORKERS (of the {w} this file runs at most) end here.\n\
              if [ \"${{CI_NODE_INDEX:-1}}\" -gt \"${{SWARM_WORKERS:-{w}}}\" ]; then\n\
@@ -542,19 +565,23 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
              fi"
         ),
     );
-    install_item(&mut out, o, false);
-    agent_cli_item(&mut out, o);
-    sandbox_item(&mut out, o);
-    refs_item(&mut out);
-    setup_items(&mut out, o);
-    push_credential_item(&mut out);
+    install_item(out, o, false);
+    agent_cli_item(out, o);
+    sandbox_item(out, o);
+    refs_item(out);
+    setup_items(out, o);
+    push_credential_item(out);
+}
 
+/// The jobs of the roles: the workers (`parallel`), the planner and the judge.
+fn roles_section(out: &mut String, o: &Options) {
+    let w = o.workers;
     let _ = write!(out, "\nworker:\n  extends: .git-swarm-runner\n  parallel: {w}\n  script:\n");
     if o.planner {
-        wait_item(&mut out);
+        wait_item(out);
     }
     script_item(
-        &mut out,
+        out,
         &format!(
             "# Work the board (exec: a cancel or a time-out signals the runner, which releases its claims).\n\
              export GIT_SWARM_AGENT=\"gl-$CI_JOB_ID-w$CI_NODE_INDEX\"\n\
@@ -565,7 +592,7 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     if o.planner {
         out.push_str("\nplanner:\n  extends: .git-swarm-runner\n  script:\n");
         script_item(
-            &mut out,
+            out,
             "# Plan: a dispatched goal (SWARM_GOAL) that differs from the swarm's replaces it and starts a cycle.\n\
              export GIT_SWARM_AGENT=\"gl-$CI_JOB_ID-planner\"\n\
              if [ -n \"${SWARM_GOAL:-}\" ]; then\n\
@@ -577,17 +604,16 @@ pub fn render(o: &Options) -> Result<String, OptionError> {
     if o.judge {
         out.push_str("\njudge:\n  extends: .git-swarm-runner\n  script:\n");
         if o.planner {
-            wait_item(&mut out);
+            wait_item(out);
         }
         script_item(
-            &mut out,
+            out,
             &format!(
                 "# Judge the cycles.\nexport GIT_SWARM_AGENT=\"gl-$CI_JOB_ID-judge\"\n{}",
                 runner_command("judge", 1)
             ),
         );
     }
-    Ok(out)
 }
 
 #[cfg(test)]

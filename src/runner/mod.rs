@@ -96,6 +96,51 @@ pub struct Runner<'a> {
 
 pub(crate) use crate::ops::cycle::budget_spent as cycle_budget_spent;
 
+/// What a runner is started with; the rest of a [`Runner`] is derived from it ([`Runner::new`]).
+pub struct Start<'a> {
+    pub swarm: &'a Swarm,
+    pub agent: String,
+    pub who: Identity,
+    pub clock: &'a dyn Fn() -> Timestamp,
+    pub retry: Retry,
+    pub stop: Arc<AtomicBool>,
+    pub remote_env: String,
+    pub exec: Option<String>,
+    pub check: Option<String>,
+    pub git_config: crate::config::Local,
+    pub desk: Option<Arc<desk::Desk>>,
+}
+
+impl<'a> Runner<'a> {
+    /// A runner of agent `start.agent` in the clone of `start.swarm`, telling its events to `events`: its home in the
+    /// clone's git directory, the identity its commits get where the repository has none, the digests the clone
+    /// trusts.
+    pub fn new(start: Start<'a>, events: &'a mut dyn FnMut(Event)) -> Runner<'a> {
+        let Start { swarm, agent, who, clock, retry, stop, remote_env, exec, check, git_config, desk } = start;
+        Runner {
+            swarm,
+            home: swarm.local.repo.common_dir().join("swarm"),
+            commit_ident: commit_ident(&swarm.local.repo, &agent),
+            trusted: crate::trust::clone_digests(&swarm.local.repo),
+            agent,
+            who,
+            clock,
+            retry,
+            stop,
+            remote_env,
+            exec,
+            check,
+            events,
+            git_config,
+            probes: Default::default(),
+            pid_lock: None,
+            spent: Default::default(),
+            desk,
+            contain: Default::default(),
+        }
+    }
+}
+
 impl Runner<'_> {
     pub(crate) fn emit(&mut self, e: Event) {
         (self.events)(e);

@@ -247,28 +247,8 @@ fn run_loop(
         }
         // Take a ready plan task.
         let snap = r.read(false)?;
-        match r.transact(|snap, actor| ops::claim(&snap.board, actor, None, Kind::Plan, lease, None)) {
-            Ok(c) => {
-                if let Some(t) = c.value
-                    && let Some(cl) = t.claim.clone()
-                {
-                    r.emit(Event::Claimed {
-                        task: t.id.clone(),
-                        title: t.title.clone(),
-                        epoch: cl.epoch,
-                        kind: Kind::Plan,
-                    });
-                    let rounds = t.plan_round;
-                    // A plan taken over (or given back after a round) whose tasks still run waits for them first.
-                    let snap = r.read(false)?;
-                    let waiting = children_running(&snap, &t.id);
-                    let keeper = LeaseKeeper::new(&t.id, cl.epoch, cl.lease_until, lease);
-                    held.push(HeldPlan { task: t, keeper, rounds, waiting });
-                }
-                continue;
-            }
-            Err(TxnError::Domain(DomainError::NothingReady { .. })) => {}
-            Err(e) => return Err(e.into()),
+        if take_plan(r, held, lease)? {
+            continue;
         }
         if held.is_empty() {
             match opts.mode {
@@ -289,6 +269,34 @@ fn run_loop(
             let max = Duration::from_secs(30).min(lease / 4).max(Duration::from_millis(500));
             r.wait_for_change(snap.commit, max, &mut backoff)?;
         }
+    }
+}
+
+/// Claim a ready plan task and hold it (waiting for its tasks first when some of them still run); `false` when none
+/// is ready.
+fn take_plan(r: &mut Runner<'_>, held: &mut Vec<HeldPlan>, lease: Duration) -> Result<bool, RunError> {
+    match r.transact(|snap, actor| ops::claim(&snap.board, actor, None, Kind::Plan, lease, None)) {
+        Ok(c) => {
+            if let Some(t) = c.value
+                && let Some(cl) = t.claim.clone()
+            {
+                r.emit(Event::Claimed {
+                    task: t.id.clone(),
+                    title: t.title.clone(),
+                    epoch: cl.epoch,
+                    kind: Kind::Plan,
+                });
+                let rounds = t.plan_round;
+                // A plan taken over (or given back after a round) whose tasks still run waits for them first.
+                let snap = r.read(false)?;
+                let waiting = children_running(&snap, &t.id);
+                let keeper = LeaseKeeper::new(&t.id, cl.epoch, cl.lease_until, lease);
+                held.push(HeldPlan { task: t, keeper, rounds, waiting });
+            }
+            Ok(true)
+        }
+        Err(TxnError::Domain(DomainError::NothingReady { .. })) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 

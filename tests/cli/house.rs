@@ -538,3 +538,101 @@ fn the_raw_call_scan_sees_what_it_should() {
     let got: Vec<usize> = raw_calls(text).into_iter().map(|(n, _)| n).collect();
     assert_eq!(got, vec![1, 4, 11]);
 }
+
+/// The size rule of issue 36: no file of either crate holds more than 700 lines of code before its tests, and no
+/// function there is longer than 100 lines. (The test modules, and the scenario tests of `tests/cli/`, are left
+/// alone: a scenario reads best whole.)
+const MAX_FILE_LINES: usize = 700;
+const MAX_FN_LINES: usize = 100;
+
+/// The lines of `text` that are not its test modules (each `#[cfg(test)]` at the start of a line followed by an
+/// inline `mod … {`, to its closing `}`); a `#[cfg(test)] mod x;` declaration or a test-only item stays.
+fn non_test(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let opens = lines[i].starts_with("#[cfg(test)]")
+            && lines.get(i + 1).is_some_and(|n| n.starts_with("mod ") && n.trim_end().ends_with('{'));
+        if opens {
+            i += 2;
+            while i < lines.len() && lines[i] != "}" {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        out.push(lines[i]);
+        i += 1;
+    }
+    out
+}
+
+/// The functions of `lines` longer than `max` lines: name, first line (1-based) and length. A function ends at the
+/// first line after its signature that closes it at its own indentation.
+fn long_functions(lines: &[&str], max: usize) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let indent = &l[..l.len() - t.len()];
+        let rest = ["pub(crate) ", "pub(super) ", "pub "].iter().find_map(|p| t.strip_prefix(p)).unwrap_or(t);
+        let rest = ["const ", "async ", "unsafe "].iter().find_map(|p| rest.strip_prefix(p)).unwrap_or(rest);
+        let Some(sig) = rest.strip_prefix("fn ") else { continue };
+        let name: String = sig.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if l.trim_end().ends_with(';') || l.trim_end().ends_with('}') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        let end = lines[i + 1..].iter().position(|m| m.trim_end() == close).map_or(lines.len(), |k| i + 1 + k);
+        let len = end - i + 1;
+        if len > max {
+            out.push((name, i + 1, len));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_file_over_700_lines_of_code_and_no_function_over_100() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "crates/git-swarm-core/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut wrong = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(root).unwrap_or(f).display().to_string();
+        // Whole files that are test modules of the binary.
+        if rel == "src/fuzz.rs" || rel.ends_with("_tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).expect("read a source file");
+        let code = non_test(&text);
+        if code.len() > MAX_FILE_LINES {
+            wrong.push(format!(
+                "{rel}: {} lines of code (at most {MAX_FILE_LINES}): split it along its seams",
+                code.len()
+            ));
+        }
+        for (name, at, len) in long_functions(&code, MAX_FN_LINES) {
+            wrong.push(format!("{rel}:{at}: fn {name} is {len} lines (at most {MAX_FN_LINES})"));
+        }
+    }
+    assert!(wrong.is_empty(), "too big:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_size_scan_sees_what_it_should() {
+    let body = (0..120).map(|i| format!("    let x{i} = {i};")).collect::<Vec<_>>().join("\n");
+    let text = [
+        "#[cfg(test)]\nmod declared;\nfn small() {\n    1\n}\n",
+        &format!("pub(crate) fn big() {{\n{body}\n}}\n"),
+        "fn one() -> u8 { 1 }\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\nfn after() {}\n",
+    ]
+    .concat();
+    let code = non_test(&text);
+    assert!(!code.iter().any(|l| l.contains("fn t()")), "the tests are left out: {code:?}");
+    assert!(code.iter().any(|l| l.contains("fn big()")), "a test module's declaration is no end of the code");
+    assert!(code.iter().any(|l| l.contains("fn after()")), "code after a test module counts");
+    assert_eq!(long_functions(&code, MAX_FN_LINES), vec![("big".to_string(), 6, 122)]);
+}

@@ -1059,124 +1059,130 @@ impl Model for Swarm {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        let mut rules = vec![
-            Property::always("done at most once", |_, s: &S| s.ghost.done.iter().all(|n| *n <= 1)),
-            Property::always("code lands at most once", |_, s: &S| s.ghost.landings.iter().all(|n| *n <= 1)),
-            Property::always("a task whose code is seen on the target is never failed", |_, s: &S| {
-                s.ghost.broke & BROKE_FAILED_LANDED == 0
-            }),
-            Property::always(
-                "a finished run leaves every task whose code landed done (but for a raced sweep)",
-                |_, s: &S| {
-                    // After the judge's stop nobody claims, so nobody sweeps: what is left is a person's (doctor).
-                    !ended(s)
-                        || s.stopped
-                        || s.tip.iter().enumerate().all(|(t, x)| {
-                            s.code & (1 << t) == 0 || x.status == Status::Done || s.ghost.raced & (1 << t) != 0
-                        })
-                },
-            ),
-            Property::always(
-                "a finished run leaves every task done or failed (unless the judge stopped it)",
-                |_, s: &S| {
-                    !ended(s) || s.stopped || s.tip.iter().all(|t| matches!(t.status, Status::Done | Status::Failed))
-                },
-            ),
-            Property::always("no claim lands after the judge's stop", |_, s: &S| {
-                s.ghost.broke & BROKE_CLAIM_AFTER_STOP == 0
-            }),
-            Property::always("a cycle's verdict is recorded once", |_, s: &S| s.ghost.verdicts <= 1),
-            Property::always("the ref moves only by a CAS from its tip", |_, s: &S| s.ghost.broke & BROKE_REWOUND == 0),
-            Property::always("an op seen to succeed stays in the history", |_, s: &S| {
-                s.ghost.broke & BROKE_LOST_ACK == 0
-            }),
-            Property::always("one live holder per task", |_, s: &S| {
-                (0..s.tip.len()).all(|t| s.procs.iter().filter(|p| live_holder(p, t)).count() <= 1)
-            }),
-            Property::always("epochs only grow", |_, s: &S| s.ghost.broke & BROKE_EPOCH_BACK == 0),
-            Property::always("done is final", |_, s: &S| s.ghost.broke & BROKE_UNFINAL == 0),
-            Property::always("a stale epoch never gets an op through", |_, s: &S| {
-                s.ghost.broke & BROKE_STALE_LANDED == 0
-            }),
-            Property::always("an add lands once", |m: &Swarm, s: &S| {
-                s.tip.len() <= usize::from(m.cfg.tasks_at_start + m.cfg.planned)
-            }),
-            Property::always("the board is well formed", |_, s: &S| s.tip.iter().all(well_formed)),
-        ];
-        // The scenarios that the rules are about do happen (the rules are not vacuous).
-        let cfg = &self.cfg;
-        rules.push(Property::sometimes("every task done", |m: &Swarm, s: &S| {
-            ended(s)
-                && s.tip.len() == usize::from(m.cfg.tasks_at_start + m.cfg.planned)
-                && s.tip.iter().all(|t| t.status == Status::Done)
-        }));
-        rules.push(Property::sometimes("a task failed for good", |_, s: &S| {
-            s.tip.iter().any(|t| t.status == Status::Failed)
-        }));
-        rules.push(Property::sometimes("a holder taken over after its lease ran out", |_, s: &S| {
-            s.procs.iter().any(|p| p.pc == Pc::Holding && p.held.is_some_and(|h| superseded(s, h)))
-        }));
-        if cfg.spawns > 0 {
-            rules.push(Property::sometimes("a holder taken over by a process with its own agent id", |_, s: &S| {
-                s.procs.iter().any(|p| {
-                    p.pc == Pc::Holding
-                        && p.held.is_some_and(|h| {
-                            superseded(s, h) && s.tip[usize::from(h.task)].claim.is_some_and(|c| c.agent == p.agent)
-                        })
-                })
-            }));
-        }
-        if cfg.lost_answers > 0 {
-            rules.push(Property::sometimes("a landed push whose answer was lost", |_, s: &S| {
-                s.procs.iter().any(|p| matches!(p.pc, Pc::Doubt { landed: true, .. }))
-            }));
-        }
-        if cfg.half_landings > 0 {
-            rules.push(Property::sometimes("a half-published landing rolled forward by its holder", |_, s: &S| {
-                s.ghost.rolled & ROLLED_BY_HOLDER != 0
-            }));
-            rules.push(Property::sometimes("a half-published landing rolled forward by a sweep", |_, s: &S| {
-                s.ghost.rolled & ROLLED_BY_SWEEP != 0
-            }));
-            // The race docs/reliability.md names: it exists (the model finds it), and ends with the code once.
-            rules.push(Property::sometimes("a sweep that read the target just before a half landing", |_, s: &S| {
-                s.ghost.raced != 0
-            }));
-            rules.push(Property::sometimes("a half-published task taken over by another agent", |_, s: &S| {
-                s.procs
-                    .iter()
-                    .any(|p| p.pc == Pc::Holding && p.held.is_some_and(|h| s.code & (1 << h.task) != 0 && h.epoch > 1))
-            }));
-        }
-        if cfg.judges > 0 {
-            rules.push(Property::sometimes("the judge's stop ended the run with work left", |_, s: &S| {
-                ended(s) && s.stopped && s.tip.iter().any(|t| !t.status.is_final())
-            }));
-            rules.push(Property::sometimes("a worker's claim found the stop", |_, s: &S| {
-                s.ghost.judged & CLAIM_STOPPED != 0
-            }));
-            if cfg.judges > 1 {
-                rules.push(Property::sometimes("a judge found the cycle judged by another", |_, s: &S| {
-                    s.ghost.judged & JUDGED_SECOND != 0
-                }));
-            }
-        }
-        if cfg.batches > 0 {
-            rules.push(Property::sometimes("a batch of two landed", |_, s: &S| s.ghost.batched & BATCH_LANDED != 0));
-            rules.push(Property::sometimes("a landing refused in a batch left it", |_, s: &S| {
-                s.ghost.batched & BATCH_LEFT != 0
-            }));
-        }
-        if cfg.faults > 0 {
-            rules.push(Property::sometimes("a claim held by a dead process", |_, s: &S| {
-                s.tip
-                    .iter()
-                    .filter_map(|t| t.claim)
-                    .any(|c| s.procs.iter().filter(|p| p.agent == c.agent).all(|p| p.pc == Pc::Dead))
-            }));
-        }
+        let mut rules = safety();
+        rules.extend(scenarios(&self.cfg));
         rules
     }
+}
+
+/// What must always hold.
+fn safety() -> Vec<Property<Swarm>> {
+    vec![
+        Property::always("done at most once", |_, s: &S| s.ghost.done.iter().all(|n| *n <= 1)),
+        Property::always("code lands at most once", |_, s: &S| s.ghost.landings.iter().all(|n| *n <= 1)),
+        Property::always("a task whose code is seen on the target is never failed", |_, s: &S| {
+            s.ghost.broke & BROKE_FAILED_LANDED == 0
+        }),
+        Property::always(
+            "a finished run leaves every task whose code landed done (but for a raced sweep)",
+            |_, s: &S| {
+                // After the judge's stop nobody claims, so nobody sweeps: what is left is a person's (doctor).
+                !ended(s)
+                    || s.stopped
+                    || s.tip.iter().enumerate().all(|(t, x)| {
+                        s.code & (1 << t) == 0 || x.status == Status::Done || s.ghost.raced & (1 << t) != 0
+                    })
+            },
+        ),
+        Property::always(
+            "a finished run leaves every task done or failed (unless the judge stopped it)",
+            |_, s: &S| {
+                !ended(s) || s.stopped || s.tip.iter().all(|t| matches!(t.status, Status::Done | Status::Failed))
+            },
+        ),
+        Property::always("no claim lands after the judge's stop", |_, s: &S| {
+            s.ghost.broke & BROKE_CLAIM_AFTER_STOP == 0
+        }),
+        Property::always("a cycle's verdict is recorded once", |_, s: &S| s.ghost.verdicts <= 1),
+        Property::always("the ref moves only by a CAS from its tip", |_, s: &S| s.ghost.broke & BROKE_REWOUND == 0),
+        Property::always("an op seen to succeed stays in the history", |_, s: &S| s.ghost.broke & BROKE_LOST_ACK == 0),
+        Property::always("one live holder per task", |_, s: &S| {
+            (0..s.tip.len()).all(|t| s.procs.iter().filter(|p| live_holder(p, t)).count() <= 1)
+        }),
+        Property::always("epochs only grow", |_, s: &S| s.ghost.broke & BROKE_EPOCH_BACK == 0),
+        Property::always("done is final", |_, s: &S| s.ghost.broke & BROKE_UNFINAL == 0),
+        Property::always("a stale epoch never gets an op through", |_, s: &S| s.ghost.broke & BROKE_STALE_LANDED == 0),
+        Property::always("an add lands once", |m: &Swarm, s: &S| {
+            s.tip.len() <= usize::from(m.cfg.tasks_at_start + m.cfg.planned)
+        }),
+        Property::always("the board is well formed", |_, s: &S| s.tip.iter().all(well_formed)),
+    ]
+}
+
+/// The scenarios that the rules are about do happen (the rules are not vacuous): each `sometimes`.
+fn scenarios(cfg: &Cfg) -> Vec<Property<Swarm>> {
+    let mut rules = Vec::new();
+    rules.push(Property::sometimes("every task done", |m: &Swarm, s: &S| {
+        ended(s)
+            && s.tip.len() == usize::from(m.cfg.tasks_at_start + m.cfg.planned)
+            && s.tip.iter().all(|t| t.status == Status::Done)
+    }));
+    rules.push(Property::sometimes("a task failed for good", |_, s: &S| {
+        s.tip.iter().any(|t| t.status == Status::Failed)
+    }));
+    rules.push(Property::sometimes("a holder taken over after its lease ran out", |_, s: &S| {
+        s.procs.iter().any(|p| p.pc == Pc::Holding && p.held.is_some_and(|h| superseded(s, h)))
+    }));
+    if cfg.spawns > 0 {
+        rules.push(Property::sometimes("a holder taken over by a process with its own agent id", |_, s: &S| {
+            s.procs.iter().any(|p| {
+                p.pc == Pc::Holding
+                    && p.held.is_some_and(|h| {
+                        superseded(s, h) && s.tip[usize::from(h.task)].claim.is_some_and(|c| c.agent == p.agent)
+                    })
+            })
+        }));
+    }
+    if cfg.lost_answers > 0 {
+        rules.push(Property::sometimes("a landed push whose answer was lost", |_, s: &S| {
+            s.procs.iter().any(|p| matches!(p.pc, Pc::Doubt { landed: true, .. }))
+        }));
+    }
+    if cfg.half_landings > 0 {
+        rules.push(Property::sometimes("a half-published landing rolled forward by its holder", |_, s: &S| {
+            s.ghost.rolled & ROLLED_BY_HOLDER != 0
+        }));
+        rules.push(Property::sometimes("a half-published landing rolled forward by a sweep", |_, s: &S| {
+            s.ghost.rolled & ROLLED_BY_SWEEP != 0
+        }));
+        // The race docs/reliability.md names: it exists (the model finds it), and ends with the code once.
+        rules.push(Property::sometimes("a sweep that read the target just before a half landing", |_, s: &S| {
+            s.ghost.raced != 0
+        }));
+        rules.push(Property::sometimes("a half-published task taken over by another agent", |_, s: &S| {
+            s.procs
+                .iter()
+                .any(|p| p.pc == Pc::Holding && p.held.is_some_and(|h| s.code & (1 << h.task) != 0 && h.epoch > 1))
+        }));
+    }
+    if cfg.judges > 0 {
+        rules.push(Property::sometimes("the judge's stop ended the run with work left", |_, s: &S| {
+            ended(s) && s.stopped && s.tip.iter().any(|t| !t.status.is_final())
+        }));
+        rules.push(Property::sometimes("a worker's claim found the stop", |_, s: &S| {
+            s.ghost.judged & CLAIM_STOPPED != 0
+        }));
+        if cfg.judges > 1 {
+            rules.push(Property::sometimes("a judge found the cycle judged by another", |_, s: &S| {
+                s.ghost.judged & JUDGED_SECOND != 0
+            }));
+        }
+    }
+    if cfg.batches > 0 {
+        rules.push(Property::sometimes("a batch of two landed", |_, s: &S| s.ghost.batched & BATCH_LANDED != 0));
+        rules.push(Property::sometimes("a landing refused in a batch left it", |_, s: &S| {
+            s.ghost.batched & BATCH_LEFT != 0
+        }));
+    }
+    if cfg.faults > 0 {
+        rules.push(Property::sometimes("a claim held by a dead process", |_, s: &S| {
+            s.tip
+                .iter()
+                .filter_map(|t| t.claim)
+                .any(|c| s.procs.iter().filter(|p| p.agent == c.agent).all(|p| p.pc == Pc::Dead))
+        }));
+    }
+    rules
 }
 
 /// The claim `h` was taken over: the task has been claimed again since (only an expired claim can be).

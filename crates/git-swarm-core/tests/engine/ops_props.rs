@@ -681,37 +681,7 @@ fn check_success(
     }
     let holder = op.agent();
     match op {
-        Concrete::Plan { id, epoch, proposals, .. } => {
-            prop_assert!(is_holder(before, id, holder, Some(*epoch)), "{:?} succeeded for a non-holder", op);
-            let old = task(before, id).expect("on the board");
-            let new: Vec<&Task> = after.tasks.values().map(|s| &s.task).filter(|t| !before.contains(&t.id)).collect();
-            for t in &new {
-                prop_assert_eq!(t.parent.as_deref(), Some(id.as_str()), "a round files tasks of its own plan");
-                prop_assert_eq!(t.status, Status::Open);
-                for d in &t.deps {
-                    prop_assert!(after.contains(d), "{} needs {} which is nowhere", t.id, d);
-                }
-            }
-            let plan = task(after, id).expect("the plan stays on the board");
-            prop_assert_eq!(plan.epoch, old.epoch);
-            match proposals {
-                // No block: nothing is written (the runner fails the round on its own).
-                None => prop_assert!(change.is_empty() && new.is_empty(), "a round without a block wrote {change:?}"),
-                Some(p) => {
-                    prop_assert!(new.len() <= p.len(), "{} tasks filed for {} proposals", new.len(), p.len());
-                    if new.is_empty() {
-                        // Nothing new (an empty block, or only repeats): the plan is done, once.
-                        prop_assert_eq!(plan.status, Status::Done);
-                        let n = done_by.entry(id.clone()).or_default();
-                        *n += 1;
-                        prop_assert_eq!(*n, 1, "plan {} completed twice", id);
-                    } else {
-                        prop_assert_eq!(plan.status, Status::Claimed, "a plan that filed tasks stays held");
-                        prop_assert!(plan.plan_round >= 1);
-                    }
-                }
-            }
-        }
+        Concrete::Plan { .. } => check_plan(before, after, change, op, done_by)?,
         Concrete::Retry { id, .. } => {
             let old = task(before, id).expect("on the board");
             let t = &value[0];
@@ -733,39 +703,7 @@ fn check_success(
                 prop_assert_eq!(w.task.status, Status::Failed, "a sweep wrote {:?}", w.task);
             }
         }
-        Concrete::Claim { id, kind, lease, .. } => {
-            let t = &value[0];
-            let old = task(before, &t.id).expect("a claimed task was on the board");
-            if let Some(id) = id {
-                prop_assert_eq!(&t.id, id);
-            } else {
-                prop_assert_eq!(t.kind, *kind);
-            }
-            prop_assert!(!old.status.is_final(), "claimed a {} task", old.status);
-            prop_assert!(deps_done(before, old), "claimed {} whose deps are not done: {:?}", t.id, old.deps);
-            let c = t.claim.as_ref().expect("a claimed task has a claim");
-            prop_assert_eq!(c.agent.as_str(), holder);
-            prop_assert!(c.lease_until >= now.plus(*lease), "lease {:?} shorter than {:?}", c.lease_until, lease);
-            match old.live_claim(now) {
-                // Claiming what I hold is a renewal: same epoch.
-                Some(mine) if mine.agent == holder => {
-                    prop_assert_eq!(t.epoch, old.epoch, "a renewal by claim changed the epoch");
-                    prop_assert_eq!(t.attempts, old.attempts);
-                }
-                Some(other) => prop_assert!(false, "claimed {} while {} holds it live", t.id, other.agent),
-                None => {
-                    prop_assert_eq!(t.epoch, old.epoch + 1, "a claim must raise the epoch by exactly one");
-                    let expired = old.expired_claim(now).is_some();
-                    prop_assert_eq!(t.attempts, old.attempts + u32::from(expired), "a takeover spends one attempt");
-                }
-            }
-            // Everything else the claim wrote is an expired claim swept to failed.
-            for w in change.writes.iter().filter(|w| w.task.id != t.id) {
-                let old = task(before, &w.task.id).expect("swept task was on the board");
-                prop_assert!(old.expired_claim(now).is_some(), "swept a task whose claim is live: {:?}", old);
-                prop_assert_eq!(w.task.status, Status::Failed);
-            }
-        }
+        Concrete::Claim { .. } => check_claim(before, change, value, op, now)?,
         Concrete::Renew { id, epoch, .. } => {
             if let Some(id) = id {
                 prop_assert!(is_holder(before, id, holder, *epoch), "renewed {} not held by {}", id, holder);
@@ -804,6 +742,92 @@ fn check_success(
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// A plan's round that went through: what it filed and what became of the plan.
+fn check_plan(
+    before: &Board,
+    after: &Board,
+    change: &Change,
+    op: &Concrete,
+    done_by: &mut BTreeMap<String, usize>,
+) -> Result<(), TestCaseError> {
+    let Concrete::Plan { id, epoch, proposals, .. } = op else { return Ok(()) };
+    let holder = op.agent();
+    prop_assert!(is_holder(before, id, holder, Some(*epoch)), "{:?} succeeded for a non-holder", op);
+    let old = task(before, id).expect("on the board");
+    let new: Vec<&Task> = after.tasks.values().map(|s| &s.task).filter(|t| !before.contains(&t.id)).collect();
+    for t in &new {
+        prop_assert_eq!(t.parent.as_deref(), Some(id.as_str()), "a round files tasks of its own plan");
+        prop_assert_eq!(t.status, Status::Open);
+        for d in &t.deps {
+            prop_assert!(after.contains(d), "{} needs {} which is nowhere", t.id, d);
+        }
+    }
+    let plan = task(after, id).expect("the plan stays on the board");
+    prop_assert_eq!(plan.epoch, old.epoch);
+    match proposals {
+        // No block: nothing is written (the runner fails the round on its own).
+        None => prop_assert!(change.is_empty() && new.is_empty(), "a round without a block wrote {change:?}"),
+        Some(p) => {
+            prop_assert!(new.len() <= p.len(), "{} tasks filed for {} proposals", new.len(), p.len());
+            if new.is_empty() {
+                // Nothing new (an empty block, or only repeats): the plan is done, once.
+                prop_assert_eq!(plan.status, Status::Done);
+                let n = done_by.entry(id.clone()).or_default();
+                *n += 1;
+                prop_assert_eq!(*n, 1, "plan {} completed twice", id);
+            } else {
+                prop_assert_eq!(plan.status, Status::Claimed, "a plan that filed tasks stays held");
+                prop_assert!(plan.plan_round >= 1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A claim that took a task: the task it took, its epoch and attempts, and what else the claim swept.
+fn check_claim(
+    before: &Board,
+    change: &Change,
+    value: &[Task],
+    op: &Concrete,
+    now: Timestamp,
+) -> Result<(), TestCaseError> {
+    let Concrete::Claim { id, kind, lease, .. } = op else { return Ok(()) };
+    let holder = op.agent();
+    let t = &value[0];
+    let old = task(before, &t.id).expect("a claimed task was on the board");
+    if let Some(id) = id {
+        prop_assert_eq!(&t.id, id);
+    } else {
+        prop_assert_eq!(t.kind, *kind);
+    }
+    prop_assert!(!old.status.is_final(), "claimed a {} task", old.status);
+    prop_assert!(deps_done(before, old), "claimed {} whose deps are not done: {:?}", t.id, old.deps);
+    let c = t.claim.as_ref().expect("a claimed task has a claim");
+    prop_assert_eq!(c.agent.as_str(), holder);
+    prop_assert!(c.lease_until >= now.plus(*lease), "lease {:?} shorter than {:?}", c.lease_until, lease);
+    match old.live_claim(now) {
+        // Claiming what I hold is a renewal: same epoch.
+        Some(mine) if mine.agent == holder => {
+            prop_assert_eq!(t.epoch, old.epoch, "a renewal by claim changed the epoch");
+            prop_assert_eq!(t.attempts, old.attempts);
+        }
+        Some(other) => prop_assert!(false, "claimed {} while {} holds it live", t.id, other.agent),
+        None => {
+            prop_assert_eq!(t.epoch, old.epoch + 1, "a claim must raise the epoch by exactly one");
+            let expired = old.expired_claim(now).is_some();
+            prop_assert_eq!(t.attempts, old.attempts + u32::from(expired), "a takeover spends one attempt");
+        }
+    }
+    // Everything else the claim wrote is an expired claim swept to failed.
+    for w in change.writes.iter().filter(|w| w.task.id != t.id) {
+        let old = task(before, &w.task.id).expect("swept task was on the board");
+        prop_assert!(old.expired_claim(now).is_some(), "swept a task whose claim is live: {:?}", old);
+        prop_assert_eq!(w.task.status, Status::Failed);
     }
     Ok(())
 }

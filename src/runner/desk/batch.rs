@@ -1,0 +1,283 @@
+//! One batch of the desk: the landings prepared on the tip (each agent's work rebased and checked there, by its own
+//! thread or here), one change for the whole batch, one update of the state ref and the target.
+
+use super::*;
+
+/// A landing's work rebased onto `at` by the leader, when that is all its preparation is: no check to run, the
+/// in-process rebase goes through, and the target does not hold the task's code already. `None`: ask the agent
+/// (its own `prepare` finds the conflict, the landed code, a broken work tree).
+pub(crate) fn rebased_here(r: &Runner<'_>, what: &What, at: ObjectId) -> Option<(ObjectId, Option<Usage>)> {
+    let What::Land(spec) = what else { return None };
+    if !spec.here {
+        return None;
+    }
+    let store = &r.swarm.local;
+    let (id, epoch) = (spec.id.as_str(), spec.epoch);
+    let new = if at == spec.base {
+        spec.stamped.then_some(spec.head)?
+    } else {
+        // The task's code there already (or a commit that only names the task, to be said): the agent's own
+        // prepare sees to it.
+        let landed = store.landed_commit(at, id, Some(spec.base), 1..=epoch, super::super::landing::ROLL_FORWARD_DEPTH);
+        if !matches!(landed, Ok(ref l) if l.code.is_none() && l.refused.is_empty()) {
+            return None;
+        }
+        super::super::rebase::rebase_in_process(store, at, spec.base, spec.head, id, epoch, &spec.who, (r.clock)())
+            .ok()
+            .flatten()?
+    };
+    // What lands is the runner's landing of this claim, commit by commit (else the agent's prepare says why).
+    let ours = matches!(super::super::rebase::unstamped(store, at, new, id, epoch), Ok(None));
+    (ours && new != at && store.has_ancestor(new, at, 100_000).unwrap_or(false)).then_some((new, spec.usage))
+}
+
+/// The landings a batch carries, as one `prepare` made them: each one's slot, the commit it lands as (its work
+/// rebased onto the one before it) and what its attempt spent.
+pub(crate) type Prepared = Vec<(usize, ObjectId, Option<Usage>)>;
+
+/// What a batch's state commit did: each landing's slot, code and next claim; each idle claim's slot and claim.
+pub(crate) type Published = (Vec<(usize, ObjectId, Option<Task>)>, Vec<(usize, Result<Claimed, DomainError>)>);
+
+/// Publish one batch: every landing of `batch` (rebased one after another onto the target's newest tip) and every
+/// claim, in one atomic update; the outcome of each slot, in order. Requests that arrive while it races join it
+/// ([`Desk::absorb`]). A batch that loses races for longer than the runner's ops may ([`Runner::ride_out`]) goes
+/// again as a batch: broken up into one op an agent, it would only crowd the ref more.
+pub(crate) fn publish(
+    r: &Runner<'_>,
+    desk: &Desk,
+    batch: &RefCell<Vec<Arc<Slot>>>,
+    mine: &Arc<Slot>,
+    mut own: Option<&mut Own<'_>>,
+) -> Vec<Outcome> {
+    // The leader's own lease, kept while it waits on the others' preparations (checks may run there).
+    let keep_mine: Option<&dyn Fn() -> bool> = own.as_deref().map(|o| o.keep);
+    let keep = || {
+        if let Some(k) = keep_mine {
+            let _ = k();
+        }
+    };
+    let mut out: Vec<Option<Outcome>> = Vec::new();
+    // Rounds of the batch that ran out of time on a crowded ref; a few, then each agent meets it on its own.
+    let mut crowded = 0;
+    loop {
+        out.resize_with(batch.borrow().len(), || None);
+        let (lands, claims_only) = {
+            let b = batch.borrow();
+            let lands: Vec<usize> =
+                (0..b.len()).filter(|&i| matches!(b[i].what, What::Land(_)) && out[i].is_none()).collect();
+            let claims = b.iter().any(|s| matches!(s.what, What::Claim(_)));
+            if lands.is_empty() && !claims {
+                break;
+            }
+            let claims_only = lands.is_empty();
+            (lands, claims_only)
+        };
+        // The landings the batch still carries, as the last `prepare` made them: `txn` holds the prepare and the
+        // state op at once (it calls them in turn on each try), so what the one makes the other reads through this.
+        let prepared: RefCell<Prepared> = RefCell::default();
+        // The landing whose `done` the batch's board refused.
+        let mut failed_at = None;
+        let mut state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
+            if claims_only {
+                desk.absorb(batch, None);
+            }
+            let b = batch.borrow();
+            let claims: Vec<usize> = (0..b.len()).filter(|&i| matches!(b[i].what, What::Claim(_))).collect();
+            batch_change(r, &b, &claims, &prepared.borrow(), snap, now).map_err(|(i, e)| {
+                failed_at = Some(i);
+                e
+            })
+        };
+        let res = if claims_only {
+            r.swarm.transact(&r.retry, &r.who, r.clock, &mut state_op).map(Ok)
+        } else {
+            // Every landing of a batch goes to one branch: one that names another (the target changed while the
+            // work went on) lands alone.
+            let target = match &batch.borrow()[lands[0]].what {
+                What::Land(spec) => spec.branch.clone(),
+                What::Claim(_) => String::new(),
+            };
+            for &i in &lands {
+                if matches!(&batch.borrow()[i].what, What::Land(s) if s.branch != target) {
+                    out[i] = Some(Outcome::Alone);
+                }
+            }
+            // The commit the batch lands as, as last prepared.
+            let mut built = None;
+            let mut prepare = |tip: ObjectId| -> Result<ObjectId, ()> {
+                desk.absorb(batch, Some(&target));
+                let b = batch.borrow();
+                out.resize_with(b.len(), || None);
+                let lands: Vec<usize> = (0..b.len())
+                    .filter(|&i| matches!(&b[i].what, What::Land(s) if s.branch == target) && out[i].is_none())
+                    .collect();
+                let p = prepare_batch(r, &b, mine, own.as_deref_mut(), &keep, &target, &lands, &mut out, tip);
+                built = p.last().map(|&(_, code, _)| code);
+                *prepared.borrow_mut() = p;
+                built.ok_or(())
+            };
+            let res =
+                r.swarm.land(&r.retry, &r.who, r.clock, &target, &mut prepare, |snap, now, _| state_op(snap, now));
+            // What this clone saw of the target is what the batch landed (see `Swarm::landed_on_target`).
+            if let (Ok(Ok(_)), Some(code)) = (&res, built) {
+                r.swarm.landed_on_target(&target, code);
+            }
+            res
+        };
+        out.resize_with(batch.borrow().len(), || None);
+        if !round_again(r, desk, res, failed_at, &mut out, &mut crowded, &keep) {
+            break;
+        }
+    }
+    out.into_iter().map(|o| o.unwrap_or(Outcome::Alone)).collect()
+}
+
+/// Record what one round of a batch came to in `out`; `true` when the batch goes again (the landings that left it
+/// aside, or a crowded ref: a few rounds, then each agent meets it on its own).
+fn round_again(
+    r: &Runner<'_>,
+    desk: &Desk,
+    res: Result<Result<crate::txn::Committed<Published>, ()>, TxnError>,
+    failed_at: Option<usize>,
+    out: &mut [Option<Outcome>],
+    crowded: &mut u32,
+    keep: &dyn Fn(),
+) -> bool {
+    match res {
+        Ok(Ok(c)) => {
+            let (landed, claimed) = c.value;
+            if let Ok(mut f) = desk.figures.lock() {
+                f.batches += u64::from(c.commit.is_some());
+                f.landings += landed.len() as u64;
+                f.claims += claimed.iter().filter(|(_, v)| matches!(v, Ok(Claimed::Task(Some(_))))).count() as u64;
+                f.widest = f.widest.max(landed.len() as u64);
+            }
+            for (i, code, next) in landed {
+                out[i] = Some(Outcome::Landed { code, next: next.map(Box::new), lost_races: c.lost_races });
+            }
+            for (i, v) in claimed {
+                out[i] = Some(Outcome::Claimed(v));
+            }
+            false
+        }
+        // Every landing left the batch while it was prepared: the claims go on their own.
+        Ok(Err(())) => true,
+        // A claim was gone: that landing leaves the batch, nothing was published, the rest go again.
+        Err(TxnError::Domain(e)) => match failed_at {
+            Some(i) => {
+                out[i] = Some(Outcome::Lost(e));
+                true
+            }
+            None => false,
+        },
+        // A crowded ref: the batch goes again, as a batch (the leader's lease kept first; the others keep theirs
+        // while they wait).
+        Err(TxnError::Contention { .. }) if *crowded < 3 && !r.stopping() => {
+            *crowded += 1;
+            keep();
+            true
+        }
+        // Whatever else went wrong (the remote away, a refusal), each agent meets it on its own.
+        Err(_) => false,
+    }
+}
+
+/// One `prepare` of a batch on the target's tip `tip`: the work of each landing that is still in it (`lands`, to
+/// `target`) rebased onto the one before it — by the leader where that is all it takes, else by its own agent —
+/// in order. A landing that leaves the batch gets its outcome in `out`. Empty: nothing of the batch lands.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_batch(
+    r: &Runner<'_>,
+    batch: &[Arc<Slot>],
+    mine: &Arc<Slot>,
+    mut own: Option<&mut Own<'_>>,
+    keep: &dyn Fn(),
+    target: &str,
+    lands: &[usize],
+    out: &mut [Option<Outcome>],
+    tip: ObjectId,
+) -> Prepared {
+    let mut p = Prepared::new();
+    // A target that lost what this clone saw of it: each landing meets that alone, in its own prepare (which
+    // stops its runner), and nothing of the batch lands.
+    if super::super::landing::target_checked(r, target, tip).is_err() {
+        for &i in lands {
+            out[i].get_or_insert(Outcome::Alone);
+        }
+        return p;
+    }
+    let mut at = tip;
+    for &i in lands {
+        if out[i].is_some() {
+            continue;
+        }
+        let answer = match rebased_here(r, &batch[i].what, at) {
+            Some((code, usage)) => Some((code, usage)),
+            None if Arc::ptr_eq(&batch[i], mine) => own.as_deref_mut().and_then(|o| o.prepare(at)),
+            None => batch[i].ask(at, keep),
+        };
+        match answer {
+            Some((code, usage)) => {
+                p.push((i, code, usage));
+                at = code;
+            }
+            None => out[i] = Some(Outcome::Out),
+        }
+    }
+    p
+}
+
+/// The state half of a batch on `snap`: every `done` of the landings `prepared` (with its next claim), then every
+/// idle claim of `claims`, applied in order to one board, as one change. `Err`: the slot of the landing whose
+/// `done` the board refused.
+pub(crate) fn batch_change(
+    r: &Runner<'_>,
+    batch: &[Arc<Slot>],
+    claims: &[usize],
+    prepared: &[(usize, ObjectId, Option<Usage>)],
+    snap: &crate::store::Snapshot,
+    now: crate::time::Timestamp,
+) -> Result<(ops::Change, Published), (usize, DomainError)> {
+    let store = r.swarm.store();
+    let stopped = super::super::claim::judge_stopped(store, snap);
+    let codes: Vec<String> = prepared.iter().map(|(_, code, _)| code.to_string()).collect();
+    let mut landings = Vec::new();
+    for (&(i, _, usage), code) in prepared.iter().zip(&codes) {
+        let What::Land(spec) = &batch[i].what else { continue };
+        landings.push((
+            batch[i].agent.as_str(),
+            Record {
+                id: &spec.id,
+                epoch: spec.epoch,
+                code,
+                note: spec.note.as_deref(),
+                claim_next: spec.claim_next,
+                lease: spec.lease,
+                usage,
+                cycle_budget: spec.cycle_budget,
+            },
+        ));
+    }
+    let (mut ch, mut after, nexts) =
+        land_batch(&snap.board, now, stopped, &landings).map_err(|(k, e)| (prepared[k].0, e))?;
+    let landed: Vec<(usize, ObjectId, Option<Task>)> =
+        prepared.iter().zip(nexts).map(|(&(i, code, _), next)| (i, code, next)).collect();
+    let mut claimed = Vec::new();
+    for &i in claims {
+        let What::Claim(spec) = &batch[i].what else { continue };
+        let actor = Actor { agent: batch[i].agent.clone(), now };
+        if r.stopping() {
+            claimed.push((i, Ok(Claimed::Task(None))));
+            continue;
+        }
+        match claim_op(store, snap.commit, &after, &actor, &spec.looked_up, &spec.cycle_budget) {
+            Ok((c, v)) => {
+                ops::apply(&mut after, &c);
+                ch = ch.then(super::super::scrub(c));
+                claimed.push((i, Ok(v)));
+            }
+            Err(e) => claimed.push((i, Err(e))),
+        }
+    }
+    Ok((super::super::scrub(ch), (landed, claimed)))
+}
