@@ -485,8 +485,8 @@ pub fn get(config: &Config, key: &str) -> Option<toml::Value> {
 /// The `git -c key=value` settings git hands to a subcommand, from `$GIT_CONFIG_PARAMETERS`, as `key=value`
 /// strings (gix reads `GIT_CONFIG_COUNT` but not this variable). A key given without a value is `key=true`, as in
 /// git. A malformed variable yields what could be read before the fault.
-pub(crate) fn git_config_parameters() -> Vec<String> {
-    std::env::var("GIT_CONFIG_PARAMETERS").map(|v| parse_config_parameters(&v)).unwrap_or_default()
+pub(crate) fn git_config_parameters(env: &crate::environment::Environment) -> Vec<String> {
+    env.git_config_parameters().map(parse_config_parameters).unwrap_or_default()
 }
 
 /// One shell-single-quoted word at the start of `s` (git's `sq_quote`: `'` inside is `'\''`, `!` is `'\!'`),

@@ -8,6 +8,7 @@ mod check;
 mod cli;
 mod config;
 mod doctor;
+mod environment;
 mod fleet;
 mod forge;
 mod fsck;

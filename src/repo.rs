@@ -5,10 +5,10 @@ use std::path::Path;
 use crate::store::StoreError;
 
 /// Open the repository at or above `dir`, as git does (`GIT_DIR` and friends included).
-pub(crate) fn discover(dir: &Path) -> Result<gix::Repository, StoreError> {
+pub(crate) fn discover(dir: &Path, env: &crate::environment::Environment) -> Result<gix::Repository, StoreError> {
     use crate::store::GitContext;
     // `git -c k=v swarm …` reaches us in $GIT_CONFIG_PARAMETERS, which gix does not read.
-    let params = crate::config::git_config_parameters();
+    let params = crate::config::git_config_parameters(env);
     let trust = gix::sec::trust::Mapping {
         full: crate::open_options(gix::sec::Trust::Full).cli_overrides(params.clone()),
         reduced: crate::open_options(gix::sec::Trust::Reduced).cli_overrides(params),

@@ -13,9 +13,6 @@ use gix::ObjectId;
 
 use crate::model::Config;
 
-/// The environment variable that names trusted digests (comma-separated): how a workflow file pins its own.
-pub(crate) const TRUST_ENV: &str = "GIT_SWARM_TRUST";
-
 /// The git config key of this clone's trusted digests.
 pub const TRUST_KEY: &str = "swarm.trusted";
 
@@ -86,12 +83,10 @@ fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
     }
 }
 
-/// The digests trusted here: `trusted` (this clone's `swarm.trusted` entries) and `$GIT_SWARM_TRUST`.
-pub fn trusted_digests(trusted: &[String]) -> Vec<String> {
+/// The digests trusted here: `trusted` (this clone's `swarm.trusted` entries) and `$GIT_SWARM_TRUST` of `env`.
+pub fn trusted_digests(trusted: &[String], env: &crate::environment::Environment) -> Vec<String> {
     let mut all: Vec<String> = trusted.iter().map(|d| d.trim().to_ascii_lowercase()).collect();
-    if let Ok(env) = std::env::var(TRUST_ENV) {
-        all.extend(env.split(',').map(|d| d.trim().to_ascii_lowercase()).filter(|d| !d.is_empty()));
-    }
+    all.extend(env.trust().iter().cloned());
     all
 }
 

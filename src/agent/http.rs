@@ -16,14 +16,16 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
+use crate::environment::Environment;
+
 /// The version of the Anthropic messages API we speak.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// How many times a failed request is tried again.
 const MAX_RETRIES: u32 = 3;
 /// The longest `retry-after` we honour, in seconds.
 const MAX_RETRY_AFTER_SECS: u64 = 60;
-/// Environment variable: the first back-off in milliseconds (doubled each retry). Tests set it low.
-const RETRY_BASE_ENV: &str = "GIT_SWARM_HTTP_RETRY_BASE_MS";
+/// The first back-off in milliseconds (doubled each retry) without `GIT_SWARM_HTTP_RETRY_BASE_MS` (tests set it low).
+#[cfg(test)]
 const DEFAULT_RETRY_BASE_MS: u64 = 1000;
 /// How much of a response body an error message quotes, in characters.
 const MAX_QUOTED_CHARS: usize = 300;
@@ -74,11 +76,17 @@ pub enum HttpError {
 
 /// Send `system` + `prompt` as one user turn, return the model's text (all text parts concatenated).
 ///
-/// The API key is read from the environment variable `agent.api_key_env` names; an unset or empty variable is
+/// The API key is read from the variable of `env` that `agent.api_key_env` names; an unset or empty variable is
 /// [`HttpError::MissingKey`], before any request is made. `timeout` bounds each request (connect, send, read).
 #[cfg(test)]
-pub fn complete(agent: &HttpAgent, system: &str, prompt: &str, timeout: Duration) -> Result<String, HttpError> {
-    complete_reporting(agent, system, prompt, timeout).map(|(text, _)| text)
+pub fn complete(
+    agent: &HttpAgent,
+    system: &str,
+    prompt: &str,
+    timeout: Duration,
+    env: &Environment,
+) -> Result<String, HttpError> {
+    complete_reporting(agent, system, prompt, timeout, env).map(|(text, _)| text)
 }
 
 /// [`complete`], with the usage the API reported for the request that answered (`usage` of either API), if any.
@@ -87,15 +95,16 @@ pub fn complete_reporting(
     system: &str,
     prompt: &str,
     timeout: Duration,
+    env: &Environment,
 ) -> Result<(String, Option<crate::usage::Usage>), HttpError> {
     let key = match &agent.api_key_env {
         None => None,
-        Some(env) => match std::env::var(env) {
-            Ok(key) if !key.trim().is_empty() => Some(key),
-            _ => return Err(HttpError::MissingKey { env: crate::escape::line(env) }),
+        Some(name) => match env.text(name) {
+            Some(key) => Some(key),
+            None => return Err(HttpError::MissingKey { env: crate::escape::line(name) }),
         },
     };
-    request(agent, key.as_deref(), system, prompt, timeout)
+    request(agent, key, system, prompt, timeout, env.http_retry_base_ms())
 }
 
 /// [`complete`] with the API key given rather than read from the environment (`None`: no auth header).
@@ -107,7 +116,7 @@ pub fn complete_with_key(
     prompt: &str,
     timeout: Duration,
 ) -> Result<String, HttpError> {
-    request(agent, key, system, prompt, timeout).map(|(text, _)| text)
+    request(agent, key, system, prompt, timeout, DEFAULT_RETRY_BASE_MS).map(|(text, _)| text)
 }
 
 fn request(
@@ -116,6 +125,7 @@ fn request(
     system: &str,
     prompt: &str,
     timeout: Duration,
+    retry_base: u64,
 ) -> Result<(String, Option<crate::usage::Usage>), HttpError> {
     let key = key.map(str::trim).filter(|k| !k.is_empty());
     let scrub = Scrub { key };
@@ -153,7 +163,6 @@ fn request(
     let client =
         builder.build().map_err(|e| request_error(format!("cannot set up the HTTP client: {}", chain(e, &scrub))))?;
 
-    let retry_base = retry_base();
     let mut attempt = 0;
     loop {
         let (error, retry_after) = match send(&client, &url, &headers, &body, &shown_url, &scrub) {
@@ -469,10 +478,6 @@ fn backoff(attempt: u32, retry_after: Option<u64>, base_ms: u64) -> Duration {
         Some(secs) => Duration::from_secs(secs.min(MAX_RETRY_AFTER_SECS)),
         None => Duration::from_millis(base_ms.saturating_mul(1 << attempt.min(16))),
     }
-}
-
-fn retry_base() -> u64 {
-    std::env::var(RETRY_BASE_ENV).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_RETRY_BASE_MS)
 }
 
 /// May a secret (an API key, a token) be sent to this URL? Only over https, or to a server on this machine: on

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::http::{Api, HttpAgent, HttpError, complete, complete_reporting, complete_with_key};
+use crate::environment::Environment;
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -206,7 +207,7 @@ fn openai_happy_path() {
 fn openai_without_key_sends_no_auth_and_tolerates_trailing_slash() {
     let server = Server::start(vec![ok(OPENAI_ANSWER)]);
     let agent = agent(Api::Openai, format!("{}/v1/", server.base), None);
-    complete(&agent, "s", "p", TIMEOUT).expect("completion");
+    complete(&agent, "s", "p", TIMEOUT, &Environment::default()).expect("completion");
     let seen = server.seen();
     assert_eq!(seen[0].path, "/v1/chat/completions");
     assert_eq!(seen[0].header("authorization"), None);
@@ -301,10 +302,12 @@ fn echoed_keys_and_url_userinfo_are_redacted() {
 fn missing_key_variable_fails_before_any_request() {
     let server = Server::start(vec![ok(OPENAI_ANSWER)]);
     let env = "GIT_SWARM_SURELY_UNSET_KEY_9f3";
-    assert!(std::env::var_os(env).is_none());
-    for api in [Api::Openai, Api::Anthropic] {
+    // Unset, or set to blanks: the key is missing either way.
+    let blank = Environment::of(&[(env, "  ")]);
+    let unset = Environment::default();
+    for (api, vars) in [Api::Openai, Api::Anthropic].into_iter().flat_map(|a| [(a, &unset), (a, &blank)]) {
         let agent = agent(api, format!("{}/v1", server.base), Some(env));
-        match complete(&agent, "s", "p", TIMEOUT) {
+        match complete(&agent, "s", "p", TIMEOUT, vars) {
             Err(error @ HttpError::MissingKey { .. }) => {
                 assert!(matches!(&error, HttpError::MissingKey { env: e } if e == env));
                 assert!(error.to_string().contains(env), "{error}");
@@ -345,7 +348,7 @@ fn closed_connection_is_retried_then_succeeds() {
     assert_eq!(server.seen().len(), 2);
 }
 
-/// Waits 1 + 2 + 4 s of back-off unless GIT_SWARM_HTTP_RETRY_BASE_MS is set lower.
+/// Waits 1 + 2 + 4 s of back-off (the base without GIT_SWARM_HTTP_RETRY_BASE_MS).
 #[test]
 fn always_closed_connection_is_a_request_error() {
     let server = Server::start(vec![Reply::Close]);
@@ -431,7 +434,9 @@ fn the_usage_an_api_reports_is_what_it_billed() {
         let api = ModelApi::start(Strict::Vendor);
         let base = if kind == Api::Openai { format!("{}/v1", api.url()) } else { api.url() };
         let agent = vendor(kind, base, model, None);
-        let (text, usage) = complete_reporting(&agent, "sys", "standin: say verdict: stop", TIMEOUT).expect("ok");
+        let (text, usage) =
+            complete_reporting(&agent, "sys", "standin: say verdict: stop", TIMEOUT, &Environment::default())
+                .expect("ok");
         assert_eq!(text, "verdict: stop");
         let u = usage.expect("the API reported usage");
         assert_eq!((u.input_tokens, u.output_tokens), api.billed(), "{model}: {}", api.summary());

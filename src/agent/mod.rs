@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::child;
+use crate::environment::Environment;
 
 /// How an agent of a role is run.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,9 +89,9 @@ pub struct Probes(Mutex<std::collections::HashMap<&'static str, preset::Facts>>)
 /// Make `backend` ready to run on this machine: a preset's CLI must answer `--version` (its flags are chosen for
 /// that version, the uid and `IS_SANDBOX`), a command's program must be installed, known refusals are caught
 /// (Claude Code skipping its permission checks as root), an `http` agent's key must be set. `run_dir` holds the
-/// files a preset's CLI writes for us.
-pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes) -> Result<Prepared, CannotStart> {
-    prepare_in(backend, run_dir, probes, false)
+/// files a preset's CLI writes for us; `env` the runner's environment (its `PATH`, `IS_SANDBOX`, the key).
+pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes, env: &Environment) -> Result<Prepared, CannotStart> {
+    prepare_in(backend, run_dir, probes, false, env)
 }
 
 /// [`prepare`] for runs in a sandbox (`contained`): a preset's CLI is told so where it asks (Claude Code as root
@@ -100,6 +101,7 @@ pub(crate) fn prepare_in(
     run_dir: &Path,
     probes: &Probes,
     contained: bool,
+    env: &Environment,
 ) -> Result<Prepared, CannotStart> {
     match backend {
         Backend::Preset(p) => {
@@ -108,7 +110,7 @@ pub(crate) fn prepare_in(
             let mut facts = match cached {
                 Some(f) => f,
                 None => {
-                    let f = preset::Facts::probe(p, run_dir).map_err(|e| CannotStart {
+                    let f = preset::Facts::probe(p, run_dir, env).map_err(|e| CannotStart {
                         what: what.clone(),
                         why: e.to_string(),
                         hint: match e {
@@ -141,7 +143,7 @@ pub(crate) fn prepare_in(
             })
         }
         Backend::Command { exec } => {
-            check_command(exec)?;
+            check_command(exec, env)?;
             Ok(Prepared {
                 backend: backend.clone(),
                 env: vec![],
@@ -152,13 +154,13 @@ pub(crate) fn prepare_in(
             })
         }
         Backend::Http(h) => {
-            if let Some(env) = &h.api_key_env
-                && std::env::var(env).map_or(true, |k| k.trim().is_empty())
+            if let Some(key) = &h.api_key_env
+                && env.text(key).is_none()
             {
                 return Err(CannotStart {
                     what: format!("http {}", h.model),
-                    why: format!("the API key variable {env} is not set (or is empty)"),
-                    hint: format!("export {env}=… in the environment of every runner of this role"),
+                    why: format!("the API key variable {key} is not set (or is empty)"),
+                    hint: format!("export {key}=… in the environment of every runner of this role"),
                 });
             }
             let api = if h.api == http::Api::Openai { "openai" } else { "anthropic" };
@@ -205,16 +207,16 @@ fn program_of(exec: &str) -> Option<&str> {
 
 /// The program a command line starts, when it can be told and is not on `PATH`: what `doctor` says of `[run]
 /// check` without running the suite.
-pub(crate) fn missing_program(exec: &str) -> Option<String> {
-    program_of(exec).filter(|p| preset::which(p).is_none()).map(str::to_string)
+pub(crate) fn missing_program(exec: &str, env: &Environment) -> Option<String> {
+    program_of(exec).filter(|p| preset::which(p, env).is_none()).map(str::to_string)
 }
 
 /// Catch what would stop a command agent at once: its program missing, Claude Code refusing to skip its
 /// permission checks as root.
-fn check_command(exec: &str) -> Result<(), CannotStart> {
+fn check_command(exec: &str, env: &Environment) -> Result<(), CannotStart> {
     let what = format!("`{}`", crate::escape::line(exec));
     let Some(program) = program_of(exec) else { return Ok(()) };
-    if preset::which(program).is_none() {
+    if preset::which(program, env).is_none() {
         let installs = preset::PRESETS.iter().find(|p| p.program == program).map(|p| format!(" ({})", p.install));
         return Err(CannotStart {
             what,
@@ -226,11 +228,7 @@ fn check_command(exec: &str) -> Result<(), CannotStart> {
         });
     }
     let bypass = exec.contains("--dangerously-skip-permissions") || exec.contains("bypassPermissions");
-    if program.ends_with("claude")
-        && bypass
-        && nix::unistd::geteuid().is_root()
-        && std::env::var("IS_SANDBOX").map_or(true, |v| v != "1")
-    {
+    if program.ends_with("claude") && bypass && nix::unistd::geteuid().is_root() && !env.sandbox_declared() {
         return Err(CannotStart {
             what,
             why: "Claude Code refuses --dangerously-skip-permissions as root (\"cannot be used with root/sudo \
@@ -282,9 +280,10 @@ mod prepare_tests {
 
     #[test]
     fn a_missing_program_cannot_start_and_names_itself() {
-        let e = check_command("git-swarm-no-such-agent --yes").expect_err("missing");
+        let env = Environment::of_this_process();
+        let e = check_command("git-swarm-no-such-agent --yes", &env).expect_err("missing");
         assert!(e.why.contains("`git-swarm-no-such-agent` is not installed"), "{e}");
-        assert!(check_command("sh -c 'exit 0'").is_ok());
+        assert!(check_command("sh -c 'exit 0'", &env).is_ok());
     }
 }
 
@@ -347,8 +346,11 @@ pub struct Invocation<'a> {
 }
 
 /// How an agent run is contained ([`sandbox`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Contain {
+    /// The runner's environment, as it started: what the run's allow-list is cut from, where an `http` agent's key
+    /// is read.
+    pub runner_env: Arc<Environment>,
     /// The names (or `PREFIX_*`) of the runner's environment the agent gets, besides [`sandbox::BASE_ENV`].
     pub pass_env: Vec<String>,
     /// The bubblewrap program and what the run may see; `None`: no sandbox (the environment is still cut down).
@@ -463,7 +465,10 @@ pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bo
             let started = Instant::now();
             let (system, user) = split_system(inv.prompt);
             let timeout = inv.timeout.unwrap_or(Duration::from_secs(600));
-            let (text, usage) = http::complete_reporting(h, system, user, timeout)?;
+            // The key is the runner's to read (a run of the runner's own, uncontained, is a command, never `http`).
+            let none = Environment::from_vars([]).0;
+            let env = inv.contain.as_ref().map_or(&none, |c| &*c.runner_env);
+            let (text, usage) = http::complete_reporting(h, system, user, timeout, env)?;
             if let Some(log) = &inv.log {
                 append(log, crate::secrets::scrub(&text).as_bytes());
             }
@@ -543,7 +548,7 @@ fn run_command(exec: &str, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool)
     if let Some(c) = &inv.contain {
         // Not the runner's environment minus a deny-list: an allow-list (credentials stay with the runner).
         cmd.env_clear();
-        cmd.envs(sandbox::environment(std::env::vars_os(), &c.pass_env, c.home.as_deref()));
+        cmd.envs(sandbox::environment(c.runner_env.vars_os(), &c.pass_env, c.home.as_deref()));
         if sandboxed.is_some() {
             // Declared for the CLIs that ask (Claude Code as root): this run is contained.
             cmd.env("IS_SANDBOX", "1");

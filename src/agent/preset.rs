@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::report::Report;
+use crate::environment::Environment;
 
 /// A CLI agent we ship flags for.
 #[derive(Debug, PartialEq, Eq)]
@@ -188,18 +189,18 @@ pub(crate) struct Facts {
 
 impl Facts {
     /// The facts of this process, for `preset`: its CLI's version (`--version`, bounded), uid, `IS_SANDBOX`.
-    pub fn probe(preset: &Preset, run_dir: &Path) -> Result<Facts, ProbeError> {
-        let answer = version_of(preset.program, Duration::from_secs(60))?;
+    pub fn probe(preset: &Preset, run_dir: &Path, env: &Environment) -> Result<Facts, ProbeError> {
+        let answer = version_of(preset.program, Duration::from_secs(60), env)?;
         let help = if preset.help.is_empty() {
             String::new()
         } else {
-            run_bounded(preset.program, preset.help, Duration::from_secs(60)).unwrap_or_default()
+            run_bounded(preset.program, preset.help, Duration::from_secs(60), env).unwrap_or_default()
         };
         Ok(Facts {
             help,
             version: Version::parse(&answer),
             root: nix::unistd::geteuid().is_root(),
-            sandbox_declared: std::env::var("IS_SANDBOX").is_ok_and(|v| v == "1"),
+            sandbox_declared: env.sandbox_declared(),
             bin: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("git-swarm")),
             run_dir: run_dir.to_path_buf(),
         })
@@ -414,13 +415,18 @@ pub(crate) enum ProbeError {
 }
 
 /// Run `<program> --version` (bounded by `limit`): what it printed.
-pub(crate) fn version_of(program: &str, limit: Duration) -> Result<String, ProbeError> {
-    run_bounded(program, &["--version"], limit)
+pub(crate) fn version_of(program: &str, limit: Duration, env: &Environment) -> Result<String, ProbeError> {
+    run_bounded(program, &["--version"], limit, env)
 }
 
 /// Run `<program> <args>` with no input, for at most `limit`: what it printed (stdout, then stderr), or why not.
-pub(crate) fn run_bounded(program: &str, args: &[&str], limit: Duration) -> Result<String, ProbeError> {
-    let Some(path) = which(program) else { return Err(ProbeError::NotFound { program: program.to_string() }) };
+pub(crate) fn run_bounded(
+    program: &str,
+    args: &[&str],
+    limit: Duration,
+    env: &Environment,
+) -> Result<String, ProbeError> {
+    let Some(path) = which(program, env) else { return Err(ProbeError::NotFound { program: program.to_string() }) };
     let what = format!("{program} {}", args.join(" "));
     let failed = |how: String| ProbeError::Failed { command: what.clone(), how };
     let mut cmd = Command::new(&path);
@@ -450,16 +456,16 @@ pub(crate) fn run_bounded(program: &str, args: &[&str], limit: Duration) -> Resu
     Ok(format!("{out}{err}").trim().to_string())
 }
 
-/// The first `program` on `PATH` that is an executable file (or `program` itself when it has a `/`).
-pub fn which(program: &str) -> Option<PathBuf> {
+/// The first `program` on `env`'s `PATH` that is an executable file (or `program` itself when it has a `/`).
+pub fn which(program: &str, env: &Environment) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if program.contains('/') {
         let p = PathBuf::from(program);
         return executable(&p).then_some(p);
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| executable(p))
+    let path = env.path()?;
+    std::env::split_paths(path).map(|d| d.join(program)).find(|p| executable(p))
 }
 
 #[cfg(test)]
@@ -535,9 +541,9 @@ mod tests {
     #[test]
     fn a_missing_program_is_not_found() {
         assert_eq!(
-            version_of("git-swarm-no-such-cli", Duration::from_secs(1)),
+            version_of("git-swarm-no-such-cli", Duration::from_secs(1), &Environment::of_this_process()),
             Err(ProbeError::NotFound { program: "git-swarm-no-such-cli".into() })
         );
-        assert!(version_of("false", Duration::from_secs(5)).is_err());
+        assert!(version_of("false", Duration::from_secs(5), &Environment::of_this_process()).is_err());
     }
 }

@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::environment::Environment;
+
 /// `[run] sandbox`: whether agent runs are contained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -102,14 +104,11 @@ impl Support {
     }
 }
 
-/// Where bubblewrap is looked for besides `PATH`: `GIT_SWARM_BWRAP` names another one (a test points it at
-/// nothing to see the runner without a sandbox).
-pub(crate) const BWRAP_VAR: &str = "GIT_SWARM_BWRAP";
-
-/// Whether a sandbox starts on this machine: probed once per process (a trial run of bubblewrap, bounded).
-pub fn support() -> &'static Support {
+/// Whether a sandbox starts on this machine: probed once per process (a trial run of bubblewrap, bounded), with
+/// `env`, the process's environment (`GIT_SWARM_BWRAP`, `PATH`).
+pub fn support(env: &Environment) -> &'static Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
-    SUPPORT.get_or_init(probe)
+    SUPPORT.get_or_init(|| probe(env))
 }
 
 /// The uid and gid an agent runs as when the runner is root: `nobody`'s, else 65534.
@@ -125,16 +124,16 @@ pub(crate) fn trampoline() -> Option<PathBuf> {
         .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("git-swarm")))
 }
 
-fn probe() -> Support {
+fn probe(env: &Environment) -> Support {
     if !cfg!(target_os = "linux") {
         return Support::Missing {
             why: "agent sandboxes are built with bubblewrap, which needs Linux".into(),
             hint: "on macOS agents run uncontained: run the swarm in a container or a VM (docs/security.md)".into(),
         };
     }
-    let bwrap = match std::env::var_os(BWRAP_VAR) {
-        Some(p) => PathBuf::from(p),
-        None => match crate::agent::preset::which("bwrap") {
+    let bwrap = match env.bwrap() {
+        Some(p) => p.to_path_buf(),
+        None => match crate::agent::preset::which("bwrap", env) {
             Some(p) => p,
             None => {
                 return Support::Missing {
@@ -147,7 +146,7 @@ fn probe() -> Support {
         },
     };
     let program = bwrap.to_string_lossy().into_owned();
-    let version = crate::agent::preset::run_bounded(&program, &["--version"], Duration::from_secs(10))
+    let version = crate::agent::preset::run_bounded(&program, &["--version"], Duration::from_secs(10), env)
         .map(|v| v.trim().to_string())
         .unwrap_or_default();
     // A trial of the very namespaces a run uses: user namespaces may be off (a container's seccomp, AppArmor's
@@ -173,7 +172,7 @@ fn probe() -> Support {
             None => args.push("true".into()),
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        crate::agent::preset::run_bounded(&program, &args, Duration::from_secs(20))
+        crate::agent::preset::run_bounded(&program, &args, Duration::from_secs(20), env)
             .map(|_| ())
             .map_err(|e| e.to_string())
     };
@@ -417,7 +416,7 @@ impl Spec {
         // Every PATH entry under a hidden home, with the tool's folder it is in (`~/.pyenv` for `~/.pyenv/shims`,
         // whose programs need the rest of it) unless that folder is one that keeps secrets; and this binary's folder
         // (the hooks call it).
-        if let Some(path) = std::env::var_os("PATH") {
+        if let Some(path) = env("PATH") {
             for entry in std::env::split_paths(&path).filter(|p| p.is_absolute()) {
                 if let Some(root) = homes.iter().find_map(|h| tool_root(h, &entry)) {
                     shown.push(root);

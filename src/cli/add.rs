@@ -37,7 +37,7 @@ pub struct AddArgs {
     #[arg(long, default_value = "work", value_parser = parse_kind)]
     kind: Kind,
     /// The plan task this one belongs to [default: $GIT_SWARM_PARENT, set for planner agents by the runner].
-    #[arg(long, value_name = "ID", value_parser = parse_id, env = "GIT_SWARM_PARENT", hide_env = true)]
+    #[arg(long, value_name = "ID", value_parser = parse_id)]
     parent: Option<String>,
     /// How to tell the task is done (a test, a command and its expected output).
     #[arg(long, value_name = "TEXT")]
@@ -49,11 +49,13 @@ pub struct AddArgs {
 
 /// Inside an agent's run, where the tasks it files go: the runner files them when the run is over
 /// (`runner::outbox`).
-fn outbox() -> Option<PathBuf> {
-    std::env::var_os("GIT_SWARM_OUTBOX").filter(|v| !v.is_empty()).map(PathBuf::from)
+fn outbox(ctx: &Ctx) -> Option<PathBuf> {
+    ctx.env.outbox().map(PathBuf::from)
 }
 
-pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
+pub fn run(ctx: &mut Ctx, mut args: AddArgs) -> CliResult<()> {
+    // `--parent`, else `$GIT_SWARM_PARENT` (a runner sets it for its planner's agent).
+    args.parent = args.parent.or_else(|| ctx.env.parent().map(String::from));
     if let Some(file) = &args.file {
         return add_file(ctx, file, args.parent.as_deref());
     }
@@ -104,7 +106,7 @@ pub fn run(ctx: &mut Ctx, args: AddArgs) -> CliResult<()> {
         acceptance: args.acceptance.unwrap_or_default(),
         scope: args.scope,
     };
-    if let Some(path) = outbox() {
+    if let Some(path) = outbox(ctx) {
         let id = ops::mint_id();
         let p = crate::ops::plan::Proposal {
             key: Some(id.clone()),
@@ -168,7 +170,7 @@ fn add_file(ctx: &mut Ctx, file: &std::path::Path, parent: Option<&str>) -> CliR
         return Err(bad(format!("[[task]] {} ('{}'): the body is more than {max_body} bytes", i + 1, p.title.trim())));
     }
     let mut keys = Vec::new();
-    if let Some(path) = outbox() {
+    if let Some(path) = outbox(ctx) {
         // The file's keys become the ids the agent is told, and its deps by key follow them.
         let ids: std::collections::BTreeMap<String, String> =
             proposals.iter().filter_map(|p| p.key.clone()).map(|k| (k, ops::mint_id())).collect();

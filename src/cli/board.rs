@@ -54,7 +54,7 @@ pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let loaded = Loaded::read(&swarm, true, args.log_limit)?;
     ctx.out.problems(&loaded.snapshot.problems);
-    let view = loaded.view(&swarm, ctx.now(), &Options::default(), &local_runs(&swarm));
+    let view = loaded.view(&swarm, ctx.now(), &Options::default(), &local_runs(&swarm, &ctx.env));
     match &args.html {
         Some(path) => {
             let page = html::render(&view);
@@ -82,8 +82,11 @@ pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
 }
 
 /// What this clone's runners do now: shown beside what the ref knows of their claims.
-pub(super) fn local_runs(swarm: &crate::txn::Swarm) -> Vec<crate::runner::status::LocalRun> {
-    crate::runner::status::read_all(&crate::runner::Places::of(swarm.local.repo.common_dir()))
+pub(super) fn local_runs(
+    swarm: &crate::txn::Swarm,
+    env: &crate::environment::Environment,
+) -> Vec<crate::runner::status::LocalRun> {
+    crate::runner::status::read_all(&crate::runner::Places::of(swarm.local.repo.common_dir(), env))
 }
 
 /// Write through a temp file in the same directory and rename, so that a browser reloading the page never sees
@@ -169,7 +172,8 @@ fn serve(ctx: &mut Ctx, args: &BoardArgs) -> CliResult<()> {
         }
     };
     let clock = ctx.clock();
-    let local_of = || local_runs(&swarm);
+    let env = std::sync::Arc::clone(&ctx.env);
+    let local_of = || local_runs(&swarm, &env);
     let follow = Follow {
         local: &local_of,
         interval: args.interval,

@@ -272,9 +272,8 @@ pub(super) fn agent_clis(ctx: &Ctx, a: &InstallArgs, lines: &[String]) -> CliRes
 /// Refuse (exit 2) pinned settings that name paths of this machine, unless `--allow-local-paths`.
 /// `what`: the file that would pin them (`workflow`, `pipeline`).
 pub(super) fn refuse_local_names(ctx: &Ctx, what: &str, allow_local_paths: bool, lines: &[String]) -> CliResult<()> {
-    let clone = crate::repo::discover(ctx.dir()).ok().and_then(|r| r.workdir().map(PathBuf::from));
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let found = portable::local_names(lines, clone.as_deref(), home.as_deref());
+    let clone = crate::repo::discover(ctx.dir(), &ctx.env).ok().and_then(|r| r.workdir().map(PathBuf::from));
+    let found = portable::local_names(lines, clone.as_deref(), ctx.env.home());
     if found.is_empty() {
         return Ok(());
     }
@@ -381,7 +380,7 @@ pub(super) fn write_generated(
     what: &str,
     hints: &[&str],
 ) -> CliResult<(String, bool)> {
-    let repo = crate::repo::discover(ctx.dir()).map_err(|e| CliError::io(e.to_string()))?;
+    let repo = crate::repo::discover(ctx.dir(), &ctx.env).map_err(|e| CliError::io(e.to_string()))?;
     let top = repo
         .workdir()
         .map(PathBuf::from)
@@ -449,7 +448,7 @@ pub fn repo_slug(ctx: &Ctx, flag: Option<&str>) -> CliResult<RepoSlug> {
         return r.parse().map_err(|e: String| CliError::usage(format!("--repo: {e}")));
     }
     let remote = ctx.remote_cli().unwrap_or_else(|| "origin".into());
-    let repo = crate::repo::discover(ctx.dir()).map_err(|e| CliError::io(e.to_string()))?;
+    let repo = crate::repo::discover(ctx.dir(), &ctx.env).map_err(|e| CliError::io(e.to_string()))?;
     let url = repo
         .config_snapshot()
         .string(format!("remote.{remote}.url").as_str())
@@ -466,14 +465,9 @@ pub fn repo_slug(ctx: &Ctx, flag: Option<&str>) -> CliResult<RepoSlug> {
 }
 
 /// A client of the API at `$GITHUB_API_URL` (else api.github.com) with `$GITHUB_TOKEN` (else `$GH_TOKEN`).
-pub fn client() -> CliResult<Client> {
-    let token = ["GITHUB_TOKEN", "GH_TOKEN"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
-        .ok_or(ApiError::NoToken)
-        .map_err(api_error)?;
-    let base = std::env::var("GITHUB_API_URL").ok().filter(|v| !v.trim().is_empty());
-    Client::new(base.as_deref().unwrap_or(DEFAULT_API_URL), &token).map_err(api_error)
+pub fn client(env: &crate::environment::Environment) -> CliResult<Client> {
+    let token = env.github_token().ok_or(ApiError::NoToken).map_err(api_error)?;
+    Client::new(env.github_api_url().unwrap_or(DEFAULT_API_URL), token).map_err(api_error)
 }
 
 /// GitHub's errors with what to do about them.

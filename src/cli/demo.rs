@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::environment::Environment;
 use crate::model::{Config, Status};
 
 use super::output::Printer;
@@ -52,13 +53,13 @@ fn write(path: &Path, text: &str) -> CliResult<()> {
     std::fs::write(path, text).map_err(|e| CliError::io(format!("demo: cannot write {}: {e}", path.display())))
 }
 
-pub fn run(out: &Printer, args: DemoArgs) -> CliResult<()> {
+pub fn run(out: &Printer, args: DemoArgs, env: &Environment) -> CliResult<()> {
     let tmp = tempfile::Builder::new()
         .prefix("git-swarm-demo-")
         .tempdir()
         .map_err(|e| CliError::io(format!("demo: cannot make a temporary folder: {e}")))?;
     let root = tmp.path().to_path_buf();
-    let res = demo_in(out, &root, &args);
+    let res = demo_in(out, &root, &args, env);
     if args.keep {
         let kept = tmp.keep();
         out.note(format!("the demo's folder is kept: {}", kept.display()));
@@ -66,12 +67,12 @@ pub fn run(out: &Printer, args: DemoArgs) -> CliResult<()> {
     res
 }
 
-fn demo_in(out: &Printer, root: &Path, args: &DemoArgs) -> CliResult<()> {
+fn demo_in(out: &Printer, root: &Path, args: &DemoArgs, env: &Environment) -> CliResult<()> {
     let started = Instant::now();
     let (remote, work) = (root.join("remote.git"), root.join("work"));
     demo_project(out, root, &remote, &work)?;
-    let swarm = demo_swarm(root, &work)?;
-    let (end, logs) = demo_fleet(out, root, &work, &swarm, args)?;
+    let swarm = demo_swarm(root, &work, env)?;
+    let (end, logs) = demo_fleet(out, root, &work, &swarm, args, env)?;
     demo_summary(out, &swarm, &remote, &work, &end, &logs, started, args)?;
     if !end.failed.is_empty() {
         return Err(CliError::io(format!("demo: {} member(s) failed: {}", end.failed.len(), end.failed.join(", ")))
@@ -100,7 +101,7 @@ fn demo_project(out: &Printer, root: &Path, remote: &Path, work: &Path) -> CliRe
 }
 
 /// The demo's swarm in its clone: the scripted agent beside it, the settings written and trusted there.
-fn demo_swarm(root: &Path, work: &Path) -> CliResult<crate::txn::Swarm> {
+fn demo_swarm(root: &Path, work: &Path, env: &Environment) -> CliResult<crate::txn::Swarm> {
     let agent = root.join("agent.sh");
     write(&agent, AGENT)?;
     let exec = format!("sh {}", shell_quote(&agent.to_string_lossy()));
@@ -113,7 +114,7 @@ fn demo_swarm(root: &Path, work: &Path) -> CliResult<crate::txn::Swarm> {
         toml_string(&exec)
     );
     let config: Config = toml::from_str(&config_text).map_err(|e| CliError::io(format!("demo: {e}")))?;
-    let repo = crate::repo::discover(work).map_err(|e| CliError::io(e.to_string()))?;
+    let repo = crate::repo::discover(work, env).map_err(|e| CliError::io(e.to_string()))?;
     let swarm = crate::open_swarm(repo, None, "default", crate::Transport::Auto)?;
     let who = crate::store::Identity { name: "git swarm demo".into(), email: "demo@git-swarm.invalid".into() };
     let clock = || crate::time::Timestamp::now_with_offset(0);
@@ -131,6 +132,7 @@ fn demo_fleet(
     work: &Path,
     swarm: &crate::txn::Swarm,
     args: &DemoArgs,
+    env: &Environment,
 ) -> CliResult<(FleetEnd, std::path::PathBuf)> {
     out.note(format!("demo: goal: {GOAL}"));
     out.note(format!(
@@ -158,7 +160,7 @@ fn demo_fleet(
         ],
         logs: work.join(".git").join("swarm").join("logs"),
     };
-    let end = run_fleet(&fleet, swarm)?;
+    let end = run_fleet(&fleet, swarm, env)?;
     Ok((end, fleet.logs))
 }
 

@@ -46,7 +46,7 @@ pub fn run(ctx: &mut Ctx, a: DispatchArgs) -> CliResult<()> {
     check_ref(a.git_ref.as_deref())?;
     let repo = repo_slug(ctx, a.repo.as_deref())?;
     // The token is checked before any request is made.
-    let api = client()?;
+    let api = client(&ctx.env)?;
     let git_ref = match a.git_ref {
         Some(r) => r,
         None => api.default_branch(&repo).map_err(api_error)?,

@@ -32,6 +32,7 @@ pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
         who: &who,
         retry: &ctx.retry,
         clock: &clock,
+        env: &ctx.env,
     };
     let findings = crate::doctor::examine(&swarm, &with)?;
     for f in &findings {

@@ -7,8 +7,10 @@
 
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::environment::Environment;
 use crate::hooks::{self, GitHook, Installed, Removed, agent};
 use crate::model::{Status, Task};
 use crate::ops::{self, Actor, Change};
@@ -98,11 +100,11 @@ impl From<hooks::HookError> for CliError {
 }
 
 /// The entry point: the handlers make their own context, so that even a broken setup never fails a commit.
-pub fn run(global: GlobalArgs, args: HooksArgs) -> CliResult<()> {
+pub fn run(global: GlobalArgs, args: HooksArgs, env: Arc<Environment>) -> CliResult<()> {
     match args.cmd {
-        HooksCmd::Run(hook) => run_git_hook(global, hook),
+        HooksCmd::Run(hook) => run_git_hook(global, hook, env),
         HooksCmd::Agent { tool, event, payload } => {
-            let res = Ctx::new(global).and_then(|mut ctx| agent_hook(&mut ctx, &tool, &event, payload));
+            let res = Ctx::new(global, env).and_then(|mut ctx| agent_hook(&mut ctx, &tool, &event, payload));
             if let Err(e) = res {
                 Printer::new(false).warn(format!("git swarm: the {tool} {event} hook: {}", e.message));
             }
@@ -113,7 +115,7 @@ pub fn run(global: GlobalArgs, args: HooksArgs) -> CliResult<()> {
             Ok(())
         }
         cmd => {
-            let mut ctx = Ctx::new(global)?;
+            let mut ctx = Ctx::new(global, env)?;
             manage(&mut ctx, cmd)
         }
     }
@@ -182,13 +184,13 @@ fn manage(ctx: &mut Ctx, cmd: HooksCmd) -> CliResult<()> {
     Ok(())
 }
 
-fn run_git_hook(global: GlobalArgs, hook: RunHook) -> CliResult<()> {
+fn run_git_hook(global: GlobalArgs, hook: RunHook, env: Arc<Environment>) -> CliResult<()> {
     let warn = |m: String| Printer::new(false).warn(format!("git swarm: {m}"));
     match hook {
         RunHook::CommitMsg { file } => {
-            let Some(id) = std::env::var("GIT_SWARM_TASK_ID").ok().filter(|v| !v.is_empty()) else { return Ok(()) };
+            let Some(id) = env.task_id() else { return Ok(()) };
             let dir = global.start_dir().unwrap_or_else(|_| PathBuf::from("."));
-            if let Err(e) = hooks::add_trailer(&dir, &file, &id) {
+            if let Err(e) = hooks::add_trailer(&dir, &file, id) {
                 warn(format!("commit-msg: the Swarm-Task trailer was not added: {e}"));
             }
             Ok(())
@@ -196,7 +198,7 @@ fn run_git_hook(global: GlobalArgs, hook: RunHook) -> CliResult<()> {
         RunHook::PrePush { push_remote, push_url } => {
             // Where the code goes does not matter: the board is the swarm's remote (--remote, swarm.remote…).
             let _ = (push_remote, push_url);
-            match Ctx::new(global) {
+            match Ctx::new(global, env) {
                 Ok(mut ctx) => pre_push(&mut ctx),
                 Err(e) => {
                     warn(format!("pre-push: the claim check is skipped: {}", e.message));
@@ -205,12 +207,6 @@ fn run_git_hook(global: GlobalArgs, hook: RunHook) -> CliResult<()> {
             }
         }
     }
-}
-
-/// How long the board read of a hook may take before the hook gives up on it.
-fn hook_timeout() -> Duration {
-    let secs = std::env::var("GIT_SWARM_HOOK_TIMEOUT").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(10);
-    Duration::from_secs(secs)
 }
 
 fn pre_push(ctx: &mut Ctx) -> CliResult<()> {
@@ -265,15 +261,17 @@ fn pre_push(ctx: &mut Ctx) -> CliResult<()> {
 }
 
 /// The tasks `ids` as the board has them (finished ones too), read in a thread so that a remote that does not
-/// answer costs at most [`hook_timeout`].
+/// answer costs at most `$GIT_SWARM_HOOK_TIMEOUT`.
 fn board_tasks(ctx: &mut Ctx, ids: Vec<String>) -> Result<Vec<Option<Task>>, String> {
     // A repository handle cannot move between threads: the thread opens its own.
     let (dir, remote, name, transport) =
         (ctx.dir().to_path_buf(), ctx.remote.clone(), ctx.swarm_name.clone(), ctx.transport);
+    let env = Arc::clone(&ctx.env);
+    let limit = env.hook_timeout();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let res = (|| -> Result<Vec<Option<Task>>, String> {
-            let repo = crate::repo::discover(&dir).map_err(|e| e.to_string())?;
+            let repo = crate::repo::discover(&dir, &env).map_err(|e| e.to_string())?;
             let swarm = crate::open_swarm(repo, remote.as_deref(), &name, transport).map_err(|e| e.to_string())?;
             let snap = swarm.read(false).map_err(|e| e.to_string())?;
             ids.iter()
@@ -288,15 +286,14 @@ fn board_tasks(ctx: &mut Ctx, ids: Vec<String>) -> Result<Vec<Option<Task>>, Str
         })();
         let _ = tx.send(res);
     });
-    let limit = hook_timeout();
     rx.recv_timeout(limit).map_err(|_| format!("no answer within {}s", limit.as_secs()))?
 }
 
 /// The agent hooks' handler: renew the lease (rate limited) while the agent works, record the hand-off when it
 /// stops. Does nothing outside a swarm worker (no `$GIT_SWARM_TASK_ID`).
 fn agent_hook(ctx: &mut Ctx, agent: &str, event: &str, payload: Option<String>) -> CliResult<()> {
-    let Some(id) = std::env::var("GIT_SWARM_TASK_ID").ok().filter(|v| !v.is_empty()) else { return Ok(()) };
-    crate::model::validate_id(&id).map_err(|e| CliError::usage(format!("GIT_SWARM_TASK_ID: {e}")))?;
+    // Checked as a task id when the environment was read.
+    let Some(id) = ctx.env.task_id().map(String::from) else { return Ok(()) };
     // A hook that retries for minutes would hold the agent up (Claude Code gives it 30 s): give up sooner.
     ctx.retry.max_elapsed = ctx.retry.max_elapsed.min(Duration::from_secs(20));
     let stdin_payload = || -> Value {
@@ -316,39 +313,38 @@ fn agent_hook(ctx: &mut Ctx, agent: &str, event: &str, payload: Option<String>) 
             // Claude Code hands the text over in the payload; the transcript is only a fallback (it may not be
             // written yet when Stop runs: the hand-off was lost in most runs while it was read from there alone).
             if let Some(text) = p["last_assistant_message"].as_str().filter(|t| !t.trim().is_empty()) {
-                return handoff(Some(text));
+                return handoff(ctx, Some(text));
             }
             let text = match p["transcript_path"].as_str() {
                 Some(t) => agent::last_assistant_text_of(Path::new(t), Duration::from_secs(3))
                     .map_err(|e| CliError::io(format!("transcript {t}: {e}")))?,
                 None => None,
             };
-            handoff(text.as_deref())
+            handoff(ctx, text.as_deref())
         }
         ("gemini", "after-agent") => {
             let p = stdin_payload();
-            handoff(p["prompt_response"].as_str())
+            handoff(ctx, p["prompt_response"].as_str())
         }
         ("cursor", "after-agent-response") => {
             let p = stdin_payload();
-            handoff(p["text"].as_str())
+            handoff(ctx, p["text"].as_str())
         }
         ("codex", "notify") => {
             let p: Value = payload.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(Value::Null);
             if p["type"] != "agent-turn-complete" {
                 return Ok(());
             }
-            handoff(p["last-assistant-message"].as_str())?;
+            handoff(ctx, p["last-assistant-message"].as_str())?;
             renew(ctx, &id)
         }
         _ => Err(CliError::usage(format!("unknown event '{}' for {agent}", crate::escape::line(event)))),
     }
 }
 
-fn handoff(text: Option<&str>) -> CliResult<()> {
-    let (Some(text), Some(file)) = (text, std::env::var_os("GIT_SWARM_HANDOFF_FILE")) else { return Ok(()) };
-    let file = PathBuf::from(file);
-    agent::record_handoff(&file, text).map_err(|e| CliError::io(format!("{}: {e}", file.display())))?;
+fn handoff(ctx: &Ctx, text: Option<&str>) -> CliResult<()> {
+    let (Some(text), Some(file)) = (text, ctx.env.handoff_file()) else { return Ok(()) };
+    agent::record_handoff(file, text).map_err(|e| CliError::io(format!("{}: {e}", file.display())))?;
     Ok(())
 }
 
@@ -357,21 +353,19 @@ fn handoff(text: Option<&str>) -> CliResult<()> {
 fn renew(ctx: &mut Ctx, id: &str) -> CliResult<()> {
     // Inside a runner's agent run the runner keeps the lease itself (the agent holds no credential to push with,
     // and in a sandbox cannot write the clone): nothing to do.
-    if let Some(outbox) = std::env::var_os("GIT_SWARM_OUTBOX").filter(|v| !v.is_empty()) {
+    if let Some(outbox) = ctx.env.outbox() {
         // Said in the run's folder (that the agent's hooks fire is worth knowing: `docs/hooks.md`).
-        if let Some(dir) = Path::new(&outbox).parent() {
+        if let Some(dir) = outbox.parent() {
             let _ = std::fs::write(dir.join(format!("hook-renew-{id}")), b"");
         }
         return Ok(());
     }
-    let every = std::env::var("GIT_SWARM_HOOK_RENEW_SECS").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(60);
     let agent = ctx.agent().to_string();
     let stamp = ctx.common_dir.join("swarm").join("hooks").join(format!("renew-{agent}-{id}"));
-    if agent::rate_limited(&stamp, Duration::from_secs(every)) {
+    if agent::rate_limited(&stamp, ctx.env.hook_renew()) {
         return Ok(());
     }
-    let epoch = std::env::var("GIT_SWARM_EPOCH").ok().and_then(|v| v.parse::<u64>().ok());
-    let epoch = epoch.or_else(|| ctx.recalled_epoch(&agent, id));
+    let epoch = ctx.env.epoch().or_else(|| ctx.recalled_epoch(&agent, id));
     ctx.transact(|snap, now, agent| {
         let board = &snap.board;
         let lease = board.config.lease;

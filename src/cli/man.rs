@@ -150,18 +150,17 @@ fn extra_sections() -> Roff {
         item(&mut r, key, &what);
     }
     r.control("SH", ["ENVIRONMENT"]);
-    for (key, what) in [
-        ("GIT_SWARM_REMOTE", "the shared remote (as --remote)."),
-        ("GIT_SWARM_SWARM", "which swarm (as --swarm)."),
-        ("GIT_SWARM_AGENT", "this agent's id (as --agent)."),
-        ("GIT_SWARM_TRANSPORT", "auto, git or git-fetch: how the remote is reached (as git config swarm.transport)."),
-        ("GIT_SWARM_MAX_RETRY_SECS", "how long an op retries lost races and unreachable remotes."),
-        ("GIT_SWARM_TRUST", "digests of shared settings this runner may run, comma-separated (any: all)."),
-        ("GIT_SWARM_GIT_TIMEOUT", "seconds one git push or fetch against the remote may take (default 600)."),
-        ("GIT_DIR, GIT_WORK_TREE, GIT_COMMON_DIR", "as in git: which repository the command works in."),
-    ] {
-        item(&mut r, key, what);
+    para(
+        &mut r,
+        "Read once, when the command starts. A GIT_SWARM_* variable whose value cannot be used stops the command \
+         (exit 2, the variable named; the hooks' handlers warn and take it as unset); set to nothing, it is unset.",
+    );
+    // The declaration the table of docs/configuration.md is made from too.
+    for v in crate::environment::Var::ALL {
+        let text = format!("{} Its value: {}.", v.meaning(), v.rule());
+        item(&mut r, v.name(), &text.replace('`', ""));
     }
+    item(&mut r, "GIT_DIR, GIT_WORK_TREE, GIT_COMMON_DIR", "as in git: which repository the command works in.");
     r.control("SH", ["FILES"]);
     item(
         &mut r,

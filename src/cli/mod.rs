@@ -38,8 +38,10 @@ mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::environment::Environment;
 use crate::model::{Kind, validate_agent};
 use crate::ops::DomainError;
 use crate::store::{Identity, Snapshot};
@@ -72,10 +74,10 @@ pub struct GlobalArgs {
     pub dir: Vec<std::ffi::OsString>,
     /// The shared remote holding the swarm: a remote's name, a URL or a path
     /// [default: $GIT_SWARM_REMOTE, else git config swarm.remote, else origin, else this repository].
-    #[arg(long, global = true, value_name = "NAME-OR-URL", env = "GIT_SWARM_REMOTE", hide_env = true)]
+    #[arg(long, global = true, value_name = "NAME-OR-URL")]
     pub remote: Option<String>,
     /// Which swarm: the ref refs/swarm/<NAME> [default: $GIT_SWARM_SWARM, else git config swarm.name, else default].
-    #[arg(long, global = true, value_name = "NAME", env = "GIT_SWARM_SWARM", hide_env = true)]
+    #[arg(long, global = true, value_name = "NAME")]
     pub swarm: Option<String>,
     /// This agent's identity (letters, digits, '-', '_', '.') [default: $GIT_SWARM_AGENT, else git config swarm.agent,
     /// else user-host].
@@ -185,11 +187,12 @@ pub struct Opener {
     remote: Option<String>,
     swarm_name: String,
     transport: crate::Transport,
+    env: Arc<Environment>,
 }
 
 impl Opener {
     pub fn open(&self) -> CliResult<Swarm> {
-        let repo = crate::repo::discover(&self.dir).map_err(|e| CliError::from(TxnError::from(e)))?;
+        let repo = crate::repo::discover(&self.dir, &self.env).map_err(|e| CliError::from(TxnError::from(e)))?;
         Ok(crate::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?)
     }
 }
@@ -214,10 +217,12 @@ pub struct Ctx {
     agent_given: bool,
     /// `git config swarm.*` over `swarm.toml` (an error only for the commands that use it).
     git_config: Result<crate::config::Local, String>,
+    /// The process environment, as it was at the start (`cli::main`).
+    pub env: Arc<Environment>,
 }
 
 impl Ctx {
-    fn new(global: GlobalArgs) -> CliResult<Ctx> {
+    fn new(global: GlobalArgs, env: Arc<Environment>) -> CliResult<Ctx> {
         let out = Printer::new(global.json);
         let dir = global.start_dir()?;
         // As git: run *in* that directory, so that relative paths (`--body-file`, `board --html`, a relative
@@ -226,48 +231,35 @@ impl Ctx {
             std::env::set_current_dir(&dir)
                 .map_err(|e| CliError::usage(format!("-C {}: cannot change into it: {e}", dir.display())))?;
         }
-        let repo = crate::repo::discover(&dir).map_err(|e| CliError::from(TxnError::from(e)))?;
+        let repo = crate::repo::discover(&dir, &env).map_err(|e| CliError::from(TxnError::from(e)))?;
         let cfg = repo.config_snapshot();
         let get = |key: &str| cfg.string(key).map(|v| v.to_string()).filter(|v| !v.is_empty());
-        let swarm_name = global.swarm.clone().or_else(|| get("swarm.name")).unwrap_or_else(|| "default".into());
+        let (env_swarm, env_remote) = (env.swarm().map(String::from), env.remote().map(String::from));
+        let swarm_name =
+            global.swarm.clone().or(env_swarm).or_else(|| get("swarm.name")).unwrap_or_else(|| "default".into());
         crate::model::validate_swarm_name(&swarm_name).map_err(|e| CliError::usage(format!("--swarm: {e}")))?;
-        let remote = global.remote.clone().or_else(|| get("swarm.remote"));
+        let remote = global.remote.clone().or(env_remote).or_else(|| get("swarm.remote"));
         if let Some(r) = remote.as_deref().filter(|r| r.starts_with('-') || r.is_empty()) {
             return Err(CliError::usage(format!(
                 "--remote '{}': not a remote name, URL or path",
                 crate::escape::line(r)
             )));
         }
-        let transport = match std::env::var("GIT_SWARM_TRANSPORT").ok().or_else(|| get("swarm.transport")) {
-            Some(t) => t.parse().map_err(|e: String| CliError::usage(format!("swarm.transport: {e}")))?,
+        let transport = match env.transport().map(Ok).or_else(|| get("swarm.transport").map(|t| t.parse())) {
+            Some(t) => t.map_err(|e: String| CliError::usage(format!("swarm.transport: {e}")))?,
             None => crate::Transport::Auto,
         };
         let common_dir = repo.common_dir().to_path_buf();
         let git_config = crate::config::Local::from_git(cfg.plumbing()).map_err(|e| e.to_string());
-        let clock_offset = match std::env::var("GIT_SWARM_CLOCK_OFFSET") {
-            Ok(v) => v
-                .parse::<i64>()
-                .map_err(|_| CliError::usage(format!("GIT_SWARM_CLOCK_OFFSET='{v}' is not a number of seconds")))?,
-            Err(_) => 0,
-        };
-        // A bad agent id is a usage error for every command, not only for those that write.
-        // Not through clap's `env`: an empty or non-UTF-8 `$GIT_SWARM_AGENT` is unset (clap would take the one as
-        // the id "" and refuse the other before any command ran, the git hooks' included).
-        let given = global
-            .agent
-            .clone()
-            .or_else(|| std::env::var("GIT_SWARM_AGENT").ok().filter(|a| !a.is_empty()))
-            .or_else(|| get("swarm.agent"));
+        let clock_offset = env.clock_offset();
+        // A bad agent id is a usage error for every command, not only for those that write. An empty or non-UTF-8
+        // `$GIT_SWARM_AGENT` is unset (`environment`: the git hooks must not stop on it).
+        let given = global.agent.clone().or_else(|| env.agent().map(String::from)).or_else(|| get("swarm.agent"));
         let agent_given = given.is_some();
-        let agent = given.unwrap_or_else(|| default_agent(&common_dir));
+        let agent = given.unwrap_or_else(|| default_agent(&common_dir, &env));
         validate_agent(&agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
         let mut retry = Retry::default();
-        if let Ok(v) = std::env::var("GIT_SWARM_MAX_RETRY_SECS") {
-            let secs = v
-                .parse::<u64>()
-                .map_err(|_| CliError::usage(format!("GIT_SWARM_MAX_RETRY_SECS='{v}' is not a number")))?;
-            retry.max_elapsed = Duration::from_secs(secs);
-        }
+        retry.max_elapsed = env.max_retry().unwrap_or(retry.max_elapsed);
         let dir = std::path::absolute(&dir).unwrap_or(dir);
         Ok(Ctx {
             out,
@@ -283,6 +275,7 @@ impl Ctx {
             dir,
             agent_given,
             git_config,
+            env,
         })
     }
 
@@ -363,6 +356,7 @@ impl Ctx {
             remote: self.remote.clone(),
             swarm_name: self.swarm_name.clone(),
             transport: self.transport,
+            env: Arc::clone(&self.env),
         }
     }
 
@@ -467,9 +461,8 @@ impl Ctx {
     /// code (the landing then refused). `renew` stays open to the agent's hooks.
     pub fn refuse_a_runners_id(&self, agent: &str, what: &str) -> CliResult<()> {
         // Inside a runner's agent run (its outbox is set; in a sandbox the runner's pid file is not even visible).
-        let in_run = std::env::var_os("GIT_SWARM_OUTBOX").is_some_and(|v| !v.is_empty())
-            && std::env::var("GIT_SWARM_AGENT").is_ok_and(|a| a == agent);
-        let pid = match crate::runner::live_runner(&crate::runner::Places::of(&self.common_dir), agent) {
+        let in_run = self.env.outbox().is_some() && self.env.agent() == Some(agent);
+        let pid = match crate::runner::live_runner(&crate::runner::Places::of(&self.common_dir, &self.env), agent) {
             Some(pid) => pid.to_string(),
             None if in_run => "its own".to_string(),
             None => return Ok(()),
@@ -540,8 +533,8 @@ impl Ctx {
 /// The default agent id: `<user>-<host>-<clone>`, where `<clone>` is a short random id kept in this clone
 /// (`<git dir>/swarm/clone-id`, made on first use): two clones on one machine are two agents, and every work tree
 /// of one clone is the same agent (a claim made in one can be finished from another).
-fn default_agent(common_dir: &std::path::Path) -> String {
-    let base = user_host();
+fn default_agent(common_dir: &std::path::Path, env: &Environment) -> String {
+    let base = user_host(env);
     match clone_id(common_dir) {
         Some(c) => format!("{}-{c}", base.chars().take(55).collect::<String>()),
         None => base,
@@ -583,17 +576,16 @@ fn clone_id(common_dir: &std::path::Path) -> Option<String> {
     }
 }
 
-fn user_host() -> String {
-    let user = std::env::var("USER").or_else(|_| std::env::var("USERNAME")).unwrap_or_else(|_| "agent".into());
+fn user_host(env: &Environment) -> String {
+    let user = env.user().unwrap_or("agent");
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .or_else(|| env.host().map(String::from))
         .unwrap_or_else(|| "host".into());
     let clean = |s: &str| -> String {
         s.trim().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '-' }).collect()
     };
-    let id = format!("{}-{}", clean(&user), clean(&host));
+    let id = format!("{}-{}", clean(user), clean(&host));
     let id: String = id.trim_matches('-').chars().take(64).collect();
     if id.is_empty() { "agent".into() } else { id }
 }
@@ -668,31 +660,31 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    // What the engine takes of the environment, read once here (it reads none itself); a bad value stops here.
-    let vars: Vec<(String, String)> =
-        std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
-    match git_swarm_core::Process::from_vars(&vars) {
-        Ok(p) => {
-            git_swarm_core::install(p);
-        }
-        // A hook's handler never fails a commit or an agent for it: the defaults then.
-        Err(_) if matches!(cli.command, Command::Hooks(_)) => {}
-        Err(why) => {
-            CliError::usage(why).hint("unset it, or give it a valid value").report(cli.global.json);
+    // The process environment, read once, here (`environment`): the engine's part of it installed, a bad value
+    // of a knob stops the command before anything runs.
+    let (env, bad) = Environment::from_vars(std::env::vars_os());
+    let engine = git_swarm_core::Process::from_vars(&env.utf8_vars()).map(git_swarm_core::install).err();
+    let mut bad: Vec<(String, String)> = bad.iter().map(|b| (b.to_string(), b.fix())).collect();
+    bad.extend(engine.map(|why| (why, "unset it, or give it a valid value".into())));
+    if let Some((why, fix)) = bad.first() {
+        if !matches!(cli.command, Command::Hooks(_)) {
+            CliError::usage(why).hint(fix).report(cli.global.json);
             return ExitCode::from(2);
         }
+        // A hook's handler never fails a commit or an agent for it: said, and the defaults then.
+        bad.iter().for_each(|(why, _)| Printer::new(false).warn(format!("git swarm: {why} (taken as unset)")));
     }
-    let json = cli.global.json;
+    let (json, profile) = (cli.global.json, env.profile().map(PathBuf::from));
     let started = std::time::Instant::now();
-    let code = match run(cli) {
+    let code = match run(cli, Arc::new(env)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             e.report(json);
             ExitCode::from(e.code())
         }
     };
-    if let Some(file) = std::env::var_os("GIT_SWARM_PROFILE") {
-        write_profile(std::path::Path::new(&file), subcommand.as_deref(), started.elapsed());
+    if let Some(file) = profile {
+        write_profile(&file, subcommand.as_deref(), started.elapsed());
     }
     code
 }
@@ -720,17 +712,18 @@ fn write_profile(file: &std::path::Path, command: Option<&str>, wall: std::time:
     }
 }
 
-fn run(cli: Cli) -> CliResult<()> {
+fn run(cli: Cli, env: Arc<Environment>) -> CliResult<()> {
     // The demo makes its own repositories: it runs anywhere, in a repository or not.
     // These need no repository: the demo makes its own, the others write or print files about the tool itself.
     match cli.command {
-        Command::Demo(a) => return demo::run(&Printer::new(cli.global.json), a),
-        Command::Setup(a) => return setup::run(&Printer::new(cli.global.json), a),
+        Command::Demo(a) => return demo::run(&Printer::new(cli.global.json), a, &env),
+        Command::Setup(a) => return setup::run(&Printer::new(cli.global.json), a, &env),
         Command::Completions(a) => return completions::run(a),
         Command::Man(a) => return man::run(a),
         Command::Places => {
-            let repo = crate::repo::discover(&cli.global.start_dir()?).map_err(|e| CliError::io(e.to_string()))?;
-            let places = crate::runner::Places::of(repo.common_dir());
+            let repo =
+                crate::repo::discover(&cli.global.start_dir()?, &env).map_err(|e| CliError::io(e.to_string()))?;
+            let places = crate::runner::Places::of(repo.common_dir(), &env);
             println!("{}", serde_json::json!({"home": places.home, "base": places.base}));
             return Ok(());
         }
@@ -738,9 +731,9 @@ fn run(cli: Cli) -> CliResult<()> {
     }
     // The hooks' handlers make their own context: a broken setup must not fail a commit or an agent.
     if let Command::Hooks(a) = cli.command {
-        return hooks::run(cli.global, a);
+        return hooks::run(cli.global, a, env);
     }
-    let mut ctx = Ctx::new(cli.global)?;
+    let mut ctx = Ctx::new(cli.global, env)?;
     match cli.command {
         Command::Init(a) => init::run(&mut ctx, a),
         Command::Add(a) => add::run(&mut ctx, a),

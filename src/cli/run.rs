@@ -156,6 +156,7 @@ pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
         check,
         git_config: ctx.git_config()?,
         desk: None,
+        env: Arc::clone(&ctx.env),
     };
     let mut r = Runner::new(start, &mut events);
     // `run worker --once`: did its one task land? (A failed or lost task is a failed run for a script.)
@@ -295,7 +296,8 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
             .map(|id| {
                 let (stop, desk, opener, git_config, pacer) =
                     (Arc::clone(&stop), Arc::clone(&desk), opener.clone(), git_config.clone(), Arc::clone(&pacer));
-                let (retry, remote_env, clock) = (ctx.retry.clone(), remote_env.clone(), ctx.clock());
+                let (retry, remote_env, clock, env) =
+                    (ctx.retry.clone(), remote_env.clone(), ctx.clock(), Arc::clone(&ctx.env));
                 let (exec, check, opts, writer) = (w.lp.exec.clone(), w.check.clone(), opts.clone(), base.clone());
                 let handle = std::thread::Builder::new().name(id.clone()).spawn_scoped(scope, move || {
                     // One agent that cannot go on (an error, a panic) stops the others, as a signal would: each
@@ -319,6 +321,7 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                             check,
                             git_config,
                             desk: Some(desk),
+                            env,
                         };
                         let mut r = Runner::new(start, &mut events);
                         let (end, stats) = crate::runner::worker::run(&mut r, &opts).map_err(run_error)?;

@@ -38,7 +38,7 @@ pub fn run(ctx: &mut Ctx, a: RunsArgs) -> CliResult<()> {
     }
     validate_workflow(&a.workflow).map_err(|e| CliError::usage(format!("--workflow: {e}")))?;
     let repo = repo_slug(ctx, a.repo.as_deref())?;
-    let api = client()?;
+    let api = client(&ctx.env)?;
     let list = api.runs(&repo, &a.workflow, a.limit).map_err(api_error)?;
     let opt = |v: &Option<String>| v.as_deref().map(line).unwrap_or_else(|| "-".into());
     if list.workflow_runs.is_empty() {

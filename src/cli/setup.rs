@@ -18,6 +18,7 @@ use clap_complete::Shell;
 use serde_json::json;
 
 use super::{CliError, CliResult, Printer};
+use crate::environment::Environment;
 
 #[derive(Debug, clap::Args)]
 pub struct SetupArgs {
@@ -38,7 +39,7 @@ struct Install {
     content: Vec<u8>,
 }
 
-pub fn run(out: &Printer, args: SetupArgs) -> CliResult<()> {
+pub fn run(out: &Printer, args: SetupArgs, env: &Environment) -> CliResult<()> {
     let prefix = match args.prefix {
         Some(p) => std::path::absolute(&p).unwrap_or(p),
         None => default_prefix()?,
@@ -49,11 +50,13 @@ pub fn run(out: &Printer, args: SetupArgs) -> CliResult<()> {
         todo.push(Install { what: "man", path: man_path(&prefix), content: page });
     }
     if !args.no_completions {
-        let home = home()?;
+        let home = env.home().ok_or_else(|| {
+            CliError::usage("HOME is not set (or not an absolute path): cannot tell where the completions go")
+        })?;
         for (what, shell, path) in [
-            ("bash", Shell::Bash, bash_path(&home)),
+            ("bash", Shell::Bash, bash_path(env, home)),
             ("zsh", Shell::Zsh, prefix.join("share/zsh/site-functions/_git-swarm")),
-            ("fish", Shell::Fish, fish_path(&home)),
+            ("fish", Shell::Fish, fish_path(env, home)),
         ] {
             todo.push(Install { what, path, content: super::completions::script(shell) });
         }
@@ -95,30 +98,20 @@ fn default_prefix() -> CliResult<PathBuf> {
         .ok_or_else(|| CliError::usage(format!("{}: no folder above the binary's; give --prefix", exe.display())))
 }
 
-fn home() -> CliResult<PathBuf> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .ok_or_else(|| CliError::usage("HOME is not set: cannot tell where the completions go"))
-}
-
-fn env_dir(var: &str) -> Option<PathBuf> {
-    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from).filter(|p| p.is_absolute())
-}
-
 pub fn man_path(prefix: &Path) -> PathBuf {
     prefix.join("share/man/man1/git-swarm.1")
 }
 
-fn bash_path(home: &Path) -> PathBuf {
-    let base = env_dir("BASH_COMPLETION_USER_DIR").unwrap_or_else(|| {
-        env_dir("XDG_DATA_HOME").unwrap_or_else(|| home.join(".local/share")).join("bash-completion")
-    });
+fn bash_path(env: &Environment, home: &Path) -> PathBuf {
+    let base = env
+        .bash_completion_user_dir()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| env.data_home().unwrap_or_else(|| home.join(".local/share")).join("bash-completion"));
     base.join("completions/git-swarm")
 }
 
-fn fish_path(home: &Path) -> PathBuf {
-    env_dir("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config")).join("fish/completions/git-swarm.fish")
+fn fish_path(env: &Environment, home: &Path) -> PathBuf {
+    env.config_home().unwrap_or_else(|| home.join(".config")).join("fish/completions/git-swarm.fish")
 }
 
 /// Write `content` to `path` (through a temporary file and a rename) unless it holds exactly that already.

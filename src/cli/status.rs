@@ -162,7 +162,7 @@ fn spend_lines(ctx: &Ctx, board: &ops::Board, settings: &crate::runner::RunSetti
 
 /// Whether this clone's agents run contained: said when they do not. `status --json`'s `sandbox`.
 fn sandbox_lines(ctx: &Ctx, settings: &crate::runner::RunSettings) -> serde_json::Value {
-    let support = crate::agent::sandbox::support();
+    let support = crate::agent::sandbox::support(&ctx.env);
     let contained = settings.sandbox != crate::agent::sandbox::Mode::Off && support.is_ready();
     let uncontained_why = match (settings.sandbox, support) {
         (crate::agent::sandbox::Mode::Off, _) => Some("[run] sandbox = \"off\"".to_string()),

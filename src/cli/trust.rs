@@ -48,7 +48,7 @@ pub fn trust_own(ctx: &Ctx, swarm: &crate::txn::Swarm, commit: gix::ObjectId, ed
             let parent =
                 swarm.store().repo.find_commit(commit).ok().and_then(|c| c.parent_ids().next().map(|p| p.detach()));
             let before = parent.map(|p| document_at(swarm, p)).transpose().map_err(|e| e.message)?;
-            let digests = crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo));
+            let digests = crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo), &ctx.env);
             let fine =
                 before.as_ref().is_some_and(|b| b.digest == after.digest || crate::trust::is_trusted(b, &digests));
             if !fine {
@@ -71,8 +71,10 @@ pub fn trust_own(ctx: &Ctx, swarm: &crate::txn::Swarm, commit: gix::ObjectId, ed
 pub fn run(ctx: &mut Ctx, args: TrustArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let doc = document(&swarm)?;
-    let trusted =
-        crate::trust::is_trusted(&doc, &crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo)));
+    let trusted = crate::trust::is_trusted(
+        &doc,
+        &crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo), &ctx.env),
+    );
     if args.digest {
         ctx.out.line(&doc.digest);
         ctx.out.doc(&json!({"digest": doc.digest, "trusted": trusted, "settings": doc.lines}));

@@ -106,7 +106,7 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
     let snap = swarm.read(false)?;
     // A fleet of this clone with the same ids runs already: its members would refuse ours one by one (and our logs
     // would write over its own).
-    let places = crate::runner::Places::of(swarm.local.repo.common_dir());
+    let places = crate::runner::Places::of(swarm.local.repo.common_dir(), &ctx.env);
     let base = ctx.agent().to_string();
     let ids = [format!("{base}-p1"), format!("{base}-w1"), format!("{base}-w1-1"), format!("{base}-judge")];
     if let Some((id, pid)) = ids.iter().find_map(|id| crate::runner::live_runner(&places, id).map(|p| (id, p))) {
@@ -116,7 +116,7 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
         .hint("stop it first (Ctrl-C where it runs, or `kill <pid>`), or start this one under another id: `git swarm --agent <name> up`"));
     }
     // So must every role's agent: one that cannot start here is said once, before anything is filed or started.
-    preflight(&snap.board.config, &local, &swarm, &args)?;
+    preflight(&snap.board.config, &local, &swarm, &args, &ctx.env)?;
     // Nothing to do: no goal and no task that is not finished. Said after the set-up's mistakes, which the next
     // run would meet too.
     let unfinished = swarm
@@ -160,7 +160,7 @@ pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
     };
     let before = failed_ids(&swarm);
     let since = ctx.now();
-    let end = run_fleet(&fleet, &swarm)?;
+    let end = run_fleet(&fleet, &swarm, &ctx.env)?;
     let failed_now = report_end(ctx, &swarm, &end, &before, since);
     if !end.failed.is_empty() {
         return Err(CliError::io(format!(
@@ -200,12 +200,13 @@ fn preflight(
     local: &crate::config::Local,
     swarm: &Swarm,
     args: &UpArgs,
+    env: &crate::environment::Environment,
 ) -> CliResult<()> {
     use crate::runner::Role;
     // The members would stop one by one on settings this clone does not trust: say it once, before any starts.
     if args.exec.is_none() {
         let doc = super::trust::document(swarm)?;
-        let digests = crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo));
+        let digests = crate::trust::trusted_digests(&crate::trust::clone_digests(&swarm.local.repo), env);
         if !crate::trust::is_trusted(&doc, &digests) {
             return Err(CliError::io(format!(
                 "the swarm's shared settings are not trusted in this clone (digest {})",
@@ -217,7 +218,7 @@ fn preflight(
     }
     let config = local.apply(config);
     let probes = crate::agent::Probes::default();
-    let run_dir = crate::runner::Places::of(swarm.local.repo.common_dir()).run_dir("up");
+    let run_dir = crate::runner::Places::of(swarm.local.repo.common_dir(), env).run_dir("up");
     let roles = [(Role::Worker, args.workers > 0), (Role::Planner, args.planners > 0), (Role::Judge, args.judge)];
     for (role, _) in roles.into_iter().filter(|(_, runs)| *runs) {
         let backend = match &args.exec {
@@ -228,7 +229,7 @@ fn preflight(
                 _ => continue,
             },
         };
-        if let Err(e) = crate::agent::prepare(&backend, &run_dir, &probes) {
+        if let Err(e) = crate::agent::prepare(&backend, &run_dir, &probes, env) {
             let hint = e.hint.clone();
             return Err(CliError::io(format!("{role}: {e}")).hint(hint));
         }
@@ -316,8 +317,9 @@ fn count(c: &[(Status, usize)], st: Status) -> usize {
     c.iter().find(|(s, _)| *s == st).map(|(_, n)| *n).unwrap_or(0)
 }
 
-/// Start the members, show the board until they have all exited (or Ctrl-C), and collect their figures.
-pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
+/// Start the members, show the board until they have all exited (or Ctrl-C), and collect their figures. `env`: this
+/// process's, which the members inherit (the clock offset of the board shown, where the clone's runners are).
+pub fn run_fleet(f: &Fleet, swarm: &Swarm, env: &crate::environment::Environment) -> CliResult<FleetEnd> {
     let stop = super::run::stop_flag();
     std::fs::create_dir_all(&f.logs).map_err(|e| CliError::io(format!("cannot create {}: {e}", f.logs.display())))?;
     let exe = std::env::current_exe().map_err(|e| CliError::io(format!("cannot find the git-swarm binary: {e}")))?;
@@ -358,7 +360,7 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
             }
         }
         warned.poll(&members);
-        let board = render_board(swarm, &members, started, &warned.lines);
+        let board = render_board(swarm, &members, started, &warned.lines, env);
         if tty {
             // Redrawn in place, and only when it changed: no clear of the whole screen a second (it flickered).
             if board != last_frame {
@@ -398,7 +400,8 @@ pub fn run_fleet(f: &Fleet, swarm: &Swarm) -> CliResult<FleetEnd> {
         }
     }
     if tty {
-        let _ = write!(std::io::stderr(), "\x1b[H\x1b[2J{}", render_board(swarm, &members, started, &end.warnings));
+        let _ =
+            write!(std::io::stderr(), "\x1b[H\x1b[2J{}", render_board(swarm, &members, started, &end.warnings, env));
     }
     Ok(end)
 }
@@ -483,7 +486,13 @@ fn signal(child: &Child, sig: nix::sys::signal::Signal) {
 
 /// The live board: counts, who holds what (per member of the fleet), the latest ops — the frame of `git swarm
 /// watch` with the fleet's members.
-fn render_board(swarm: &Swarm, members: &[Member], started: Instant, warnings: &[String]) -> String {
+fn render_board(
+    swarm: &Swarm,
+    members: &[Member],
+    started: Instant,
+    warnings: &[String],
+    env: &crate::environment::Environment,
+) -> String {
     let el = started.elapsed().as_secs();
     let head = format!(
         "git swarm up — swarm {} on {} — {:02}:{:02} — Ctrl-C stops the fleet",
@@ -501,9 +510,9 @@ fn render_board(swarm: &Swarm, members: &[Member], started: Instant, warnings: &
             return format!("{head}\ncannot read the board: {}\n", crate::escape::line(&e.to_string()));
         }
     };
-    // The clock the members use: they inherit `GIT_SWARM_CLOCK_OFFSET` (checked by `Ctx::new` before we got here).
-    let offset = std::env::var("GIT_SWARM_CLOCK_OFFSET").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-    let local = super::board::local_runs(swarm);
+    // The clock the members use: they inherit `GIT_SWARM_CLOCK_OFFSET`.
+    let offset = env.clock_offset();
+    let local = super::board::local_runs(swarm, env);
     let view = loaded.view(swarm, Timestamp::now_with_offset(offset), &crate::board::Options::default(), &local);
     let lines: Vec<MemberLine<'_>> = members.iter().map(|m| MemberLine { agent: &m.agent, exit: m.exit }).collect();
     let mut frame = super::frame::render(&view, &head, Some(&lines));

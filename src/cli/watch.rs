@@ -84,7 +84,7 @@ pub fn run(ctx: &mut Ctx, args: WatchArgs) -> CliResult<()> {
     let mut last_poll = Instant::now();
     loop {
         if dirty || (tty && drawn_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1))) {
-            let view = loaded.view(&swarm, ctx.now(), &opts, &super::board::local_runs(&swarm));
+            let view = loaded.view(&swarm, ctx.now(), &opts, &super::board::local_runs(&swarm, &ctx.env));
             let mut out = std::io::stdout().lock();
             let res = if json {
                 serde_json::to_string(&view).map_err(std::io::Error::other).and_then(|s| writeln!(out, "{s}"))

@@ -2,10 +2,16 @@
 //! sandbox, git's version, the check's program, the baseline's report, the forge's token.
 
 use super::*;
+use crate::environment::Environment;
 
 /// Each role's agent as this clone's runners would run it (`swarm.toml` under this clone's `git config swarm.*`):
 /// which command or preset, the CLI's version, and whether it can start here ([`crate::agent::prepare`]).
-pub fn agents(config: &crate::model::Config, local: &crate::config::Local, run_dir: &std::path::Path) -> Vec<Finding> {
+pub fn agents(
+    config: &crate::model::Config,
+    local: &crate::config::Local,
+    run_dir: &std::path::Path,
+    env: &Environment,
+) -> Vec<Finding> {
     const C: &str = "agents";
     let config = local.apply(config);
     let probes = crate::agent::Probes::default();
@@ -15,7 +21,7 @@ pub fn agents(config: &crate::model::Config, local: &crate::config::Local, run_d
             Err(e) => Finding::new(C, Severity::Error, format!("{role}: {e}")),
             Ok(None) => Finding::new(C, Severity::Info, format!("{role}: no agent configured"))
                 .hint(format!("set [roles.{role}] (or [roles.default]) in swarm.toml, or pass --exec to the runner")),
-            Ok(Some(b)) => match crate::agent::prepare(&b, run_dir, &probes) {
+            Ok(Some(b)) => match crate::agent::prepare(&b, run_dir, &probes, env) {
                 Ok(p) => {
                     let untested = matches!(b, crate::agent::Backend::Preset(p) if p.untested);
                     let note = if untested { " — this preset is not tested against its CLI" } else { "" };
@@ -33,11 +39,11 @@ pub fn agents(config: &crate::model::Config, local: &crate::config::Local, run_d
 
 /// Whether this clone's runners contain their agents (`[run] sandbox`, under this clone's `git config swarm.*`):
 /// in a sandbox here, uncontained on purpose, or uncontained for want of one — an error where `required`.
-pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local) -> Finding {
+pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local, env: &Environment) -> Finding {
     use crate::agent::sandbox::{AgentUser, Mode, Support, support};
     const C: &str = "sandbox";
     let mode = crate::runner::RunSettings::from_config(&local.apply(config)).map(|s| s.sandbox).unwrap_or_default();
-    match (mode, support()) {
+    match (mode, support(env)) {
         (Mode::Off, _) => Finding::new(C, Severity::Info, "agents run uncontained here: [run] sandbox = \"off\"")
             .hint("they can read this machine's files and keys and write the clone; \"auto\" contains them where bubblewrap works"),
         (mode, support @ Support::Ready { version, user, .. }) => {
@@ -77,10 +83,14 @@ pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local) -> F
 
 /// Whether `[run] check` can start here: its program found on `PATH` (the suite is not run). `None` without a check,
 /// or when the program cannot be told without running it (a script, a relative path).
-pub fn check_program(config: &crate::model::Config, local: &crate::config::Local) -> Option<Finding> {
+pub fn check_program(
+    config: &crate::model::Config,
+    local: &crate::config::Local,
+    env: &Environment,
+) -> Option<Finding> {
     let s = crate::runner::RunSettings::from_config(&local.apply(config)).ok()?;
     let check = s.check?;
-    Some(match crate::agent::missing_program(&check) {
+    Some(match crate::agent::missing_program(&check, env) {
         Some(p) => Finding::new(
             "check",
             Severity::Error,
@@ -137,7 +147,7 @@ pub fn git_version() -> Option<Finding> {
 /// Whether runners started here would keep the swarm's pull/merge request (`[forge]`): the token they read is in
 /// this environment (a warning without: tasks land on the swarm's branch, but no request carries them to the
 /// protected one). `None` when the swarm proposes nothing.
-pub fn forge(config: &crate::model::Config) -> Option<Finding> {
+pub fn forge(config: &crate::model::Config, env: &Environment) -> Option<Finding> {
     const C: &str = "forge";
     let s = match crate::forge::settings(config) {
         Ok(Some(s)) => s,
@@ -150,7 +160,7 @@ pub fn forge(config: &crate::model::Config) -> Option<Finding> {
     };
     let what =
         format!("tasks land on {} and one {} request takes them into {}", config.target, s.kind.as_str(), s.base);
-    Some(match s.token() {
+    Some(match s.token(env) {
         Some(_) => Finding::new(C, Severity::Ok, what),
         None => Finding::new(C, Severity::Warn, format!("{what}, but no {} here", s.token_vars().join(" or ")))
             .hint("runners started here land the work without a request; give them the token (docs/forge.md)"),
@@ -213,9 +223,9 @@ pub(super) fn is_stale(p: &Path) -> bool {
 }
 
 /// Runners' work trees whose runner is gone.
-pub(super) fn worktrees(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>) {
+pub(super) fn worktrees(swarm: &Swarm, repairs: Repairs, out: &mut Vec<Finding>, env: &Environment) {
     let common = swarm.local.repo.common_dir().to_path_buf();
-    let places = crate::runner::Places::of(&common);
+    let places = crate::runner::Places::of(&common, env);
     let all = crate::runner::worktrees(&places);
     let stray: Vec<_> = all.iter().filter(|(_, _, alive)| !alive).collect();
     if stray.is_empty() {

@@ -93,6 +93,8 @@ pub(crate) struct Examine<'a> {
     pub(crate) who: &'a crate::store::Identity,
     pub(crate) retry: &'a crate::txn::Retry,
     pub(crate) clock: &'a dyn Fn() -> Timestamp,
+    /// The process environment (what the runners started here would get).
+    pub(crate) env: &'a crate::environment::Environment,
 }
 
 /// Run every check, in order — the state ref, the settings, the target's history, the board, the clone's locks
@@ -105,7 +107,7 @@ pub(crate) fn examine(swarm: &Swarm, with: &Examine<'_>) -> Result<Vec<Finding>,
         board(swarm, tip, with.now, repairs, &mut out)?;
     }
     locks(swarm, repairs, &mut out);
-    worktrees(swarm, repairs, &mut out);
+    worktrees(swarm, repairs, &mut out, with.env);
     // Settings that cannot be read stop every op: put back the newest that read (with --fix) before anything else.
     let settings_ok = match state::settings(swarm, with)? {
         Some((f, repaired)) => {
@@ -121,14 +123,14 @@ pub(crate) fn examine(swarm: &Swarm, with: &Examine<'_>) -> Result<Vec<Finding>,
     }
     // The agents each role would run from this clone, and whether they can start here.
     if let Ok(Some(snap)) = swarm.try_read(false) {
-        let (config, local) = (&snap.board.config, with.local);
-        let run_dir = crate::runner::Places::of(swarm.local.repo.common_dir()).run_dir("doctor");
-        out.extend(agents(config, local, &run_dir));
-        out.push(sandbox(config, local));
+        let (config, local, env) = (&snap.board.config, with.local, with.env);
+        let run_dir = crate::runner::Places::of(swarm.local.repo.common_dir(), env).run_dir("doctor");
+        out.extend(agents(config, local, &run_dir, env));
+        out.push(sandbox(config, local, env));
         out.extend(git_version());
-        out.extend(check_program(config, local));
+        out.extend(check_program(config, local, env));
         out.extend(baseline(config, local));
-        out.extend(forge(config));
+        out.extend(forge(config, env));
     }
     Ok(out)
 }

@@ -128,16 +128,17 @@ pub fn settings(config: &Config) -> Result<Option<Settings>, String> {
 impl Settings {
     /// The variables the token is read from, in order.
     pub(crate) fn token_vars(&self) -> Vec<String> {
+        use crate::environment::Var;
         match (&self.token_env, self.kind) {
             (Some(t), _) => vec![t.clone()],
-            (None, Kind::Github) => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
-            (None, Kind::Gitlab) => vec!["GITLAB_TOKEN".into()],
+            (None, Kind::Github) => vec![Var::GithubToken.name().into(), Var::GhToken.name().into()],
+            (None, Kind::Gitlab) => vec![Var::GitlabToken.name().into()],
         }
     }
 
     /// The token, from the runner's environment.
-    pub fn token(&self) -> Option<String> {
-        self.token_vars().iter().find_map(|v| std::env::var(v).ok().filter(|t| !t.trim().is_empty()))
+    pub fn token(&self, env: &crate::environment::Environment) -> Option<String> {
+        self.token_vars().iter().find_map(|v| env.text(v)).map(str::to_string)
     }
 }
 

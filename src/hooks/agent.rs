@@ -139,10 +139,11 @@ pub(crate) fn in_scope(path: &str, scope: &[String]) -> bool {
 /// The excludes of an agent's run: the user's global excludes, the hook files and the agents' own folders
 /// ([`is_agent_artifact`]). Untracked files there stay out of the agent's `git add -A` and of what the runner takes
 /// from its work tree (`runner::snapshot`); files the repository tracks are not affected. `common`: the clone's git
-/// directory, whose config (never an agent's) says where the user's excludes file is.
-pub(crate) fn excludes_text(common: &Path) -> String {
+/// directory, whose config (never an agent's) says where the user's excludes file is; `config_home` git's default
+/// folder of it (`$XDG_CONFIG_HOME`, else `~/.config`: [`crate::environment::Environment::config_home`]).
+pub(crate) fn excludes_text(common: &Path, config_home: Option<&Path>) -> String {
     let mut text = String::new();
-    if let Some(global) = user_excludes_file(common) {
+    if let Some(global) = user_excludes_file(common, config_home) {
         let mut f = std::fs::File::open(global).ok();
         if let Some(f) = f.as_mut() {
             let _ = f.take(1 << 20).read_to_string(&mut text);
@@ -163,28 +164,28 @@ pub(crate) fn excludes_text(common: &Path) -> String {
 }
 
 /// Write [`excludes_text`] into the run's fresh folder, for the agent's own git ([`exclude_env`]).
-pub(crate) fn write_excludes(common: &Path, run_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn write_excludes(common: &Path, run_dir: &Path, config_home: Option<&Path>) -> Option<PathBuf> {
     let file = run_dir.join("agent-excludes");
-    crate::agent::files::create(&file, excludes_text(common)).ok()?;
+    crate::agent::files::create(&file, excludes_text(common, config_home)).ok()?;
     Some(file)
 }
 
 /// The excludes file git would use: `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore` (`~/.config/…`). Asked
 /// of `git` in the clone's git directory (never in an agent's work tree, whose `.git` the agent writes) once per
 /// clone and process (a runner asks for every task, a hundred agents in one process often).
-fn user_excludes_file(common: &Path) -> Option<PathBuf> {
+fn user_excludes_file(common: &Path, config_home: Option<&Path>) -> Option<PathBuf> {
     static KNOWN: std::sync::Mutex<Vec<(PathBuf, Option<PathBuf>)>> = std::sync::Mutex::new(Vec::new());
     if let Some((_, f)) = KNOWN.lock().ok()?.iter().find(|(w, _)| w == common) {
         return f.clone();
     }
-    let found = ask_excludes_file(common);
+    let found = ask_excludes_file(common, config_home);
     if let Ok(mut known) = KNOWN.lock() {
         known.push((common.to_path_buf(), found.clone()));
     }
     found
 }
 
-fn ask_excludes_file(common: &Path) -> Option<PathBuf> {
+fn ask_excludes_file(common: &Path, config_home: Option<&Path>) -> Option<PathBuf> {
     let out = crate::gitcmd::local(common)
         .env("GIT_DIR", common)
         .args(["config", "--path", "--get", "core.excludesFile"])
@@ -194,9 +195,7 @@ fn ask_excludes_file(common: &Path) -> Option<PathBuf> {
     if out.status.success() && !configured.is_empty() {
         return Some(PathBuf::from(configured));
     }
-    let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()).map(PathBuf::from);
-    let base = xdg.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("git").join("ignore"))
+    Some(config_home?.join("git").join("ignore"))
 }
 
 /// The last assistant text of the transcript at `path`, waiting up to `wait` for the file to appear (an agent may

@@ -5,7 +5,7 @@
 //! as, which then owns the run folder and the work tree.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use gix::ObjectId;
 
@@ -48,11 +48,6 @@ pub(crate) fn expand(p: &str, home: Option<&Path>) -> Option<PathBuf> {
         (Some(_), None) => None,
         (None, _) => Some(PathBuf::from(p)).filter(|p| p.is_absolute()),
     }
-}
-
-/// The runner's home: `$HOME`, when it is an absolute path.
-pub(crate) fn runner_home() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute())
 }
 
 /// One run, contained: what [`agent::Invocation::contain`] takes, and the variables the runner adds for it.
@@ -106,7 +101,7 @@ impl Runner<'_> {
     /// whose agents cannot run as another uid here).
     pub(crate) fn sandbox_program(&self) -> Result<Option<(PathBuf, AgentUser)>, RunError> {
         let s = self.contain.get();
-        let support = agent::sandbox::support();
+        let support = agent::sandbox::support(&self.env);
         match (s.mode, support) {
             (Mode::Off, _) => Ok(None),
             (Mode::Required, Support::Ready { .. }) if support.open_door().is_some() => {
@@ -135,7 +130,7 @@ impl Runner<'_> {
 
     /// This runner's slot: its work tree, its run folder, and its own index for them.
     pub(crate) fn slot(&self) -> Slot {
-        Slot::new(&self.places(), &self.common_dir(), &self.agent)
+        Slot::new(&self.places(), &self.common_dir(), &self.agent, self.env.config_home())
     }
 
     /// Prepare a run of `agent` for `role` in the slot's work tree (as [`Slot::checkout`] left it), whose git
@@ -151,7 +146,8 @@ impl Runner<'_> {
         replayed: Option<ObjectId>,
     ) -> Result<Run, RunError> {
         let settings = self.contain.get();
-        let home = runner_home();
+        // The runner's home: `$HOME`, when it is an absolute path.
+        let home = self.env.home().map(Path::to_path_buf);
         let applied = self.git_config.apply(config);
         let pass = pass_env(&applied, role, agent, home.as_deref());
         slot.fresh_run().map_err(RunError::Setup)?;
@@ -163,7 +159,8 @@ impl Runner<'_> {
             ("GIT_SWARM_OUTBOX".to_string(), self.outbox_file().to_string_lossy().into_owned()),
         ];
         let Some((bwrap, _)) = sandbox else {
-            let contain = agent::Contain { pass_env: pass, sandbox: None, home: None, owner: None };
+            let runner_env = Arc::clone(&self.env);
+            let contain = agent::Contain { pass_env: pass, sandbox: None, home: None, owner: None, runner_env };
             return Ok(Run { contain, env });
         };
         let io = |e: std::io::Error, what: &Path| RunError::Setup(format!("cannot prepare {}: {e}", what.display()));
@@ -195,7 +192,7 @@ impl Runner<'_> {
         readable.extend(settings.read.iter().cloned());
         let mut writable = vec![slot.tree.clone(), slot.run.clone()];
         writable.extend(settings.write.iter().cloned());
-        let env_of = |k: &str| std::env::var_os(k);
+        let env_of = |k: &str| self.env.get(k).map(std::ffi::OsStr::to_os_string);
         let spec =
             Spec::new(&slot.tree, home.as_deref(), &hide, &writable, &readable, settings.network, owner, &env_of);
         let mut spec = spec;
@@ -205,7 +202,9 @@ impl Runner<'_> {
                 "the agents of a root runner run as nobody, and {why}; or run the runner as a normal user"
             )));
         }
-        let contain = agent::Contain { pass_env: pass, sandbox: Some((bwrap, spec)), home: Some(fresh), owner };
+        let runner_env = Arc::clone(&self.env);
+        let contain =
+            agent::Contain { pass_env: pass, sandbox: Some((bwrap, spec)), home: Some(fresh), owner, runner_env };
         Ok(Run { contain, env })
     }
 
@@ -223,10 +222,8 @@ impl Runner<'_> {
     /// and by value, as the scrubber knows them: the agent's own API key among them), and the credentials in the
     /// login files of `agent`'s CLI that a run gets a copy of (`~/.codex/auth.json`, `~/.claude/.credentials.json`…).
     pub(crate) fn known_secrets(&self, agent: &Prepared) -> Vec<crate::leaks::Known> {
-        let mut known = crate::leaks::known_from_vars(
-            std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        );
-        if let (Some(p), Some(home)) = (agent.preset, runner_home()) {
+        let mut known = crate::leaks::known_from_vars(self.env.utf8_vars());
+        if let (Some(p), Some(home)) = (agent.preset, self.env.home()) {
             for f in p.home {
                 let path = home.join(f);
                 if let Some(text) = agent::files::read_text(&path, 1 << 20) {

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use gix::ObjectId;
 
 use crate::agent::{self, Backend};
+use crate::environment::Environment;
 use crate::model::{Config, Task};
 use crate::ops::{self, Actor, Change, DomainError};
 use crate::store::{Identity, Snapshot};
@@ -92,6 +93,8 @@ pub struct Runner<'a> {
     pub desk: Option<Arc<desk::Desk>>,
     /// How it contains the agents it starts (`[run] sandbox`…), as of the settings it read last ([`contained`]).
     pub contain: contained::Policy,
+    /// The process environment, as it was at the start: what its agents' environments are cut from.
+    pub env: Arc<Environment>,
 }
 
 pub(crate) use crate::ops::cycle::budget_spent as cycle_budget_spent;
@@ -109,6 +112,8 @@ pub struct Start<'a> {
     pub check: Option<String>,
     pub git_config: crate::config::Local,
     pub desk: Option<Arc<desk::Desk>>,
+    /// The process environment, as it was at the start.
+    pub env: Arc<Environment>,
 }
 
 impl<'a> Runner<'a> {
@@ -116,11 +121,11 @@ impl<'a> Runner<'a> {
     /// clone's git directory, the identity its commits get where the repository has none, the digests the clone
     /// trusts.
     pub fn new(start: Start<'a>, events: &'a mut dyn FnMut(Event)) -> Runner<'a> {
-        let Start { swarm, agent, who, clock, retry, stop, remote_env, exec, check, git_config, desk } = start;
+        let Start { swarm, agent, who, clock, retry, stop, remote_env, exec, check, git_config, desk, env } = start;
         Runner {
             swarm,
             home: swarm.local.repo.common_dir().join("swarm"),
-            commit_ident: commit_ident(&swarm.local.repo, &agent),
+            commit_ident: commit_ident(&swarm.local.repo, &agent, &env),
             trusted: crate::trust::clone_digests(&swarm.local.repo),
             agent,
             who,
@@ -137,6 +142,7 @@ impl<'a> Runner<'a> {
             spent: Default::default(),
             desk,
             contain: Default::default(),
+            env,
         }
     }
 }
@@ -163,7 +169,7 @@ impl Runner<'_> {
 
     /// Where this clone's runners keep their work trees and run files.
     pub fn places(&self) -> Places {
-        Places::of(&self.common_dir())
+        Places::of(&self.common_dir(), &self.env)
     }
 
     pub(crate) fn log_file(&self) -> PathBuf {
@@ -209,7 +215,7 @@ impl Runner<'_> {
         };
         // `[run] sandbox = "required"` on a machine with none refuses here, before the first claim.
         let contained = self.sandbox_program()?.is_some();
-        agent::prepare_in(&backend, &self.run_dir(), &self.probes, contained)
+        agent::prepare_in(&backend, &self.run_dir(), &self.probes, contained, &self.env)
             .map_err(|e| RunError::CannotStart { role, error: e })
     }
 
@@ -217,7 +223,7 @@ impl Runner<'_> {
     /// sandbox here (`required` refuses in [`Runner::backend`]; `off` was asked for).
     pub(crate) fn say_containment(&mut self) {
         if self.contain_mode() == agent::sandbox::Mode::Auto
-            && let agent::sandbox::Support::Missing { why, hint } = agent::sandbox::support()
+            && let agent::sandbox::Support::Missing { why, hint } = agent::sandbox::support(&self.env)
         {
             self.emit(Event::Warning(format!(
                 "agents run uncontained: {why} — they can read this machine's files and keys and write the clone ({hint}; \
@@ -234,8 +240,8 @@ impl Runner<'_> {
         }
         self.swarm.pacer.configure(s.pushes_per_minute, config.lease, Some(Arc::clone(&self.stop)));
         propose::configure(config);
-        let home = contained::runner_home();
-        let paths = |v: &[String]| v.iter().filter_map(|p| contained::expand(p, home.as_deref())).collect();
+        let home = self.env.home();
+        let paths = |v: &[String]| v.iter().filter_map(|p| contained::expand(p, home)).collect();
         self.contain.set(contained::Settings {
             mode: s.sandbox,
             network: s.network,
@@ -280,7 +286,7 @@ impl Runner<'_> {
             return Ok(());
         }
         let doc = crate::trust::Document::of(config, &prompts);
-        if crate::trust::is_trusted(&doc, &crate::trust::trusted_digests(&self.trusted)) {
+        if crate::trust::is_trusted(&doc, &crate::trust::trusted_digests(&self.trusted, &self.env)) {
             return Ok(());
         }
         // What changed since the newest document this clone trusted (kept by `git swarm trust`).

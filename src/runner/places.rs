@@ -27,7 +27,7 @@ impl Places {
     /// every process of the clone whatever its environment (a runner under another `HOME`, `sudo`, a moved clone),
     /// so that each finds what the others left. Where it cannot be made (a `HOME` that is not writable), the git
     /// directory's `swarm/` is used instead.
-    pub fn of(common_dir: &Path) -> Places {
+    pub fn of(common_dir: &Path, env: &crate::environment::Environment) -> Places {
         let home = common_dir.join("swarm");
         let record = home.join("worktree-base");
         if let Ok(text) = std::fs::read_to_string(&record) {
@@ -36,11 +36,7 @@ impl Places {
                 return Places { home, base };
             }
         }
-        let abs = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .and_then(abs)
-            .or_else(|| std::env::var_os("HOME").and_then(abs).map(|h| h.join(".cache")));
-        let chosen = Places::under(common_dir, cache.as_deref());
+        let chosen = Places::under(common_dir, env.cache_home().as_deref());
         if std::fs::create_dir_all(&chosen.base).is_err() {
             return Places { base: home.clone(), home };
         }

@@ -116,7 +116,8 @@ struct State {
 impl Client {
     fn open(r: &Runner<'_>, s: &Settings) -> Result<Client, String> {
         let vars = s.token_vars();
-        let token = s.token().ok_or_else(|| format!("no token for {}: set {}", s.kind.as_str(), vars.join(" or ")))?;
+        let token =
+            s.token(&r.env).ok_or_else(|| format!("no token for {}: set {}", s.kind.as_str(), vars.join(" or ")))?;
         let url = remote_url(r);
         match s.kind {
             Kind::Github => {
@@ -131,7 +132,7 @@ impl Client {
                 let api = s
                     .api_url
                     .clone()
-                    .or_else(|| std::env::var("GITHUB_API_URL").ok().filter(|u| !u.is_empty()))
+                    .or_else(|| r.env.github_api_url().map(String::from))
                     .unwrap_or_else(|| crate::github::api::DEFAULT_API_URL.to_string());
                 Ok(Client::Github(crate::github::api::Client::new(&api, &token).map_err(|e| e.to_string())?, repo))
             }
@@ -146,7 +147,7 @@ impl Client {
                 let api = s
                     .api_url
                     .clone()
-                    .or_else(|| std::env::var("GITLAB_API_URL").ok().filter(|u| !u.is_empty()))
+                    .or_else(|| r.env.gitlab_api_url().map(String::from))
                     .or_else(|| derived.map(|d| d.api))
                     .unwrap_or_else(|| crate::gitlab::DEFAULT_API_URL.to_string());
                 Ok(Client::Gitlab(crate::gitlab::api::Client::new(&api, &token).map_err(|e| e.to_string())?, project))

@@ -40,6 +40,8 @@ pub(crate) struct Slot {
     private: PathBuf,
     /// The clone's git directory.
     common: PathBuf,
+    /// Where git's user excludes file is unless `core.excludesFile` says ([`crate::hooks::agent::excludes_text`]).
+    config_home: Option<PathBuf>,
 }
 
 /// What [`Slot::checkout`] put into the work tree.
@@ -64,12 +66,13 @@ pub(crate) struct Conflicted {
 const MAX_RUN_OBJECTS: u64 = 4 << 30;
 
 impl Slot {
-    pub(crate) fn new(places: &super::Places, common: &Path, agent: &str) -> Slot {
+    pub(crate) fn new(places: &super::Places, common: &Path, agent: &str, config_home: Option<PathBuf>) -> Slot {
         Slot {
             tree: places.worktree(agent),
             run: places.run_dir(agent),
             private: common.join("swarm").join("slots").join(agent),
             common: common.to_path_buf(),
+            config_home,
         }
     }
 
@@ -202,7 +205,7 @@ impl Slot {
         let mut config = repository_config(&self.common.join("config"));
         // The agents' own files and the user's global excludes stay out of the agent's `git add -A` (the runner
         // leaves them out of what it takes anyway: `runner::snapshot`).
-        let excludes = crate::hooks::agent::write_excludes(&self.common, &self.run)
+        let excludes = crate::hooks::agent::write_excludes(&self.common, &self.run, self.config_home.as_deref())
             .ok_or_else(|| format!("cannot write the excludes of {}", self.run.display()))?;
         config.push_str(&format!("[core]\n\texcludesFile = {}\n", quote_config(&excludes.to_string_lossy())));
         if owner.is_some() {

@@ -4,6 +4,7 @@
 use gix::ObjectId;
 
 use super::CycleRecord;
+use crate::environment::{Environment, Var};
 use crate::model::{Status, Task};
 use crate::ops::{Board, Change};
 use crate::state::GOAL_PATH;
@@ -114,39 +115,42 @@ pub fn counts(board: &Board) -> [(Status, usize); 5] {
 /// and not in git config, because agent CLIs run their shell tools with a git config of their own (Gemini CLI sets
 /// `GIT_CONFIG_GLOBAL=/dev/null`), and on a fresh machine there is none at all: the agent's own commit must work.
 ///
-/// A variable the runner's own environment sets already (a CI job that exports an identity) is left as it is.
-pub fn commit_ident(repo: &gix::Repository, agent: &str) -> Vec<(String, String)> {
+/// A variable the runner's own environment `env` sets already (a CI job that exports an identity) is left as it is.
+pub fn commit_ident(repo: &gix::Repository, agent: &str, env: &Environment) -> Vec<(String, String)> {
     let cfg = repo.config_snapshot();
     let get = |k: &str| cfg.string(k).map(|v| v.to_string()).filter(|v| !v.trim().is_empty());
     let name = get("user.name").unwrap_or_else(|| agent.to_string());
     let email = get("user.email").unwrap_or_else(|| format!("{agent}@git-swarm.invalid"));
-    let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
     [
-        ("GIT_AUTHOR_NAME", &name),
-        ("GIT_COMMITTER_NAME", &name),
-        ("GIT_AUTHOR_EMAIL", &email),
-        ("GIT_COMMITTER_EMAIL", &email),
+        (Var::GitAuthorName, &name),
+        (Var::GitCommitterName, &name),
+        (Var::GitAuthorEmail, &email),
+        (Var::GitCommitterEmail, &email),
     ]
     .into_iter()
-    .filter(|(k, _)| !set(k))
-    .map(|(k, v)| (k.to_string(), v.clone()))
+    .filter(|(k, _)| !env.git_identity_set(*k))
+    .map(|(k, v)| (k.name().to_string(), v.clone()))
     .collect()
 }
 
 /// The author and committer of a commit the runner makes itself at `now`: the identity [`commit_ident`] chose, or
-/// the one the runner's environment sets (a CI job that exports `GIT_AUTHOR_NAME`).
-pub(crate) fn signature(ident: &[(String, String)], now: crate::time::Timestamp) -> gix::actor::Signature {
-    let get = |k: &str| {
+/// the one the runner's environment `env` sets (a CI job that exports `GIT_AUTHOR_NAME`).
+pub(crate) fn signature(
+    ident: &[(String, String)],
+    now: crate::time::Timestamp,
+    env: &Environment,
+) -> gix::actor::Signature {
+    let get = |k: Var| {
         ident
             .iter()
-            .find(|(n, _)| n == k)
+            .find(|(n, _)| n == k.name())
             .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(k).ok())
+            .or_else(|| env.git_identity(k).map(String::from))
             .unwrap_or_else(|| "git-swarm".to_string())
     };
     gix::actor::Signature {
-        name: get("GIT_AUTHOR_NAME").into(),
-        email: get("GIT_AUTHOR_EMAIL").into(),
+        name: get(Var::GitAuthorName).into(),
+        email: get(Var::GitAuthorEmail).into(),
         time: gix::date::Time { seconds: now.secs() as i64, offset: 0 },
     }
 }

@@ -51,7 +51,27 @@ fn a_bad_value_in_the_environment_is_named_before_anything_runs() {
     let o = env.sw_env(&a, &[("GIT_SWARM_GIT_TIMEOUT", "ten")], &["init"]).code(2);
     assert!(o.stderr.contains("GIT_SWARM_GIT_TIMEOUT=ten: not a number of seconds"), "{}", o.stderr);
     assert!(env.rev(&bare, "refs/swarm/default").is_none(), "nothing ran");
-    env.sw_env(&a, &[("GIT_SWARM_GIT_TIMEOUT", "30")], &["init"]).ok();
+    // The binary's knobs too, each named with what it takes (some were silently their default: a hook's time
+    // limit, its renewal rate, the http agent's back-off, the trusted digests).
+    for (name, value) in [
+        ("GIT_SWARM_CLOCK_OFFSET", "soon"),
+        ("GIT_SWARM_HOOK_TIMEOUT", "ten"),
+        ("GIT_SWARM_HTTP_RETRY_BASE_MS", "1s"),
+        ("GIT_SWARM_TRUST", "abc123"),
+        ("GIT_SWARM_TRANSPORT", "ssh"),
+        ("GIT_SWARM_SWARM", "a b"),
+    ] {
+        let o = env.sw_env(&a, &[(name, value)], &["init", "--json"]).code(2);
+        assert!(
+            o.stderr.contains(&format!("{name}={value}: ")) && o.stderr.contains(&format!("unset {name}")),
+            "{}",
+            o.stderr
+        );
+        assert_eq!(o.json()["error"]["code"], 2, "{}", o.stdout);
+        assert!(env.rev(&bare, "refs/swarm/default").is_none(), "nothing ran");
+    }
+    // Set to nothing, a knob is unset.
+    env.sw_env(&a, &[("GIT_SWARM_GIT_TIMEOUT", "30"), ("GIT_SWARM_CLOCK_OFFSET", "")], &["init"]).ok();
 }
 
 #[test]

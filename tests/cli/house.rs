@@ -53,6 +53,10 @@ fn code_of(text: &str) -> String {
             (false, b'/', Some(b'*')) => {
                 i += 2;
                 while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    // Its lines stay, empty: what follows keeps its line number.
+                    if b[i] == b'\n' {
+                        out.push('\n');
+                    }
                     i += 1;
                 }
                 i += 2;
@@ -635,4 +639,82 @@ fn the_size_scan_sees_what_it_should() {
     assert!(code.iter().any(|l| l.contains("fn big()")), "a test module's declaration is no end of the code");
     assert!(code.iter().any(|l| l.contains("fn after()")), "code after a test module counts");
     assert_eq!(long_functions(&code, MAX_FN_LINES), vec![("big".to_string(), 6, 122)]);
+}
+
+/// Where `text` reads the process environment (`std::env::var`, `var_os`, `vars`, `vars_os`, or an import of
+/// `std::env` that would let a read go by another name), test modules (`#[cfg(test)] mod … { … }`) and comments
+/// ([`code_of`]) left out: its line numbers and lines.
+fn env_reads(text: &str) -> Vec<(usize, String)> {
+    const READS: &[&str] = &["env::var", "use std::env"];
+    let code = code_of(text);
+    let mut out = Vec::new();
+    let (mut in_test, mut depth, mut opened) = (false, 0i64, false);
+    for (n, (line, shown)) in code.lines().zip(text.lines()).enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            (in_test, depth, opened) = (true, 0, false);
+            continue;
+        }
+        if in_test {
+            depth += line.matches('{').count() as i64 - line.matches('}').count() as i64;
+            opened |= line.contains('{');
+            if opened && depth <= 0 {
+                in_test = false;
+            }
+            continue;
+        }
+        if READS.iter().any(|r| line.contains(r)) {
+            out.push((n + 1, shown.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// The environment is read in one place (issue 36): `cli::main` takes the snapshot `environment::Environment`
+/// (`Environment::from_vars(std::env::vars_os())`), and everything else gets what it needs of it as a parameter or
+/// a field. The engine reads none at all (the binary hands it `Process`). Any other read fails here, by file and
+/// line; test code is left out (`#[cfg(test)]` modules, `*_tests.rs`, `src/fuzz.rs`).
+#[test]
+fn the_environment_is_read_once_in_cli_main() {
+    const THE_ONE: &str = "Environment::from_vars(std::env::vars_os())";
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("crates/git-swarm-core/src"), &mut files);
+    files.sort();
+    let (mut wrong, mut the_one) = (Vec::new(), Vec::new());
+    for f in &files {
+        let rel = f.strip_prefix(root).unwrap_or(f).to_string_lossy().replace('\\', "/");
+        if rel == "src/environment.rs" || rel == "src/fuzz.rs" || rel.ends_with("_tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).expect("read a source file");
+        for (n, line) in env_reads(&text) {
+            if rel == "src/cli/mod.rs" && line.contains(THE_ONE) {
+                the_one.push(format!("{rel}:{n}"));
+            } else {
+                wrong.push(format!("  {rel}:{n}: {line}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the process environment read outside src/environment.rs and cli::main: take the value from the \
+         `Environment` (a parameter, a field; a new variable declared in `variables!` of src/environment.rs):\n{}",
+        wrong.join("\n")
+    );
+    // The scan sees the one read there is: it cannot pass for seeing nothing.
+    assert_eq!(the_one.len(), 1, "cli::main reads the environment once, with {THE_ONE}: {the_one:?}");
+}
+
+#[test]
+fn the_environment_scan_sees_what_it_should() {
+    let text = "let a = std::env::var(\"X\");\n// std::env::var_os(\"Y\") in a comment\n/* std::env::vars()\n\
+                over two lines */ let b = 1;\nuse std::env;\n#[cfg(test)]\nmod t {\n    fn f() {\n        \
+                std::env::var_os(\"Z\");\n    }\n}\nlet c = std::env::vars_os().count();\n\
+                let d = env::var(\"W\"); let e = std::env::current_dir();\n";
+    let got: Vec<usize> = env_reads(text).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(got, vec![1, 5, 12, 13]);
+    // The tree itself: a read planted in a file of the binary is found, with its line.
+    let planted = format!("fn f() {{}}\n{}\n", "let home = std::env::var_os(\"HOME\");");
+    assert_eq!(env_reads(&planted), vec![(2, "let home = std::env::var_os(\"HOME\");".to_string())]);
 }

@@ -163,7 +163,7 @@ pub(in crate::cli) fn run(ctx: &mut Ctx, a: GitlabArgs) -> CliResult<()> {
     let hints: &[&str] = if a.include { &[] } else { &[hint] };
     let (shown, written) = write_generated(ctx, Path::new(&o.path), &text, a.force, "pipeline", hints)?;
     if a.include {
-        let top = crate::repo::discover(ctx.dir()).ok().and_then(|r| r.workdir().map(Path::to_path_buf));
+        let top = crate::repo::discover(ctx.dir(), &ctx.env).ok().and_then(|r| r.workdir().map(Path::to_path_buf));
         let main = top.map(|t| std::fs::read_to_string(t.join(CI_FILE)).unwrap_or_default()).unwrap_or_default();
         if !main.contains(INCLUDE_FILE) {
             ctx.out.note(format!(
@@ -194,9 +194,9 @@ pub(in crate::cli) fn run(ctx: &mut Ctx, a: GitlabArgs) -> CliResult<()> {
 /// The GitLab project of the swarm and the API beside it: `--project`, else the swarm's remote's URL (any GitLab
 /// server: the API is derived from its host); `GITLAB_API_URL` over the derived API.
 fn project_of(ctx: &Ctx, flag: Option<&str>) -> CliResult<(Project, String)> {
-    let env_api = std::env::var("GITLAB_API_URL").ok().filter(|v| !v.trim().is_empty());
+    let env_api = ctx.env.gitlab_api_url().map(String::from);
     let remote = ctx.remote_cli().unwrap_or_else(|| "origin".into());
-    let url = crate::repo::discover(ctx.dir())
+    let url = crate::repo::discover(ctx.dir(), &ctx.env)
         .ok()
         .and_then(|r| r.config_snapshot().string(format!("remote.{remote}.url").as_str()).map(|u| u.to_string()))
         .unwrap_or_else(|| remote.clone());
@@ -219,13 +219,9 @@ fn project_of(ctx: &Ctx, flag: Option<&str>) -> CliResult<(Project, String)> {
 }
 
 /// A client of `api` with `$GITLAB_TOKEN`.
-fn client(api: &str) -> CliResult<Client> {
-    let token = std::env::var("GITLAB_TOKEN")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .ok_or(ApiError::NoToken)
-        .map_err(api_error)?;
-    Client::new(api, &token).map_err(api_error)
+fn client(api: &str, env: &crate::environment::Environment) -> CliResult<Client> {
+    let token = env.gitlab_token().ok_or(ApiError::NoToken).map_err(api_error)?;
+    Client::new(api, token).map_err(api_error)
 }
 
 /// GitLab's errors with what to do about them.
@@ -272,7 +268,7 @@ pub(in crate::cli) fn dispatch_gitlab(
     }
     let (project, api) = project_of(ctx, project)?;
     // The token is checked before any request is made.
-    let api = client(&api)?;
+    let api = client(&api, &ctx.env)?;
     let git_ref = match git_ref {
         Some(r) => r,
         None => api.default_branch(&project).map_err(api_error)?,
@@ -315,7 +311,7 @@ pub(in crate::cli) fn runs_gitlab(
         validate_source(s).map_err(|e| CliError::usage(format!("--source: {e}")))?;
     }
     let (project, api) = project_of(ctx, project)?;
-    let api = client(&api)?;
+    let api = client(&api, &ctx.env)?;
     let list = api.pipelines(&project, limit, source).map_err(api_error)?;
     let opt = |v: &Option<String>| v.as_deref().map(line).unwrap_or_else(|| "-".into());
     if list.is_empty() {

@@ -173,7 +173,7 @@ pub(crate) fn resolve_conflict(
         let tree = crate::agent::files::Dir::open(&slot.tree)
             .map_err(|e| Abort::Fail(format!("the conflict run left no work tree: {e}")))?;
         let ignores = super::super::snapshot::Ignores {
-            excludes: crate::hooks::agent::excludes_text(&r.common_dir()),
+            excludes: crate::hooks::agent::excludes_text(&r.common_dir(), r.env.config_home().as_deref()),
             info_exclude: crate::agent::files::read_text(&r.common_dir().join("info/exclude"), 1 << 20)
                 .unwrap_or_default(),
         };

@@ -285,7 +285,7 @@ pub(super) fn commit_work(
         |p: &str| crate::hooks::agent::is_agent_artifact(p) && crate::hooks::agent::in_scope(p, scope) && !hook_file(p);
     let keep = crate::hooks::agent::scope_names_artifacts(scope).then_some(&wanted as &dyn Fn(&str) -> bool);
     let ignores = super::super::snapshot::Ignores {
-        excludes: crate::hooks::agent::excludes_text(&r.common_dir()),
+        excludes: crate::hooks::agent::excludes_text(&r.common_dir(), r.env.config_home().as_deref()),
         info_exclude: crate::agent::files::read_text(&r.common_dir().join("info/exclude"), 1 << 20).unwrap_or_default(),
     };
     let taken = super::super::snapshot::take(repo, &tree, tracked, &ignores, keep, &checkout.known)
@@ -293,7 +293,7 @@ pub(super) fn commit_work(
     let mut tip = head;
     if taken.tree != tracked {
         let message = crate::hooks::trailer::stamp(&one_line(&task.title), &task.id, epoch);
-        let who = super::super::text::signature(&r.commit_ident, (r.clock)());
+        let who = super::super::text::signature(&r.commit_ident, (r.clock)(), &r.env);
         let commit = gix::objs::Commit {
             tree: taken.tree,
             parents: vec![head].into(),
