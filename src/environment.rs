@@ -613,6 +613,27 @@ mod tests {
         assert!(git_swarm_core::Process::from_vars(&vars(Var::GitConfigCount, "x")).is_err());
     }
 
+    /// A default the table shows is the default the code uses.
+    #[test]
+    fn the_defaults_shown_are_the_defaults() {
+        let none = Environment::default();
+        let engine = git_swarm_core::Process::default();
+        let retry = crate::txn::Retry::default();
+        for (var, default) in [
+            (Var::ClockOffset, none.clock_offset().to_string()),
+            (Var::MaxRetrySecs, retry.max_elapsed.as_secs().to_string()),
+            (Var::GitTimeout, engine.git_timeout.as_secs().to_string()),
+            (Var::HttpRetryBaseMs, none.http_retry_base_ms().to_string()),
+            (Var::HookTimeout, none.hook_timeout().as_secs().to_string()),
+            (Var::HookRenewSecs, none.hook_renew().as_secs().to_string()),
+            (Var::GithubApiUrl, format!("`{}`", crate::github::api::DEFAULT_API_URL)),
+            (Var::GitlabApiUrl, format!("`{}`", crate::gitlab::DEFAULT_API_URL)),
+        ] {
+            let rule = var.rule();
+            assert!(rule.contains("unset: ") && rule.ends_with(&format!(" {default}")), "{}: {rule}", var.name());
+        }
+    }
+
     #[test]
     fn the_first_of_two_is_the_value_as_getenv_says() {
         let env = Environment::of(&[("HOME", "/a"), ("HOME", "/b")]);
