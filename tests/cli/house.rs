@@ -462,7 +462,7 @@ fn every_raw_file_access_near_agents_is_audited() {
     const AUDITED: &[(&str, usize, &str)] = &[
         ("src/agent/contain.rs", 6, "/proc of the runner's own children and agents (bounded by the kernel)"),
         (
-            "src/agent/mod.rs",
+            "src/agent/command.rs",
             8,
             "the agent's command itself (the trampoline or `sh`, started in its work tree); the pid file of a run's group, beside its run folder in the runner's own `run/`; /proc of a leftover group",
         ),

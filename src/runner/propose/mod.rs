@@ -28,6 +28,12 @@ use crate::forge::{self, Kind, Settings};
 use crate::model::Config;
 use crate::ops::Change;
 
+mod client;
+mod sync;
+
+use client::*;
+use sync::*;
+
 /// The least time between two updates of the request by one process.
 const UPDATE_EVERY: Duration = Duration::from_secs(10);
 /// The least time between two looks at the protected branch by one process, between landings.
@@ -92,146 +98,6 @@ pub(crate) fn configure(config: &Config) {
 fn with_known<T>(f: impl FnOnce(&mut Known) -> T) -> T {
     let mut g = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(Known::default))
-}
-
-/// A forge client for the swarm's repository.
-enum Client {
-    Github(crate::github::api::Client, crate::github::RepoSlug),
-    Gitlab(crate::gitlab::api::Client, crate::gitlab::Project),
-}
-
-/// What a forge said of the request.
-#[derive(Debug, Clone)]
-struct State {
-    request: Request,
-    open: bool,
-    merged: bool,
-    /// The commit its branch was at: the commit merged, when it was.
-    head: Option<ObjectId>,
-    title: String,
-    /// Its description.
-    body: String,
-}
-
-impl Client {
-    fn open(r: &Runner<'_>, s: &Settings) -> Result<Client, String> {
-        let vars = s.token_vars();
-        let token =
-            s.token(&r.env).ok_or_else(|| format!("no token for {}: set {}", s.kind.as_str(), vars.join(" or ")))?;
-        let url = remote_url(r);
-        match s.kind {
-            Kind::Github => {
-                let repo = match &s.repo {
-                    Some(r) => r.parse().map_err(|e: String| e)?,
-                    None => url.as_deref().and_then(crate::github::RepoSlug::from_remote_url).ok_or_else(|| {
-                        "the remote is not on github.com: set [forge] repo = \"owner/name\" (and api_url for GitHub \
-                         Enterprise)"
-                            .to_string()
-                    })?,
-                };
-                let api = s
-                    .api_url
-                    .clone()
-                    .or_else(|| r.env.github_api_url().map(String::from))
-                    .unwrap_or_else(|| crate::github::api::DEFAULT_API_URL.to_string());
-                Ok(Client::Github(crate::github::api::Client::new(&api, &token).map_err(|e| e.to_string())?, repo))
-            }
-            Kind::Gitlab => {
-                let derived = url.as_deref().and_then(crate::gitlab::RemoteProject::from_remote_url);
-                let project = match &s.repo {
-                    Some(r) => r.parse()?,
-                    None => derived.as_ref().map(|d| d.project.clone()).ok_or_else(|| {
-                        "the remote's URL names no GitLab project: set [forge] repo = \"group/project\"".to_string()
-                    })?,
-                };
-                let api = s
-                    .api_url
-                    .clone()
-                    .or_else(|| r.env.gitlab_api_url().map(String::from))
-                    .or_else(|| derived.map(|d| d.api))
-                    .unwrap_or_else(|| crate::gitlab::DEFAULT_API_URL.to_string());
-                Ok(Client::Gitlab(crate::gitlab::api::Client::new(&api, &token).map_err(|e| e.to_string())?, project))
-            }
-        }
-    }
-
-    /// The requests from `head` into `base`, open or closed, the newest first (one call).
-    fn look(&self, head: &str, base: &str) -> Result<Vec<State>, String> {
-        match self {
-            Client::Github(c, repo) => {
-                Ok(c.recent_pulls(repo, head, base).map_err(|e| e.to_string())?.into_iter().map(gh_state).collect())
-            }
-            Client::Gitlab(c, p) => {
-                Ok(c.recent_mrs(p, head, base).map_err(|e| e.to_string())?.into_iter().map(gl_state).collect())
-            }
-        }
-    }
-
-    fn create(&self, head: &str, base: &str, title: &str, body: &str, draft: bool) -> Result<State, String> {
-        match self {
-            Client::Github(c, repo) => {
-                c.create_pull(repo, head, base, title, body, draft).map(gh_state).map_err(|e| e.to_string())
-            }
-            Client::Gitlab(c, p) => c.create_mr(p, head, base, title, body).map(gl_state).map_err(|e| e.to_string()),
-        }
-    }
-
-    fn update(&self, req: &Request, title: &str, body: &str) -> Result<State, String> {
-        match self {
-            Client::Github(c, repo) => {
-                c.update_pull(repo, req.number, title, body).map(gh_state).map_err(|e| e.to_string())
-            }
-            Client::Gitlab(c, p) => c.update_mr(p, req.number, title, body).map(gl_state).map_err(|e| e.to_string()),
-        }
-    }
-
-    /// Ready for review, on GitHub (GitLab's is the title, without `Draft:`).
-    fn ready(&self, req: &Request) -> Result<(), String> {
-        match self {
-            Client::Github(c, _) => c.mark_ready(&req.node_id).map_err(|e| e.to_string()),
-            Client::Gitlab(..) => Ok(()),
-        }
-    }
-
-    fn auto_merge(&self, req: &Request) -> Result<(), String> {
-        match self {
-            Client::Github(c, _) => c.enable_auto_merge(&req.node_id).map_err(|e| e.to_string()),
-            Client::Gitlab(c, p) => c.auto_merge(p, req.number).map_err(|e| e.to_string()),
-        }
-    }
-}
-
-fn gh_state(p: crate::github::api::Pull) -> State {
-    State {
-        open: p.open,
-        merged: p.merged,
-        head: p.head_sha.and_then(|s| s.parse().ok()),
-        title: p.title,
-        body: p.body,
-        request: Request { number: p.number, url: p.url, node_id: p.node_id, draft: p.draft },
-    }
-}
-
-fn gl_state(m: crate::gitlab::api::MergeRequest) -> State {
-    State {
-        open: m.open,
-        merged: m.merged,
-        head: m.head_sha.and_then(|s| s.parse().ok()),
-        title: m.title,
-        body: m.description,
-        request: Request { number: m.iid, url: m.url, node_id: String::new(), draft: m.draft },
-    }
-}
-
-/// The requests from the swarm's branch into the base: the last look when the base is still at `base`, else one call
-/// (kept for the next update and sync).
-fn look(client: &Client, target: &str, base_name: &str, base: Option<ObjectId>) -> Result<Vec<State>, String> {
-    if let Some(l) = with_known(|k| k.looked.as_ref().filter(|(at, _)| *at == base).map(|(_, l)| l.clone())) {
-        return Ok(l);
-    }
-    let l = client.look(target, base_name)?;
-    with_known(|k| k.looked = Some((base, l.clone())));
-    Ok(l)
 }
 
 /// The request is merged or closed: it is written no more, and the next landing opens the next one. `head`: the
@@ -414,7 +280,22 @@ impl Runner<'_> {
                 return Ok(said);
             }
         }
-        let (title, body, draft) = self.describe(snap, s, &mut landed);
+        said.push(self.open_request(&client, snap, s, &mut landed, base)?);
+        Ok(said)
+    }
+
+    /// Open the request carrying `landed` (as a draft where the settings say), or find the one another runner opened
+    /// meanwhile; what was done, said.
+    fn open_request(
+        &mut self,
+        client: &Client,
+        snap: &crate::store::Snapshot,
+        s: &Settings,
+        landed: &mut [forge::Landed],
+        base: Option<ObjectId>,
+    ) -> Result<String, String> {
+        let config = &snap.board.config;
+        let (title, body, draft) = self.describe(snap, s, landed);
         let created = match client.create(&config.target, &s.base, &title, &body, draft) {
             Ok(c) => c,
             // Another runner opened it meanwhile: these landings go into it at the next chance.
@@ -423,25 +304,25 @@ impl Runner<'_> {
                     k.looked = None;
                     k.pending = true;
                 });
-                look(&client, &config.target, &s.base, base)?.into_iter().find(|r| r.open).ok_or(e)?
+                look(client, &config.target, &s.base, base)?.into_iter().find(|r| r.open).ok_or(e)?
             }
         };
         if s.auto_merge {
             client.auto_merge(&created.request)?;
         }
-        said.push(format!(
+        let opened = format!(
             "opened {} {} from {} into {}: {}",
             if s.kind == Kind::Github { "pull request" } else { "merge request" },
             created.request.number,
             config.target,
             s.base,
             created.request.url
-        ));
+        );
         with_known(|k| {
             k.request = Some(created.request.clone());
             k.base_seen = base;
         });
-        Ok(said)
+        Ok(opened)
     }
 
     /// The title and description of a request carrying `landed` (their notes are read), and whether it is a draft.
@@ -543,167 +424,4 @@ impl Runner<'_> {
             Err(why) => self.emit(Event::Warning(format!("request {} could not be marked ready: {why}", req.number))),
         }
     }
-
-    /// Before a claim: take the protected branch into the swarm's when it moved past it (a merge commit on the
-    /// swarm's branch, published with a state op `sync` in one atomic update, as a landing is). At most every
-    /// [`SYNC_EVERY`] per process, and right after a request was merged. A merge that conflicts is said once per
-    /// base commit and left for a person (the request then shows the conflict).
-    ///
-    /// A request the forge squashed or rebased leaves the base without the swarm's commits, only their content: the
-    /// merge then takes the commit the forge merged as its merge base (what the base has beyond it is others' work,
-    /// what the swarm's branch has beyond it is work landed since), so later edits of the same lines do not conflict
-    /// with their own squashed past, and the merge says `Swarm-Merged: <commit>` so that later requests list only
-    /// the tasks landed after it.
-    pub(crate) fn sync_target(&mut self, config: &Config) -> Result<(), super::RunError> {
-        let Some(s) = self.forge(config) else { return Ok(()) };
-        let due = with_known(|k| k.last_sync.is_none_or(|t| t.elapsed() >= SYNC_EVERY));
-        if !due {
-            return Ok(());
-        }
-        with_known(|k| k.last_sync = Some(Instant::now()));
-        let target = format!("refs/heads/{}", config.target);
-        let Some(base) = self.swarm.fetch_branch(&format!("refs/heads/{}", s.base))? else { return Ok(()) };
-        let Some(tip) = self.swarm.fetch_branch(&target)? else { return Ok(()) };
-        let common = self.common_dir();
-        if git::is_ancestor(&common, base, tip) || with_known(|k| k.conflicted == Some(base)) {
-            return Ok(());
-        }
-        // The commit the forge merged last, when it is not in the base (a squash or a rebase): from this process's
-        // last look at the request, else one look at the forge (which the next update uses too).
-        let merged = with_known(|k| k.merged_head.take()).or_else(|| {
-            let client = Client::open(self, &s).ok()?;
-            let seen = look(&client, &config.target, &s.base, Some(base)).ok()?;
-            seen.iter().find(|r| r.merged).and_then(|r| r.head)
-        });
-        let squashed = merged.filter(|h| {
-            git::is_ancestor(&common, *h, tip)
-                && !git::is_ancestor(&common, *h, base)
-                && last_merged_on(&common, tip).is_none_or(|m| m != *h && git::is_ancestor(&common, m, *h))
-        });
-        let mut message = format!("git swarm: take {} into {}", s.base, config.target);
-        if let Some(h) = squashed {
-            message.push_str(&format!("\n\n{MERGED_TRAILER}: {h}\n"));
-        }
-        let ident = self.commit_ident.clone();
-        let mut made: Option<(ObjectId, ObjectId)> = None;
-        let mut prepare = |at: ObjectId| -> Result<ObjectId, String> {
-            if let Some((on, m)) = made
-                && on == at
-            {
-                return Ok(m);
-            }
-            if git::is_ancestor(&common, base, at) {
-                return Err(TAKEN.into());
-            }
-            let m = merge_commit(&common, &ident, at, base, squashed, &message)?;
-            made = Some((at, m));
-            Ok(m)
-        };
-        let agent = self.agent.clone();
-        let summary = format!("sync {} with {} at {}", config.target, s.base, crate::store::short(&base.to_string()));
-        let res =
-            self.swarm.land(&self.retry, &self.who, self.clock, &target, &mut prepare, |_snap, _now, _code| {
-                Ok((Change { op: "sync", agent: agent.clone(), summary: summary.clone(), ..Default::default() }, ()))
-            })?;
-        match res {
-            Ok(_) => self.emit(Event::Forge(format!(
-                "took {} into {}{}",
-                s.base,
-                config.target,
-                if squashed.is_some() {
-                    " (the request was squashed or rebased: merged past its own commits)"
-                } else {
-                    ""
-                }
-            ))),
-            Err(why) if why == TAKEN => {}
-            Err(why) => {
-                with_known(|k| k.conflicted = Some(base));
-                self.emit(Event::Warning(format!(
-                    "{} cannot be taken into {} ({why}): a person merges {} into {}; the request shows it",
-                    s.base, config.target, s.base, config.target
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What `prepare` says when another runner took the base in first.
-const TAKEN: &str = "taken in already";
-/// The trailer of a merge that took in a request the forge squashed or rebased: the commit it merged.
-const MERGED_TRAILER: &str = "Swarm-Merged";
-
-/// A merge commit of `base` into `tip` (or `base` itself when `tip` is behind it), made without a work tree
-/// (`git merge-tree --write-tree`, `git commit-tree`); with `merge_base`, that commit is the merge's base.
-fn merge_commit(
-    common: &std::path::Path,
-    ident: &[(String, String)],
-    tip: ObjectId,
-    base: ObjectId,
-    merge_base: Option<ObjectId>,
-    message: &str,
-) -> Result<ObjectId, String> {
-    if git::is_ancestor(common, tip, base) && merge_base.is_none() {
-        return Ok(base);
-    }
-    let (tip_s, base_s) = (tip.to_string(), base.to_string());
-    let mb = merge_base.map(|m| format!("--merge-base={m}"));
-    let mut args = vec!["merge-tree", "--write-tree", "--name-only", "--no-messages"];
-    if let Some(mb) = &mb {
-        args.push(mb);
-    }
-    args.extend([tip_s.as_str(), base_s.as_str()]);
-    let out = git::output(common, &args).map_err(|e| e.to_string())?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut lines = stdout.lines();
-    let tree = lines.next().unwrap_or_default().trim().to_string();
-    match out.status.code() {
-        Some(0) => {}
-        Some(1) => {
-            let files: Vec<&str> = lines.filter(|l| !l.is_empty()).take(10).collect();
-            return Err(format!("conflict in {}", crate::escape::line(&files.join(", "))));
-        }
-        _ => return Err(format!("git merge-tree: {}", String::from_utf8_lossy(&out.stderr).trim())),
-    }
-    let mut cmd = git::git_in(common);
-    cmd.args(["commit-tree", &tree, "-p", &tip_s, "-p", &base_s, "-m", message]);
-    for (k, v) in ident {
-        cmd.env(k, v);
-    }
-    let made = cmd.output().map_err(|e| e.to_string())?;
-    if !made.status.success() {
-        return Err(format!("git commit-tree: {}", String::from_utf8_lossy(&made.stderr).trim()));
-    }
-    String::from_utf8_lossy(&made.stdout).trim().parse().map_err(|_| "git commit-tree said no commit".to_string())
-}
-
-/// The commit the last squashed or rebased request merged, as the swarm's branch records it: the
-/// `Swarm-Merged` trailer of the newest of its merges that took the base in (merges only, on the first-parent line:
-/// an agent's own commit cannot move it).
-fn last_merged_on(common: &std::path::Path, tip: ObjectId) -> Option<ObjectId> {
-    let format = format!("--format=%(trailers:key={MERGED_TRAILER},valueonly,separator=%x2C)");
-    let out = git::run(
-        common,
-        &["log", "--first-parent", "--merges", "--grep=^git swarm: take ", "-n", "1", &format, &tip.to_string()],
-    )
-    .ok()?;
-    out.trim().split(',').next()?.trim().parse().ok()
-}
-
-/// The commits of `tip` that are not proposed yet: in none of `carried` (the base, what the forge merged of an
-/// earlier request) nor in what the forge last merged of a squashed or rebased request as the branch records it
-/// (all of them when there is none), by id.
-fn commits_not_in(
-    common: &std::path::Path,
-    tip: ObjectId,
-    carried: &[Option<ObjectId>],
-) -> std::collections::BTreeSet<String> {
-    let mut args = vec!["rev-list".to_string(), "--max-count=100000".to_string(), tip.to_string()];
-    args.extend(carried.iter().flatten().map(|b| format!("^{b}")));
-    args.extend(last_merged_on(common, tip).map(|m| format!("^{m}")));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    git::run(common, &args)
-        .map(|out| out.lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect())
-        .unwrap_or_default()
 }
