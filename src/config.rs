@@ -56,8 +56,11 @@ mod schema;
 mod settings;
 
 pub use checks::Empty;
+pub(crate) use schema::ForgeSettings;
 pub use schema::RunSettings;
-pub(crate) use schema::{Budget as RunBudget, Cycle as RunCycle, Role as RoleTable, Run as RunTable};
+pub(crate) use schema::{
+    Budget as RunBudget, Cycle as RunCycle, Forge as ForgeTable, Role as RoleTable, Run as RunTable,
+};
 pub use settings::{Role, backend_for};
 pub(crate) use settings::{RoleList, role_list};
 const ROLES: &[&str] = &["default", "worker", "planner", "judge"];
@@ -333,6 +336,8 @@ mod tests {
 
 /// The top-level keys of `swarm.toml` that `git swarm config set` may change (`version` is the layout's, not a
 /// setting), and the tables under them.
+/// The top-level keys (`Config::KEYS`, the engine's) and the tables (`[run]`, `[roles.*]`, `[forge]`) a key of
+/// `config set` may start with; the first three are values, not tables.
 const TOP: &[&str] = &["target", "lease", "max_attempts", "run", "roles", "forge"];
 
 /// Everything a reader needs of a `swarm.toml`: the layout, the `[run]` settings and every role's agent. `init`
@@ -466,8 +471,7 @@ pub fn known(key: &str) -> Result<(), String> {
             unknown(format!("'{role}' is not a role: one of {}", ROLES.join(", ")))
         }
         ["roles", _] => Ok(()),
-        ["forge", k] if crate::forge::KEYS.contains(k) => Ok(()),
-        ["forge", _] => unknown(format!("[forge] has {}", crate::forge::KEYS.join(", "))),
+        ["forge", k] => in_table("forge", ForgeTable::KEYS, k),
         ["roles", role, k] => in_table(&format!("roles.{role}"), RoleTable::KEYS, k),
         _ => unknown(format!("one of {}, and the tables under run and roles", TOP.join(", "))),
     }
@@ -639,6 +643,57 @@ mod key_list {
             }
         }
         out
+    }
+
+    const SHARED_BEGIN: &str = "<!-- generated from model::Config::KEYS and src/config/schema.rs's [forge]: paste what config::key_list says -->";
+    const SHARED_END: &str = "<!-- end of the generated table of the shared settings -->";
+
+    /// The table of the settings no clone overrides — the top-level keys (the engine's `Config`) and `[forge]` —
+    /// from their declarations.
+    fn shared_table() -> String {
+        let mut out = String::from("| `swarm.toml` | type | default | what it is |\n| --- | --- | --- | --- |\n");
+        let mut row = |key: String, shown: &str, default: &str, doc: &str| {
+            assert!(!doc.contains('|') && !doc.trim().is_empty(), "the doc string of {key}: {doc:?}");
+            let default = if default.is_empty() { "unset".to_string() } else { format!("`{default}`") };
+            out.push_str(&format!("| `{key}` | {shown} | {default} | {} |\n", doc.trim()));
+        };
+        for (key, shown, default, doc) in Config::KEYS {
+            row(key.to_string(), shown, default, doc);
+        }
+        for (key, shown, default, doc) in ForgeTable::DOCS {
+            row(format!("forge.{key}"), shown, default, doc);
+        }
+        out
+    }
+
+    fn generated<'d>(doc: &'d str, begin: &str, end: &str) -> &'d str {
+        doc.split_once(begin)
+            .and_then(|(_, rest)| rest.split_once(end))
+            .map(|(table, _)| table.trim_start_matches('\n'))
+            .unwrap_or_else(|| panic!("docs/configuration.md has no lines {begin} … {end}"))
+    }
+
+    #[test]
+    fn the_docs_table_of_the_shared_settings_is_their_declaration() {
+        let doc = std::fs::read_to_string(DOC).expect("docs");
+        let want = shared_table();
+        assert!(
+            generated(&doc, SHARED_BEGIN, SHARED_END) == want,
+            "docs/configuration.md's table of the shared settings is not the declaration's:\n{want}"
+        );
+        // Each top-level key is one `Config` reads, with the default it says.
+        let text: String = Config::KEYS.iter().map(|(k, _, d, _)| format!("{k} = {d}\n")).collect();
+        let read: Config = toml::from_str(&text).expect("the top-level defaults");
+        assert_eq!(read, Config::default());
+        let forge: ForgeTable = toml::from_str(
+            &ForgeTable::DOCS
+                .iter()
+                .filter(|(_, _, d, _)| !d.is_empty())
+                .map(|(k, _, d, _)| format!("{k} = {d}\n"))
+                .collect::<String>(),
+        )
+        .expect("[forge] defaults");
+        assert_eq!(ForgeSettings::resolve(forge), Ok(ForgeSettings::default()));
     }
 
     #[test]

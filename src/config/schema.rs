@@ -184,6 +184,28 @@ settings! {
 }
 
 settings! {
+    /// `[forge]`: landing where main is protected — one pull/merge request from the target into `base`
+    /// (docs/forge.md). The checks that need the whole table (a known forge, `base` set and not the target, an
+    /// https `api_url`) are `forge::settings`'s.
+    "forge" Forge => ForgeSettings {
+        /// `"github"` or `"gitlab"`: the forge the request is opened on; unset, nothing is proposed.
+        propose: String => Option<String> = None, "", |_, v, _| Ok(v);
+        /// The protected branch the request goes into (`main`).
+        base: String => Option<String> = None, "", |_, v, _| Ok(v);
+        /// `owner/name` (GitHub) or the project's path (`group/sub/project`, GitLab); unset, from the remote's URL.
+        repo: String => Option<String> = None, "", |_, v, _| Ok(v);
+        /// The API's base URL (GitHub Enterprise, a self-hosted GitLab); unset, the forge's public one.
+        api_url: String => Option<String> = None, "", |_, v, _| Ok(v);
+        /// The variable of the runner's environment that holds the token; unset, `GITHUB_TOKEN` then `GH_TOKEN`, or `GITLAB_TOKEN`.
+        token_env: String => Option<String> = None, "", |_, v, _| Ok(v);
+        /// Open the request as a draft, and mark it ready when the judge says stop.
+        draft: bool => bool = true, "true";
+        /// Ask the forge to merge it by itself once its checks pass.
+        auto_merge: bool => bool = false, "false";
+    }
+}
+
+settings! {
     /// `[run.cycle]`: when a cycle of planner, workers and judge ends.
     "run.cycle" Cycle => CycleSettings {
         /// The judge runs when this many tasks have finished in the cycle.

@@ -43,27 +43,13 @@ pub struct Settings {
     pub auto_merge: bool,
 }
 
-/// The keys of `[forge]`.
-pub(crate) const KEYS: &[&str] = &["propose", "base", "repo", "api_url", "token_env", "draft", "auto_merge"];
-
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Raw {
-    propose: Option<String>,
-    base: Option<String>,
-    repo: Option<String>,
-    api_url: Option<String>,
-    token_env: Option<String>,
-    draft: Option<bool>,
-    auto_merge: Option<bool>,
-}
-
 /// The swarm's `[forge]`: `None` when it proposes nothing (no table, or no `propose`). Every value is checked; the
 /// error names the key.
 pub fn settings(config: &Config) -> Result<Option<Settings>, String> {
     let Some(v) = config.extra.get("forge") else { return Ok(None) };
-    let raw: Raw =
+    let raw: crate::config::ForgeTable =
         v.clone().try_into().map_err(|e: toml::de::Error| format!("[forge]: {}", crate::escape::squash(&e)))?;
+    let raw = crate::config::ForgeSettings::resolve(raw)?;
     // Without `propose` nothing is proposed (the rest may be set first, one `config set` at a time).
     let Some(propose) = raw.propose else { return Ok(None) };
     let kind = match propose.as_str() {
@@ -120,8 +106,8 @@ pub fn settings(config: &Config) -> Result<Option<Settings>, String> {
         repo: raw.repo,
         api_url: raw.api_url,
         token_env: raw.token_env,
-        draft: raw.draft.unwrap_or(true),
-        auto_merge: raw.auto_merge.unwrap_or(false),
+        draft: raw.draft,
+        auto_merge: raw.auto_merge,
     }))
 }
 

@@ -337,6 +337,22 @@ pub struct Config {
     pub extra: toml::Table,
 }
 
+impl Config {
+    /// The top-level keys of `swarm.toml`, as `Config` reads them: name, type, the default as `swarm.toml` writes
+    /// it, and what it is (the docs' table of them comes from here). `version` is the layout's, written by `init`.
+    pub const KEYS: &'static [(&'static str, &'static str, &'static str, &'static str)] = &[
+        ("target", "text", "\"main\"", "The branch the workers land code on."),
+        ("lease", "duration", "\"10m\"", "How long a claim holds when its holder says nothing (a renewal extends it)."),
+        (
+            "max_attempts",
+            "whole number",
+            "3",
+            "Attempts of a task (fails and expired leases) before it is failed for good.",
+        ),
+        ("version", "whole number", "1", "The layout of the state tree (written by `init`; a newer one is refused)."),
+    ];
+}
+
 pub(crate) const LAYOUT_VERSION: u32 = 1;
 
 fn default_version() -> u32 {
