@@ -618,7 +618,7 @@ mod tests {
     fn the_defaults_shown_are_the_defaults() {
         let none = Environment::default();
         let engine = git_swarm_core::Process::default();
-        let retry = crate::txn::Retry::default();
+        let retry = crate::Retry::default();
         for (var, default) in [
             (Var::ClockOffset, none.clock_offset().to_string()),
             (Var::MaxRetrySecs, retry.max_elapsed.as_secs().to_string()),

@@ -436,8 +436,8 @@ mod tests {
         }
 
         fn commit(&self, tree: ObjectId, parents: &[ObjectId]) -> ObjectId {
-            let who = crate::store::Identity { name: "Test".into(), email: "test@example.com".into() };
-            let store = crate::store::Store::from_repo(self.repo.clone());
+            let who = crate::Identity { name: "Test".into(), email: "test@example.com".into() };
+            let store = crate::Store::from_repo(self.repo.clone());
             store
                 .write_commit(tree, parents, "work\n", &who, crate::time::Timestamp::from_secs(1_700_000_000))
                 .expect("commit")

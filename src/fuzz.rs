@@ -25,13 +25,13 @@ use crate::config::{Role, backend_for};
 use crate::model::{self, Claim, Config, Failure, Kind, Status, Task, TaskResult};
 use crate::ops::plan::to_new_tasks;
 use crate::ops::{self, Actor, Board, Closed, NewTask, Stored};
-use crate::remote::{PushLine, RemoteError, classify, parse_porcelain};
 use crate::runner::judge::parse_verdict;
 use crate::runner::planner::parse_proposals;
 use crate::runner::{self, CycleRecord, RunSettings, Verdict, prompts};
-use crate::store::{Identity, LogEntry, Snapshot, Store, short};
 use crate::time::Timestamp;
-use crate::txn::{Retry, Swarm, TxnError};
+use crate::{Identity, LogEntry, Snapshot, Store, short};
+use crate::{PushLine, RemoteError, classify, parse_porcelain};
+use crate::{Retry, Swarm, TxnError};
 use gix::ObjectId;
 use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
@@ -278,7 +278,7 @@ impl Fixture {
     }
 
     /// Claim `id` as every command does (read the newest state, apply, commit, compare-and-swap).
-    fn claim(&self, id: &str) -> Result<crate::txn::Committed<Option<Task>>, TxnError> {
+    fn claim(&self, id: &str) -> Result<crate::Committed<Option<Task>>, TxnError> {
         self.swarm.transact(&retry(), &who(), &clock, |snap, now| {
             ops::claim(&snap.board, &actor(now), Some(id), Kind::Work, LEASE, None)
         })
@@ -1577,10 +1577,10 @@ fn check_porcelain(out: &str) -> Result<(), TestCaseError> {
         let res = classify("https://user:secret@example.com/r.git", refs.iter().copied(), &lines, success, out);
         let seen: Vec<&PushLine> = refs.iter().filter_map(|r| first(r)).collect();
         match &res {
-            Ok(crate::remote::Publish::Done) => {
+            Ok(crate::Publish::Done) => {
                 prop_assert!(success && !seen.is_empty() && seen.iter().all(|l| ok(l)), "{res:?} for {lines:?}");
             }
-            Ok(crate::remote::Publish::LostRace(_)) => {
+            Ok(crate::Publish::LostRace(_)) => {
                 prop_assert!(seen.iter().any(|l| !ok(l)), "{res:?} for {lines:?}");
             }
             Err(RemoteError::Refused { refname, .. }) => {

@@ -23,11 +23,9 @@ mod trust;
 #[cfg(test)]
 mod fuzz;
 
-// The engine's modules, under the names this crate has always used for them (`crate::store::Store`).
-pub(crate) use git_swarm_core::{
-    Transport, child, escape, gitcmd, model, open_options, open_swarm, ops, remote, secrets, state, store, time, txn,
-    usage, with_causes,
-};
+// The engine's API — its modules (`crate::model`, `crate::ops`, …) and what its private ones offer (`crate::Swarm`,
+// `crate::Store`, …) — under the names this crate uses for them.
+pub(crate) use git_swarm_core::*;
 
 fn main() -> std::process::ExitCode {
     cli::main()

@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
-use crate::store::StoreError;
+use crate::StoreError;
 
 /// Open the repository at or above `dir`, as git does (`GIT_DIR` and friends included).
 pub(crate) fn discover(dir: &Path, env: &crate::environment::Environment) -> Result<gix::Repository, StoreError> {
-    use crate::store::GitContext;
+    use crate::GitContext;
     // `git -c k=v swarm …` reaches us in $GIT_CONFIG_PARAMETERS, which gix does not read.
     let params = crate::config::git_config_parameters(env);
     let trust = gix::sec::trust::Mapping {

@@ -362,10 +362,10 @@ mod tests {
     fn a_large_board_stays_usable() {
         // Thousands of tasks through the library (the same build and render the CLI runs): the graph is capped and
         // says so, done subtrees are collapsed, and it is quick.
+        use crate::Snapshot;
         use crate::board::{BoardView, Input, Options, html};
         use crate::model::{Status, Task};
         use crate::ops::{Board, Stored};
-        use crate::store::Snapshot;
         let mut board = Board::default();
         let n = 5_000;
         for i in 0..n {
@@ -410,10 +410,10 @@ mod tests {
     #[test]
     fn cycles_in_a_hand_made_board_neither_hang_nor_hide_tasks() {
         // The ops never make a cycle of parents or dependencies, but a hand-edited state ref can.
+        use crate::Snapshot;
         use crate::board::{BoardView, Input, Options, html};
         use crate::model::Task;
         use crate::ops::{Board, Stored};
-        use crate::store::Snapshot;
         let mut board = Board::default();
         for (id, other) in [("t-aaaa", "t-bbbb"), ("t-bbbb", "t-aaaa"), ("t-cccc", "t-cccc")] {
             let toml = format!("id = \"{id}\"\ntitle = \"{id}\"\nparent = \"{other}\"\ndeps = [\"{other}\"]\n");

@@ -21,10 +21,10 @@ use serde::Serialize;
 
 use crate::model::{Kind, Status};
 use crate::runner::CycleRecord;
-use crate::store::{LogEntry, Snapshot};
 use crate::time::Timestamp;
-use crate::txn::{Reach, Swarm, TxnError};
 use crate::usage::Usage;
+use crate::{LogEntry, Snapshot};
+use crate::{Reach, Swarm, TxnError};
 
 /// The version of the JSON document of `git swarm board --json`.
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -287,7 +287,7 @@ pub struct Input<'a> {
     pub swarm: &'a str,
     pub remote: &'a str,
     pub snapshot: &'a Snapshot,
-    /// The audit log, newest first (as [`crate::store::Store::log`] returns it).
+    /// The audit log, newest first (as [`crate::Store::log`] returns it).
     pub log: &'a [LogEntry],
     /// Was the log cut at a limit (older ops exist)?
     pub log_truncated: bool,
@@ -473,10 +473,10 @@ mod tests {
     /// than the limit, and after a compaction replaced the history it knew.
     #[test]
     fn a_live_board_reads_the_log_since_its_last_state_as_a_fresh_read_does() {
+        use crate::Identity;
+        use crate::Retry;
         use crate::ops::{self, Actor, NewTask};
-        use crate::store::Identity;
         use crate::time::Timestamp;
-        use crate::txn::Retry;
         // A swarm in a repository of its own, written through the engine as the commands write it, with a judge's
         // verdict on record.
         let dir = tempfile::tempdir().expect("tmp");

@@ -23,10 +23,10 @@ use serde::Serialize;
 
 use super::live::{self, Budgets, Sections};
 use super::{BoardView, Loaded, Options, RefWatch};
+use crate::Store;
 use crate::ops::Board;
-use crate::store::Store;
 use crate::time::Timestamp;
-use crate::txn::{Swarm, TxnError};
+use crate::{Swarm, TxnError};
 
 /// Event streams open at a time; one more is answered 503 (the page then polls `/frame`).
 pub(crate) const MAX_STREAMS: usize = 16;

@@ -125,7 +125,7 @@ pub fn run(ctx: &mut Ctx, mut args: AddArgs) -> CliResult<()> {
     // A task with no deps needs no other task parsed but its parent; whether an id is taken is known by the names
     // of the files.
     let parent: Vec<&str> = new.parent.iter().map(String::as_str).collect();
-    let reads = if new.deps.is_empty() { crate::txn::Reads::TasksAndNames(&parent) } else { crate::txn::Reads::Live };
+    let reads = if new.deps.is_empty() { crate::Reads::TasksAndNames(&parent) } else { crate::Reads::Live };
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         let actor = Actor { agent: agent.to_string(), now };
         ops::add(&snap.board, &actor, vec![new.clone()], &mut ops::mint_id)

@@ -83,7 +83,7 @@ pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
 
 /// What this clone's runners do now: shown beside what the ref knows of their claims.
 pub(super) fn local_runs(
-    swarm: &crate::txn::Swarm,
+    swarm: &crate::Swarm,
     env: &crate::environment::Environment,
 ) -> Vec<crate::runner::status::LocalRun> {
     crate::runner::status::read_all(&crate::runner::Places::of(swarm.local.repo.common_dir(), env))
@@ -164,7 +164,7 @@ fn serve(ctx: &mut Ctx, args: &BoardArgs) -> CliResult<()> {
         if !json {
             eprintln!(
                 "state {}: {} tasks, read in {} ms, page in {} ms",
-                crate::store::short(&s.commit),
+                crate::short(&s.commit),
                 s.tasks,
                 s.read.as_millis(),
                 s.render.as_millis()

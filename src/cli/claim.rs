@@ -27,7 +27,7 @@ pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
     ctx.refuse_a_runners_id(ctx.agent(), "claim")?;
     // A claim by id reads that task alone; the next ready one reads the tasks it touches, chosen by the index.
     let one = args.id.as_deref().map(|id| [id]);
-    let reads = one.as_ref().map_or(crate::txn::Reads::Next(args.kind), |a| crate::txn::Reads::Tasks(a));
+    let reads = one.as_ref().map_or(crate::Reads::Next(args.kind), |a| crate::Reads::Tasks(a));
     let swarm = ctx.swarm()?;
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         // After the judge's stop nothing is claimed, by a runner or by hand, until `git swarm goal` (on the very

@@ -84,13 +84,13 @@ fn edit(ctx: &mut Ctx, key: &str, value: Option<&str>) -> CliResult<()> {
         && c.commit.is_some()
     {
         let from = match &b.fallback {
-            Some(good) => format!("the settings of commit {}, the newest that read", crate::store::short(good)),
+            Some(good) => format!("the settings of commit {}, the newest that read", crate::short(good)),
             None => "the defaults (no earlier settings read)".into(),
         };
         ctx.out.warn(format!(
             "{} in commit {} could not be read ({}): it is replaced by {from}, with this edit",
             b.problem.path,
-            crate::store::short(&b.problem.commit),
+            crate::short(&b.problem.commit),
             crate::escape::line(&b.problem.message)
         ));
     }

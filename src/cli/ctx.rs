@@ -200,16 +200,16 @@ impl Ctx {
     pub fn transact<T>(
         &mut self,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
-    ) -> CliResult<(std::rc::Rc<Swarm>, crate::txn::Committed<T>)> {
-        self.transact_on(crate::txn::Reads::Live, op)
+    ) -> CliResult<(std::rc::Rc<Swarm>, crate::Committed<T>)> {
+        self.transact_on(crate::Reads::Live, op)
     }
 
-    /// [`Ctx::transact`] for an op that reads only part of the board ([`crate::txn::Reads`]).
+    /// [`Ctx::transact`] for an op that reads only part of the board ([`crate::Reads`]).
     pub fn transact_on<T>(
         &mut self,
-        reads: crate::txn::Reads<'_>,
+        reads: crate::Reads<'_>,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
-    ) -> CliResult<(std::rc::Rc<Swarm>, crate::txn::Committed<T>)> {
+    ) -> CliResult<(std::rc::Rc<Swarm>, crate::Committed<T>)> {
         let mut op = op;
         let agent = self.agent().to_string();
         let swarm = self.swarm()?;
@@ -230,7 +230,7 @@ impl Ctx {
     pub fn transact_settings<T>(
         &mut self,
         mut op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
-    ) -> CliResult<(std::rc::Rc<Swarm>, crate::txn::Committed<T>)> {
+    ) -> CliResult<(std::rc::Rc<Swarm>, crate::Committed<T>)> {
         let agent = self.agent().to_string();
         let swarm = self.swarm()?;
         let who = Self::identity(&swarm, &agent);
@@ -324,7 +324,7 @@ impl Ctx {
         };
         self.refuse_a_runners_id(&agent, what)?;
         let epoch = epoch.or_else(|| self.recalled_epoch(&agent, id));
-        let (swarm, c) = self.transact_on(crate::txn::Reads::Tasks(&[id]), |snap, now, agent| {
+        let (swarm, c) = self.transact_on(crate::Reads::Tasks(&[id]), |snap, now, agent| {
             let actor = crate::ops::Actor { agent: agent.to_string(), now };
             op(&snap.board, &actor, epoch)
         })?;

@@ -101,7 +101,7 @@ fn demo_project(out: &Printer, root: &Path, remote: &Path, work: &Path) -> CliRe
 }
 
 /// The demo's swarm in its clone: the scripted agent beside it, the settings written and trusted there.
-fn demo_swarm(root: &Path, work: &Path, env: &Environment) -> CliResult<crate::txn::Swarm> {
+fn demo_swarm(root: &Path, work: &Path, env: &Environment) -> CliResult<crate::Swarm> {
     let agent = root.join("agent.sh");
     write(&agent, AGENT)?;
     let exec = format!("sh {}", shell_quote(&agent.to_string_lossy()));
@@ -116,9 +116,9 @@ fn demo_swarm(root: &Path, work: &Path, env: &Environment) -> CliResult<crate::t
     let config: Config = toml::from_str(&config_text).map_err(|e| CliError::io(format!("demo: {e}")))?;
     let repo = crate::repo::discover(work, env).map_err(|e| CliError::io(e.to_string()))?;
     let swarm = crate::open_swarm(repo, None, "default", crate::Transport::Auto)?;
-    let who = crate::store::Identity { name: "git swarm demo".into(), email: "demo@git-swarm.invalid".into() };
+    let who = crate::Identity { name: "git swarm demo".into(), email: "demo@git-swarm.invalid".into() };
     let clock = || crate::time::Timestamp::now_with_offset(0);
-    let (commit, _) = swarm.init(&crate::txn::Retry::default(), &who, &clock, &config, "demo")?;
+    let (commit, _) = swarm.init(&crate::Retry::default(), &who, &clock, &config, "demo")?;
     // The demo wrote these settings in its own clone: its runners trust them, as after `init --config`.
     let doc = super::trust::document_at(&swarm, commit)?;
     crate::trust::record(swarm.local.repo.common_dir(), &doc).map_err(CliError::io)?;
@@ -130,7 +130,7 @@ fn demo_fleet(
     out: &Printer,
     root: &Path,
     work: &Path,
-    swarm: &crate::txn::Swarm,
+    swarm: &crate::Swarm,
     args: &DemoArgs,
     env: &Environment,
 ) -> CliResult<(FleetEnd, std::path::PathBuf)> {
@@ -168,7 +168,7 @@ fn demo_fleet(
 #[allow(clippy::too_many_arguments)]
 fn demo_summary(
     out: &Printer,
-    swarm: &crate::txn::Swarm,
+    swarm: &crate::Swarm,
     remote: &Path,
     work: &Path,
     end: &FleetEnd,

@@ -36,7 +36,7 @@ pub fn run(ctx: &mut Ctx, args: DoneArgs) -> CliResult<()> {
 
 /// The task's code belongs on the target branch: say so when the commit is not there (it is recorded all the same;
 /// the push may just not have happened yet).
-fn warn_unless_on_target(ctx: &Ctx, swarm: &crate::txn::Swarm, commit: gix::ObjectId) {
+fn warn_unless_on_target(ctx: &Ctx, swarm: &crate::Swarm, commit: gix::ObjectId) {
     let Ok(snap) = swarm.read(false) else { return };
     let target = snap.board.config.target;
     let tip = match swarm.fetch_branch(&format!("refs/heads/{target}")) {

@@ -1,8 +1,8 @@
 //! The one error type of the command line: a kind (→ exit code), a message, and hints.
 
+use crate::RemoteError;
+use crate::TxnError;
 use crate::ops::DomainError;
-use crate::remote::RemoteError;
-use crate::txn::TxnError;
 
 /// Exit codes of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,8 +120,8 @@ impl From<DomainError> for CliError {
     }
 }
 
-impl From<crate::store::StoreError> for CliError {
-    fn from(e: crate::store::StoreError) -> Self {
+impl From<crate::StoreError> for CliError {
+    fn from(e: crate::StoreError) -> Self {
         TxnError::from(e).into()
     }
 }
@@ -150,7 +150,7 @@ impl From<TxnError> for CliError {
                 let repair = match fallback {
                     Some(good) => format!(
                         "`git swarm doctor --fix` puts back the settings of commit {} (the newest that read)",
-                        crate::store::short(&good)
+                        crate::short(&good)
                     ),
                     None => "`git swarm init --config <file> --force` writes new settings".to_string(),
                 };
@@ -165,7 +165,7 @@ impl From<TxnError> for CliError {
                 CliError::io(msg).hint(loss.hint(&remote)).hint("`git swarm doctor` names the tasks whose code is gone")
             }
             TxnError::Remote(RemoteError::Refused { reason, .. })
-                if crate::remote::is_storage_refusal(reason.as_str()) =>
+                if crate::is_storage_refusal(reason.as_str()) =>
             {
                 CliError::io(msg)
                     .hint("the remote could not store what was pushed (a full disk?); nothing was changed there")

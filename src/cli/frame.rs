@@ -12,7 +12,7 @@ pub struct MemberLine<'a> {
 }
 
 /// The first line of a frame of `git swarm <command>`: the swarm, the remote, the state commit, the clock.
-pub fn head(command: &str, swarm: &crate::txn::Swarm, v: &BoardView) -> String {
+pub fn head(command: &str, swarm: &crate::Swarm, v: &BoardView) -> String {
     format!(
         "git swarm {command} — swarm {} on {} — state {} — {}",
         line(&swarm.name),

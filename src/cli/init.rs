@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::model::Config;
-use crate::store::short;
+use crate::short;
 use serde_json::json;
 
 use super::{CliError, CliResult, Ctx, parse_lease};
@@ -58,7 +58,7 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     let who = Ctx::identity(&swarm, &agent);
     let clock = ctx.clock();
     let (commit, created) = match swarm.init(&ctx.retry, &who, &clock, &config, &agent) {
-        Ok((_, false)) | Err(crate::txn::TxnError::BrokenSettings { .. }) if args.force => {
+        Ok((_, false)) | Err(crate::TxnError::BrokenSettings { .. }) if args.force => {
             // The swarm exists (its settings readable or not): --force replaces them.
             return replace_settings(ctx, &swarm, &config);
         }
@@ -130,7 +130,7 @@ pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
 
 /// `init --config <file> --force` on a swarm that exists: its settings replaced by the file's, whatever they were
 /// (settings that cannot be read included), by one `config` op; the tasks, cycles and spend stay.
-fn replace_settings(ctx: &mut Ctx, swarm: &crate::txn::Swarm, config: &Config) -> CliResult<()> {
+fn replace_settings(ctx: &mut Ctx, swarm: &crate::Swarm, config: &Config) -> CliResult<()> {
     let mut was_broken = false;
     let (_, c) = ctx.transact_settings(|snap, now, agent| {
         was_broken = snap.board.broken_settings.is_some();
@@ -162,7 +162,7 @@ fn replace_settings(ctx: &mut Ctx, swarm: &crate::txn::Swarm, config: &Config) -
 
 /// Say so when the remote has no branch `target` (a typo like `mian`, or a repository with no commit yet): no task
 /// can land until it has one. Says nothing when the remote cannot be asked.
-pub(super) fn warn_unless_branch(ctx: &Ctx, swarm: &crate::txn::Swarm, target: &str) {
+pub(super) fn warn_unless_branch(ctx: &Ctx, swarm: &crate::Swarm, target: &str) {
     if let Ok(None) = swarm.fetch_branch(&format!("refs/heads/{target}")) {
         ctx.out.warn(format!(
             "{} has no branch '{}': no task can land until it has one (push it, or name another with `git swarm \

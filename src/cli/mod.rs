@@ -45,9 +45,9 @@ use std::time::Duration;
 use crate::environment::Environment;
 use crate::model::{Kind, validate_agent};
 use crate::ops::DomainError;
-use crate::store::{Identity, Snapshot};
 use crate::time::Timestamp;
-use crate::txn::{Retry, Swarm, TxnError};
+use crate::{Identity, Snapshot};
+use crate::{Retry, Swarm, TxnError};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use ctx::Ctx;
@@ -280,12 +280,12 @@ pub fn main() -> ExitCode {
     code
 }
 
-/// Append where this process's ops spent their time (`crate::txn::profile`) to `file`, one JSON line: the
+/// Append where this process's ops spent their time (`crate::profile`) to `file`, one JSON line: the
 /// subcommand (nothing else of the command line: it may hold task text), the wall time, per phase the milliseconds and how many times, the attempts lost and
 /// published. Best effort: a profile that cannot be written changes nothing of the command's outcome.
 fn write_profile(file: &std::path::Path, command: Option<&str>, wall: std::time::Duration) {
     use std::io::Write;
-    let p = crate::txn::profile::totals();
+    let p = crate::profile::totals();
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
     let mut line = serde_json::json!({
         "command": command,

@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
+use crate::Problem;
 use crate::escape;
 use crate::model::Task;
-use crate::store::Problem;
 use crate::time::Timestamp;
 use crate::usage::Usage;
 use serde_json::{Value, json};

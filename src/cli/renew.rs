@@ -29,7 +29,7 @@ pub fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
     };
     // Renewing one claim reads that task alone; every claim of mine needs every task.
     let one = args.id.as_deref().map(|id| [id]);
-    let reads = one.as_ref().map_or(crate::txn::Reads::Live, |a| crate::txn::Reads::Tasks(a));
+    let reads = one.as_ref().map_or(crate::Reads::Live, |a| crate::Reads::Tasks(a));
     let (_swarm, c) = ctx.transact_on(reads, |snap, now, agent| {
         let lease = args.lease.unwrap_or(snap.board.config.lease);
         let actor = Actor { agent: agent.to_string(), now };

@@ -123,7 +123,7 @@ pub fn stop_flag() -> Arc<AtomicBool> {
         }
     }
     // A push or fetch in flight ends with the stop too (a remote hook that hangs must not hold the runner).
-    crate::remote::set_stop_flag(Arc::clone(&flag));
+    crate::set_stop_flag(Arc::clone(&flag));
     flag
 }
 
@@ -286,7 +286,7 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
     let opener = ctx.opener();
     let desk = Arc::new(crate::runner::desk::Desk::default());
     // One share of a push budget for the process: its leaders publish for every agent of it.
-    let pacer = Arc::new(crate::txn::Pacer::hosting(ids.len()));
+    let pacer = Arc::new(crate::Pacer::hosting(ids.len()));
     // The end of one agent's run must not take its siblings' processes for its own orphans.
     crate::agent::contain::set_shared();
     let opts = WorkerOptions { mode: w.lp.mode(), max_tasks: w.max_tasks };

@@ -114,7 +114,7 @@ pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
 /// (if the judge stopped the swarm) and the cycle that runs.
 fn goal_lines(
     ctx: &Ctx,
-    store: &crate::store::Store,
+    store: &crate::Store,
     commit: gix::ObjectId,
 ) -> (Option<String>, Option<crate::runner::CycleRecord>, u64) {
     let (goal, last) = crate::runner::goal::state(store, commit);

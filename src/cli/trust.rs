@@ -21,13 +21,13 @@ pub struct TrustArgs {
 }
 
 /// The trust document of the newest board.
-pub fn document(swarm: &crate::txn::Swarm) -> CliResult<Document> {
+pub fn document(swarm: &crate::Swarm) -> CliResult<Document> {
     let snap = swarm.read(false)?;
     document_at(swarm, snap.commit)
 }
 
 /// The trust document of the state at `commit`.
-pub fn document_at(swarm: &crate::txn::Swarm, commit: gix::ObjectId) -> CliResult<Document> {
+pub fn document_at(swarm: &crate::Swarm, commit: gix::ObjectId) -> CliResult<Document> {
     let store = swarm.store();
     let snap = store.read(commit, false).map_err(|e| CliError::io(e.to_string()))?;
     let prompts = store
@@ -40,7 +40,7 @@ pub fn document_at(swarm: &crate::txn::Swarm, commit: gix::ObjectId) -> CliResul
 /// trusted here: a clone trusts its own settings — but not what it did not write: after an edit, only when the
 /// settings before it were trusted here too (or the edit changed nothing a runner runs), so that `config set` of
 /// a timeout never trusts a command someone else pushed. What is not recorded is said, with the way to trust it.
-pub fn trust_own(ctx: &Ctx, swarm: &crate::txn::Swarm, commit: gix::ObjectId, edited: bool) {
+pub fn trust_own(ctx: &Ctx, swarm: &crate::Swarm, commit: gix::ObjectId, edited: bool) {
     let common = swarm.local.repo.common_dir();
     let res = (|| -> Result<bool, String> {
         let after = document_at(swarm, commit).map_err(|e| e.message)?;

@@ -7,9 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::Swarm;
 use crate::model::Status;
 use crate::time::Timestamp;
-use crate::txn::Swarm;
 
 use super::frame::MemberLine;
 use super::{CliError, CliResult, Ctx};

@@ -10,9 +10,9 @@ use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::TxnError;
 use crate::board::{Loaded, Options, RefWatch};
 use crate::escape::line;
-use crate::txn::TxnError;
 
 use super::frame;
 use super::{CliError, CliResult, Ctx};

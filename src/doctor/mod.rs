@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use gix::ObjectId;
 
+use crate::Publish;
+use crate::Reach;
 use crate::model::Status;
-use crate::remote::Publish;
-use crate::store::short;
+use crate::short;
 use crate::time::Timestamp;
-use crate::txn::Reach;
-use crate::txn::{Relation, Swarm, TxnError};
+use crate::{Relation, Swarm, TxnError};
 
 mod clone;
 mod state;
@@ -90,8 +90,8 @@ pub(crate) struct Examine<'a> {
     /// This clone's `git config swarm.*` over the shared settings.
     pub(crate) local: &'a crate::config::Local,
     pub(crate) agent: &'a str,
-    pub(crate) who: &'a crate::store::Identity,
-    pub(crate) retry: &'a crate::txn::Retry,
+    pub(crate) who: &'a crate::Identity,
+    pub(crate) retry: &'a crate::Retry,
     pub(crate) clock: &'a dyn Fn() -> Timestamp,
     /// The process environment (what the runners started here would get).
     pub(crate) env: &'a crate::environment::Environment,

@@ -390,7 +390,7 @@ pub(super) fn settings(swarm: &Swarm, with: &Examine<'_>) -> Result<Option<(Find
         return Ok(Some((broken_settings(&broken, None), false)));
     };
     let agent = with.agent.to_string();
-    let what = format!("put back by doctor: the settings of {}", crate::store::short(&good));
+    let what = format!("put back by doctor: the settings of {}", crate::short(&good));
     let c = swarm.transact_settings(with.retry, with.who, with.clock, |snap, now| {
         let actor = crate::ops::Actor { agent: agent.clone(), now };
         // On a lost race the newest board is judged again: settings someone repaired meanwhile are left alone.
@@ -402,8 +402,8 @@ pub(super) fn settings(swarm: &Swarm, with: &Examine<'_>) -> Result<Option<(Find
     let fixed = match (c.value, c.commit) {
         (true, Some(commit)) => format!(
             "wrote back the settings of commit {} (state commit {})",
-            crate::store::short(&good),
-            crate::store::short(&commit.to_string())
+            crate::short(&good),
+            crate::short(&commit.to_string())
         ),
         _ => "repaired meanwhile by another clone".to_string(),
     };

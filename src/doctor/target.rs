@@ -21,7 +21,7 @@ pub(super) fn target_history(
     let remote = &swarm.remote_label;
     let loss = match swarm.target_seen(branch)? {
         Some(_) => match swarm.check_target(branch, tip)? {
-            crate::txn::TargetCheck::Rewound(loss) => loss,
+            crate::TargetCheck::Rewound(loss) => loss,
             _ => return Ok(()),
         },
         None => {
@@ -102,7 +102,7 @@ pub(super) fn gone_from(
     input.push_str(&format!("^{tip}\n"));
     let dir = swarm.local.repo.common_dir();
     let lost = run_with_input(dir, &["rev-list", "--stdin"], &input)
-        .map_err(|m| TxnError::Store(crate::store::StoreError::Git { context: "git rev-list".into(), message: m }))?;
+        .map_err(|m| TxnError::Store(crate::StoreError::Git { context: "git rev-list".into(), message: m }))?;
     let lost: std::collections::BTreeSet<&str> = lost.lines().collect();
     let mut gone: Vec<(String, String, String)> = candidates
         .into_iter()
@@ -154,7 +154,7 @@ pub struct Landed {
     pub landed: std::collections::BTreeMap<String, ObjectId>,
     /// Commits on the target that name an open or claimed task but are no landing of a claim of it (the
     /// `commit-msg` hook's trailer, a person's, a forger's): task, commit, why. Never taken as its code.
-    pub refused: crate::store::Refused,
+    pub refused: crate::Refused,
 }
 
 /// The open or claimed work tasks of `board` whose code a runner's landing put on the target (`target_tip`,

@@ -172,7 +172,7 @@ pub fn body(goal: Option<&str>, cycle: u64, target: &str, base: &str, landed: &[
     }
     s.push_str("### Tasks\n\n");
     for (i, t) in landed.iter().enumerate() {
-        let entry = format!("- `{}` {} ({})\n", t.id, md_line(&t.title), crate::store::short(&t.commit));
+        let entry = format!("- `{}` {} ({})\n", t.id, md_line(&t.title), crate::short(&t.commit));
         let note = t.note.as_deref().map(|n| format!("{}\n", indent(&fenced(n.trim(), MAX_NOTE)))).unwrap_or_default();
         if s.len() + entry.len() + note.len() > MAX_BODY {
             s.push_str(&format!("- … and {} more (see `git swarm list --status done`)\n", landed.len() - i));

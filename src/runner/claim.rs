@@ -8,8 +8,8 @@ use gix::ObjectId;
 
 use crate::ops::claim::Claimed;
 use crate::ops::{self, Actor, Board, Change, DomainError};
-use crate::store::{Snapshot, Store};
 use crate::usage::Limit;
+use crate::{Snapshot, Store};
 
 /// Has the judge said stop (as of `snap`)?
 pub(super) fn judge_stopped(store: &Store, snap: &Snapshot) -> bool {

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use super::{Role, Verdict, git};
+use crate::TxnError;
 use crate::agent;
 use crate::model::Kind;
 use crate::time::Timestamp;
-use crate::txn::TxnError;
 
 /// What a runner reports while it works.
 #[derive(Debug, Clone)]

@@ -6,9 +6,9 @@
 
 use crate::ops::goal::{first_goal, first_line, next_cycle};
 use crate::ops::{Actor, Change};
-use crate::store::{Identity, Store};
 use crate::time::Timestamp;
-use crate::txn::{Retry, Swarm};
+use crate::{Identity, Store};
+use crate::{Retry, Swarm};
 
 use super::{CycleRecord, RunError, Verdict};
 

@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{CycleRecord, Event, Mode, Role, RunEnd, RunError, Runner, Verdict, prompts};
+use crate::Snapshot;
 use crate::agent::Exit;
 use crate::model::Status;
 use crate::ops::{self, Board};
-use crate::store::Snapshot;
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, Default)]

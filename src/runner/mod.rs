@@ -40,9 +40,9 @@ use crate::agent::{self, Backend};
 use crate::environment::Environment;
 use crate::model::{Config, Task};
 use crate::ops::{self, Actor, Change, DomainError};
-use crate::store::{Identity, Snapshot};
 use crate::time::Timestamp;
-use crate::txn::{Committed, Reach, Retry, Swarm, TxnError};
+use crate::{Committed, Reach, Retry, Swarm, TxnError};
+use crate::{Identity, Snapshot};
 
 pub use crate::config::{Role, RunSettings};
 pub use event::{Event, Mode, RunEnd, RunError};
@@ -327,7 +327,7 @@ impl Runner<'_> {
         }
         // Scratch refs (and their locks) of fetches whose process was killed: nothing else would remove them until
         // this clone's next `git fetch` through git.
-        crate::remote::clear_dead_scratch(&self.swarm.local);
+        crate::clear_dead_scratch(&self.swarm.local);
         // Locks a runner killed while it set a private record of this clone left (git never removes them).
         self.swarm.local.clear_stale_private_locks();
         // What a `git worktree add` killed half-way left goes first: until then git fails every work tree command.
@@ -361,7 +361,7 @@ impl Runner<'_> {
     }
 
     /// The remote may be away for a while: this runner's ops (and reads, and pushes aside) ride it out for a third
-    /// of the lease, so that its claims outlive the outage ([`crate::txn::Retry::outage`]).
+    /// of the lease, so that its claims outlive the outage ([`crate::Retry::outage`]).
     ///
     /// And the ref may be crowded for a while: a runner's op keeps racing for as long as a sixth of the lease
     /// (at least the 5 minutes of a hand-run op), however many races it loses, with pauses up to a twelfth of it.
@@ -378,7 +378,7 @@ impl Runner<'_> {
 
     /// Say so when this runner's ops waited out an outage of the remote since it last looked.
     pub(crate) fn say_ridden_out(&mut self) {
-        if let Some((away, tries)) = crate::txn::take_ridden_out() {
+        if let Some((away, tries)) = crate::take_ridden_out() {
             let label = self.swarm.remote_label.clone();
             self.emit(Event::Warning(format!(
                 "{label} did not answer for {:.1} s ({tries} tries): the runner waited it out and went on",
@@ -396,7 +396,7 @@ impl Runner<'_> {
     /// a runner needs to start. 1,000 agents starting at once over 64 processes each read a 2,000-task board
     /// twice before their first claim, about 50 s of this machine's two cores (`bench/internet.py`).
     pub(crate) fn read_settings(&self) -> Result<Snapshot, RunError> {
-        let settings = || self.swarm.read_for(crate::txn::Reads::Tasks(&[]), self.clock);
+        let settings = || self.swarm.read_for(crate::Reads::Tasks(&[]), self.clock);
         Ok(self.swarm.riding_out(&self.retry, settings)?)
     }
 

@@ -12,13 +12,13 @@ use serde::Deserialize;
 
 use super::landing::LeaseKeeper;
 use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, prompts};
+use crate::Snapshot;
+use crate::TxnError;
 use crate::agent::Exit;
 use crate::escape::squash;
 use crate::model::{Kind, Status, Task};
 use crate::ops::plan::{PlanRound, Proposal, Proposed, children};
 use crate::ops::{self, Board, DomainError};
-use crate::store::Snapshot;
-use crate::txn::TxnError;
 
 /// Options of `git swarm run planner`.
 #[derive(Debug, Clone, Default)]

@@ -2,7 +2,7 @@
 
 use gix::ObjectId;
 
-use crate::store::Store;
+use crate::Store;
 
 /// A prompt by name, built in.
 pub fn builtin(name: &str) -> Option<&'static str> {

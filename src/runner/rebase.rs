@@ -17,8 +17,8 @@ use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryMode;
 
 use crate::hooks::trailer::{Mark, stamp};
-use crate::store::{GitContext, Identity, Store, StoreError};
 use crate::time::Timestamp;
+use crate::{GitContext, Identity, Store, StoreError};
 
 /// A leaf of a tree: its mode and object.
 type Leaf = (EntryMode, ObjectId);
@@ -656,7 +656,7 @@ mod tests {
 
     #[test]
     fn the_in_process_rebase_gives_the_tree_git_rebase_gives_and_declines_overlaps() {
-        use crate::store::{Identity, Store};
+        use crate::{Identity, Store};
         let root = tempfile::tempdir().expect("tmp");
         let repo = root.path().join("r");
         git(root.path(), &["init", "-q", repo.to_str().expect("utf-8")]);

@@ -8,8 +8,8 @@ use crate::environment::{Environment, Var};
 use crate::model::{Status, Task};
 use crate::ops::{Board, Change};
 use crate::state::GOAL_PATH;
-use crate::store::{Snapshot, Store};
 use crate::time::Timestamp;
+use crate::{Snapshot, Store};
 
 /// The record of the last cycle, if any judge has spoken: the highest-numbered `cycles/<n>.toml` that reads (a
 /// broken newer file must not hide a `stop` before it; the judge's next record replaces it).

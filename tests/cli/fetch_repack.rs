@@ -8,8 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::common::{Env, file_url};
-use git_swarm_core::remote::{self, FetchWith};
-use git_swarm_core::store::Store;
+use git_swarm_core::{FetchWith, RemoteError, Store};
 
 /// A remote with a history on `refs/swarm/default`, the work clone that grows it, and an empty clone to fetch into.
 struct World {
@@ -46,9 +45,9 @@ impl World {
         self.env.git(&self.work, &["push", "-q", "origin", "HEAD:refs/swarm/default"]);
     }
 
-    fn fetch(&self, store: &Store) -> Result<Option<gix::ObjectId>, remote::RemoteError> {
+    fn fetch(&self, store: &Store) -> Result<Option<gix::ObjectId>, RemoteError> {
         let url = file_url(&self.bare);
-        remote::fetch(store, &url, &url, "refs/swarm/default", "refs/swarm-mirror/x", FetchWith::Gix)
+        git_swarm_core::fetch(store, &url, &url, "refs/swarm/default", "refs/swarm-mirror/x", FetchWith::Gix)
     }
 
     /// Fetch through `store` and read the tip through it, as an op does next.

@@ -5,11 +5,11 @@
 
 use std::path::PathBuf;
 
+use git_swarm_core::Identity;
+use git_swarm_core::Retry;
 use git_swarm_core::model::Kind;
 use git_swarm_core::ops::{self, Actor, NewTask};
-use git_swarm_core::store::Identity;
 use git_swarm_core::time::Timestamp;
-use git_swarm_core::txn::Retry;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

@@ -24,7 +24,7 @@ pub(crate) const OVERRIDES: &[&str] = &[
     "gc.autoDetach=false",
 ];
 
-/// `git` with [`OVERRIDES`] and a clean environment.
+/// `git` with `OVERRIDES` and a clean environment.
 pub fn base() -> Command {
     let mut cmd = Command::new("git");
     for o in OVERRIDES {

@@ -7,35 +7,51 @@
 //!
 //! Layers (arrows point down; nothing points up):
 //!
-//! * [`txn`] — the optimistic loop (read → op → commit → CAS → retry); the only writer of the state ref.
+//! * `txn` — the optimistic loop (read → op → commit → CAS → retry); the only writer of the state ref. Seen from
+//!   outside as a [`Swarm`] and its [`Committed`] results.
 //! * [`ops`] — the operations as pure functions over a [`ops::Board`].
-//! * [`store`] — the state tree in a git object database, with gix; [`remote`] — where the ref lives and how it
-//!   is fetched and pushed.
+//! * `store` — the state tree in a git object database, with gix, seen from outside as a [`Store`]; `remote` —
+//!   where the ref lives and how it is fetched ([`fetch`]) and pushed.
 //! * [`model`] — tasks and settings, and the validation of everything read from git.
 //!
+//! `txn`, `store` and `remote` are private rooms: what callers use of them is re-exported at the root, so a
+//! change inside them cannot break the binary unless it changes one of those names.
+//!
 //! The engine does no terminal I/O and reads no user configuration on its own: the caller passes every choice.
+
+#![warn(unreachable_pub)]
 
 pub mod child;
 pub mod escape;
 pub mod gitcmd;
 pub mod model;
 pub mod ops;
-pub mod remote;
+mod remote;
 pub mod secrets;
 pub mod state;
-pub mod store;
+mod store;
 pub mod time;
 pub mod trailer;
-pub mod txn;
+mod txn;
 pub mod usage;
 
-use std::sync::OnceLock;
-use std::time::Duration;
+// The engine's private rooms, and what the binary (and tests) use of them: the state tree in a git object database
+// (`store`), the optimistic loop and its transports (`txn`), git's transports (`remote`).
+pub use remote::{
+    FetchWith, Publish, PushLine, RemoteError, classify, clear_dead_scratch, fetch, is_storage_refusal,
+    parse_porcelain, set_stop_flag,
+};
+pub use store::{
+    AlsoOp, GitContext, Identity, Landed, Landings, LogEntry, Problem, Refused, Snapshot, Store, StoreError, short,
+};
+pub use txn::{
+    Committed, Compacted, Pacer, Reach, Reads, Relation, Retry, Swarm, TargetCheck, TxnError, profile, take_ridden_out,
+};
 
-use crate::remote::FetchWith;
-use crate::store::{Store, StoreError};
+use std::sync::OnceLock;
+
 use crate::txn::{GitTransport, InProcess, StateRemote};
-use crate::txn::{Swarm, TxnError};
+use std::time::Duration;
 
 /// How to reach the state ref.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

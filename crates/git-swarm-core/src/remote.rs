@@ -25,8 +25,10 @@ mod push;
 pub use bounded::set_stop_flag;
 pub(crate) use bounded::stopping;
 pub(crate) use fetch::fetch_many;
-pub use fetch::{clear_dead_scratch, fetch, list};
-pub use push::{PushLine, classify, is_storage_refusal, parse_porcelain, push};
+pub(crate) use fetch::list;
+pub use fetch::{clear_dead_scratch, fetch};
+pub(crate) use push::push;
+pub use push::{PushLine, classify, is_storage_refusal, parse_porcelain};
 pub(crate) use push::{push_delete, push_forced};
 // What the rooms of `remote` share among themselves.
 use bounded::*;
@@ -43,7 +45,7 @@ pub enum FetchWith {
 
 /// How git reaches a remote: what to fetch from, what to push to, the key of its mirror refs, and how to fetch.
 #[derive(Debug, Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     pub url: String,
     pub push_to: String,
     pub mirror_key: String,

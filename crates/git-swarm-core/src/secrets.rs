@@ -128,7 +128,7 @@ impl Scrubber {
 }
 
 /// Is `value`, the value of the environment variable `name`, a secret? By name or by value, as the module says; a
-/// value shorter than [`MIN_SECRET`] never is. One rule for what is scrubbed ([`Scrubber::from_vars`]) and what the
+/// value shorter than `MIN_SECRET` never is. One rule for what is scrubbed ([`Scrubber::from_vars`]) and what the
 /// scan of a landing looks for (`leaks::known_from_vars`), so that the two cannot disagree.
 pub fn is_secret(name: &str, value: &str) -> bool {
     if value.len() < MIN_SECRET || value.trim().is_empty() {
@@ -161,9 +161,9 @@ pub fn private_file(path: &std::path::Path, append: bool) -> std::io::Result<std
 
 /// A writer of an agent's output to its log that scrubs every line ([`Scrubber::scrub`]) before it reaches the
 /// file. Output is held until its line ends, so that a secret split across two reads is still found. A line longer
-/// than [`LogScrubber::MAX_LINE`] is written in pieces, each cut where no secret can straddle the cut: a tail at
+/// than `LogScrubber::MAX_LINE` is written in pieces, each cut where no secret can straddle the cut: a tail at
 /// least as long as the longest secret value is held back, and the cut moves before any value, token or URL that
-/// would fall across it (see [`LogScrubber::flush_long`]). Memory stays bounded.
+/// would fall across it (see `LogScrubber::flush_long`). Memory stays bounded.
 pub struct LogScrubber {
     scrubber: Cow<'static, Scrubber>,
     /// What is held, as text: a byte that is not UTF-8 becomes U+FFFD as it arrives (as `from_utf8_lossy` would),

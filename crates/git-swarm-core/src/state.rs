@@ -50,7 +50,7 @@ pub struct Board {
     pub spend: Spend,
     /// The cycle that runs: one more than the last record in `cycles/` (1 before any).
     pub cycle: u64,
-    /// Read for an op about a few tasks ([`crate::store::Store::read_tasks`]): `tasks` holds those, `unread` the
+    /// Read for an op about a few tasks (`crate::store::Store::read_tasks`): `tasks` holds those, `unread` the
     /// ids of the other live tasks. An op that looks at every task refuses to run on it ([`crate::ops::DomainError::PartialBoard`]).
     pub partial: bool,
     pub unread: std::collections::BTreeSet<String>,

@@ -21,7 +21,7 @@ const CAP: u64 = i64::MAX as u64;
 
 impl Usd {
     /// Dollars as a CLI reports them for one run (`0.0183`); `None` for what is no amount (negative, NaN, beyond
-    /// [`MAX_RUN_USD`]).
+    /// `MAX_RUN_USD`).
     pub fn from_dollars(d: f64) -> Option<Usd> {
         (d.is_finite() && (0.0..=MAX_RUN_USD).contains(&d)).then(|| Usd((d * 1e6).round() as u64))
     }
@@ -118,7 +118,7 @@ impl Usage {
         }
     }
 
-    /// One run's report as it may be recorded: counts past [`MAX_RUN_TOKENS`] are no report (`None`).
+    /// One run's report as it may be recorded: counts past `MAX_RUN_TOKENS` are no report (`None`).
     pub fn sane(self) -> Option<Usage> {
         let tokens = [self.input_tokens, self.output_tokens, self.cache_read_tokens];
         tokens.iter().all(|t| *t <= MAX_RUN_TOKENS).then_some(self)

@@ -77,7 +77,7 @@ pub(crate) fn publish(
         let prepared: RefCell<Prepared> = RefCell::default();
         // The landing whose `done` the batch's board refused.
         let mut failed_at = None;
-        let mut state_op = |snap: &crate::store::Snapshot, now: crate::time::Timestamp| {
+        let mut state_op = |snap: &crate::Snapshot, now: crate::time::Timestamp| {
             if claims_only {
                 desk.absorb(batch, None);
             }
@@ -137,7 +137,7 @@ pub(crate) fn publish(
 fn round_again(
     r: &Runner<'_>,
     desk: &Desk,
-    res: Result<Result<crate::txn::Committed<Published>, ()>, TxnError>,
+    res: Result<Result<crate::Committed<Published>, ()>, TxnError>,
     failed_at: Option<usize>,
     out: &mut [Option<Outcome>],
     crowded: &mut u32,
@@ -235,7 +235,7 @@ pub(crate) fn batch_change(
     batch: &[Arc<Slot>],
     claims: &[usize],
     prepared: &[(usize, ObjectId, Option<Usage>)],
-    snap: &crate::store::Snapshot,
+    snap: &crate::Snapshot,
     now: crate::time::Timestamp,
 ) -> Result<(ops::Change, Published), (usize, DomainError)> {
     let store = r.swarm.store();

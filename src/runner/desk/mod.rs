@@ -23,11 +23,11 @@ use gix::ObjectId;
 use super::Runner;
 use super::claim::claim_op;
 use super::landing::{Abort, Alone, Landed, Landing, Publisher, Recording};
+use crate::TxnError;
 use crate::model::Task;
 use crate::ops::claim::Claimed;
 use crate::ops::land::{Record, land_batch};
 use crate::ops::{self, Actor, DomainError};
-use crate::txn::TxnError;
 use crate::usage::{Limit, Usage};
 
 mod batch;
@@ -144,7 +144,7 @@ pub(super) struct LandSpec {
     pub stamped: bool,
     pub here: bool,
     /// Who commits the rebased work (the agent's identity).
-    pub who: crate::store::Identity,
+    pub who: crate::Identity,
     /// What the attempt spent when the landing was handed in (its agent run is over; a conflict run, which would
     /// add to it, is never the leader's).
     pub usage: Option<Usage>,
@@ -501,7 +501,7 @@ mod tests {
             head: ObjectId::null(gix::hash::Kind::Sha1),
             stamped: true,
             here: true,
-            who: crate::store::Identity { name: "a".into(), email: "a@example.com".into() },
+            who: crate::Identity { name: "a".into(), email: "a@example.com".into() },
             usage: None,
         };
         slot(agent, What::Land(Box::new(spec)))

@@ -17,8 +17,8 @@ use crate::agent::{Backend, Exit, Prepared};
 use crate::model::Task;
 use crate::ops::{self, Actor, Board, Change, DomainError};
 use crate::time::Timestamp;
-use crate::txn::{TargetCheck, TxnError};
 use crate::usage::Limit;
+use crate::{TargetCheck, TxnError};
 
 mod check;
 mod conflict;

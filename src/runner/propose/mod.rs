@@ -183,12 +183,7 @@ impl Runner<'_> {
     /// moves it), one look at the requests comes first, in place of the search and of the sync's own look. If the
     /// forge merges in the instant between that and the write, the write's answer says so and the next step puts the
     /// description back to what the request carried.
-    fn update_request(
-        &mut self,
-        snap: &crate::store::Snapshot,
-        s: &Settings,
-        now: bool,
-    ) -> Result<Vec<String>, String> {
+    fn update_request(&mut self, snap: &crate::Snapshot, s: &Settings, now: bool) -> Result<Vec<String>, String> {
         let config = &snap.board.config;
         let target = format!("refs/heads/{}", config.target);
         let base_ref = format!("refs/heads/{}", s.base);
@@ -289,7 +284,7 @@ impl Runner<'_> {
     fn open_request(
         &mut self,
         client: &Client,
-        snap: &crate::store::Snapshot,
+        snap: &crate::Snapshot,
         s: &Settings,
         landed: &mut [forge::Landed],
         base: Option<ObjectId>,
@@ -326,12 +321,7 @@ impl Runner<'_> {
     }
 
     /// The title and description of a request carrying `landed` (their notes are read), and whether it is a draft.
-    fn describe(
-        &self,
-        snap: &crate::store::Snapshot,
-        s: &Settings,
-        landed: &mut [forge::Landed],
-    ) -> (String, String, bool) {
+    fn describe(&self, snap: &crate::Snapshot, s: &Settings, landed: &mut [forge::Landed]) -> (String, String, bool) {
         let store = self.swarm.store();
         for l in landed.iter_mut().take(forge::MAX_SHOWN) {
             if l.note.is_none() {

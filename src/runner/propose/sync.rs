@@ -60,7 +60,7 @@ impl Runner<'_> {
             Ok(m)
         };
         let agent = self.agent.clone();
-        let summary = format!("sync {} with {} at {}", config.target, s.base, crate::store::short(&base.to_string()));
+        let summary = format!("sync {} with {} at {}", config.target, s.base, crate::short(&base.to_string()));
         let res =
             self.swarm.land(&self.retry, &self.who, self.clock, &target, &mut prepare, |_snap, _now, _code| {
                 Ok((Change { op: "sync", agent: agent.clone(), summary: summary.clone(), ..Default::default() }, ()))

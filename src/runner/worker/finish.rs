@@ -5,7 +5,7 @@
 use super::*;
 
 /// The code of task `id` on the target at `tip` (since `stop`): a runner's landing of one of its claims whose epoch
-/// is in `epochs` ([`crate::store::Store::landed_commit`]). Commits that only name the task are said, never taken.
+/// is in `epochs` ([`crate::Store::landed_commit`]). Commits that only name the task are said, never taken.
 pub(super) fn landed_code(
     r: &mut Runner<'_>,
     tip: ObjectId,
@@ -385,8 +385,8 @@ pub(super) fn land_work(
         Landed::Aborted(Abort::LostClaim(why)) => End::Gone { why, keep: Keep::Aside },
         // Our claim is gone (taken over after our lease ran out): our code must not land.
         Landed::Failed(TxnError::Domain(e)) => End::Gone { why: e.to_string(), keep: Keep::Aside },
-        Landed::Failed(TxnError::Remote(crate::remote::RemoteError::Refused { remote, refname, reason }))
-            if !crate::remote::is_storage_refusal(&reason) =>
+        Landed::Failed(TxnError::Remote(crate::RemoteError::Refused { remote, refname, reason }))
+            if !crate::is_storage_refusal(&reason) =>
         {
             // A refusal that retrying will not change (a protected branch, a hook): an attempt of the task, and
             // the runner goes on. If the remote refuses the state ref too, recording the failure fails as well,
@@ -489,7 +489,7 @@ pub(super) fn done_empty(
 
 /// The messages of the commits `base..tip` (first-parent), newest first; empty when there are none (or they
 /// cannot be read: then the work counts as empty only if `tip` is `base`).
-pub(super) fn own_commits(store: &crate::store::Store, base: ObjectId, tip: ObjectId) -> Vec<String> {
+pub(super) fn own_commits(store: &crate::Store, base: ObjectId, tip: ObjectId) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = tip;
     while cur != base && out.len() < 10_000 {

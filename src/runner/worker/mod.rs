@@ -11,15 +11,15 @@ use super::landing::{
     Abort, Alone, Job, Landed, Landing, LeaseKeeper, Publisher, ROLL_FORWARD_DEPTH, Recording, landing_op,
 };
 use super::{Event, Mode, Role, RunEnd, RunError, RunSettings, Runner, git, prompts};
+use crate::Snapshot;
 use crate::agent::{Exit, Prepared};
 use crate::model::{Kind, Task};
 use crate::ops::claim::Claimed;
 use crate::ops::land::{Finish, Outcome};
 use crate::ops::{self, DomainError};
-use crate::store::Snapshot;
 use crate::time::Timestamp;
-use crate::txn::{Reach, TxnError};
 use crate::usage::Limit;
+use crate::{Reach, TxnError};
 
 mod agent;
 mod claim;

@@ -154,7 +154,7 @@ pub enum Claimed {
 
 /// The worker's claim on `board`: nothing when the judge stopped the swarm (`stopped`: the cycle whose verdict was
 /// `stop`) or the cycle spent `cycle_budget`; else the expired claims with no attempts left to look up first (those
-/// not in `looked_up`: task → its code on the target, if any); else [`claim_work`].
+/// not in `looked_up`: task → its code on the target, if any); else `claim_work`.
 pub fn next_work(
     board: &Board,
     actor: &Actor,

@@ -15,7 +15,7 @@ pub(crate) const STOP_GRACE: Duration = Duration::from_secs(5);
 pub(super) static STOP: std::sync::OnceLock<std::sync::Arc<AtomicBool>> = std::sync::OnceLock::new();
 
 /// The flag a signal handler sets when the process is to stop: `git` commands against the remote (and gix
-/// fetches) end by it, after [`STOP_GRACE`]. Set once per process; later calls are ignored.
+/// fetches) end by it, after `STOP_GRACE`. Set once per process; later calls are ignored.
 pub fn set_stop_flag(flag: std::sync::Arc<AtomicBool>) {
     let _ = STOP.set(flag);
 }

@@ -194,7 +194,7 @@ pub(super) fn fetch_git(
 }
 
 /// The refs of `remote` under `prefix` (`refs/swarm-work/x/`), by `git ls-remote`: name and commit.
-pub fn list(local: &Store, remote: &str, prefix: &str) -> Result<Vec<(String, ObjectId)>, RemoteError> {
+pub(crate) fn list(local: &Store, remote: &str, prefix: &str) -> Result<Vec<(String, ObjectId)>, RemoteError> {
     let mut cmd = git(local);
     let target = remote_arg(&mut cmd, remote);
     cmd.args(["ls-remote", "--refs", "--"]).arg(target).arg(format!("{prefix}*"));

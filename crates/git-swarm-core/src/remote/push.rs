@@ -4,7 +4,7 @@
 use super::*;
 
 /// `git push --porcelain --force-with-lease=<ref>:<base> <remote> <new>:<ref>`, classified.
-pub fn push(
+pub(crate) fn push(
     local: &Store,
     remote: &str,
     updates: &[(&str, Option<ObjectId>, ObjectId)],

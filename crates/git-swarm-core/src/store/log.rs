@@ -160,7 +160,7 @@ pub struct Landed {
     /// The newest commit a runner's landing wrote for one of the task's claims, and that claim's epoch.
     pub code: Option<(ObjectId, u64)>,
     /// Commits on the way that name the task but are no landing of a claim of it, and why (at most
-    /// [`MAX_REFUSED`]).
+    /// `MAX_REFUSED`).
     pub refused: Vec<(ObjectId, String)>,
     /// The newest of those that is a landing of an epoch later than any in `epochs`: to a holder of the claim of
     /// the last epoch asked for, a sign that a later claim took the task over and landed it (also in `refused`).

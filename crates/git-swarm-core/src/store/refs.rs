@@ -111,7 +111,7 @@ impl Store {
         remove_if_stale(&self.repo.common_dir().join(format!("{name}.lock")));
     }
 
-    /// [`Store::clear_stale_lock`] for every ref of this clone's private records (`PRIVATE_REFS`: the mirrors and
+    /// `Store::clear_stale_lock` for every ref of this clone's private records (`PRIVATE_REFS`: the mirrors and
     /// what the clone saw of the target), whether or not anything writes that ref again: a runner SIGKILLed while it
     /// set one leaves the lock, and git never removes it. Returns how many were removed.
     pub fn clear_stale_private_locks(&self) -> usize {

@@ -64,7 +64,7 @@ pub(crate) struct ArchiveLink {
 
 impl ArchiveLink {
     /// Read from a commit message; `None` unless both trailers are there and well formed.
-    pub fn parse(msg: &str) -> Option<ArchiveLink> {
+    pub(crate) fn parse(msg: &str) -> Option<ArchiveLink> {
         let trailer =
             |key: &str| msg.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(": ")).map(str::trim));
         let tip = ObjectId::from_hex(trailer(COMPACTED_FROM)?.as_bytes()).ok()?;

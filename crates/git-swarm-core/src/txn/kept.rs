@@ -19,7 +19,7 @@ impl Swarm {
 
     /// Keep `new` at `refname` in this clone: work that could not be pushed aside (the remote away past the
     /// outage window), so that it outlives the work tree; the next runner of the clone pushes it
-    /// ([`Swarm::kept_here`]).
+    /// (`Swarm::kept_here`).
     pub fn keep_here(&self, refname: &str, new: ObjectId) -> Result<(), TxnError> {
         Ok(self.local.set_ref(refname, new, "git swarm: work kept here (the remote could not be reached)")?)
     }
@@ -35,7 +35,7 @@ impl Swarm {
         iter.flatten().map(|r| (r.name().as_bstr().to_string(), r.id().detach())).collect()
     }
 
-    /// Push the work kept in this clone ([`Swarm::kept_here`]) to the remote, each ref deleted here once it is
+    /// Push the work kept in this clone (`Swarm::kept_here`) to the remote, each ref deleted here once it is
     /// there: what was pushed, and what could not be (with why).
     pub fn push_kept_here(&self) -> (Vec<String>, Vec<(String, TxnError)>) {
         let (mut pushed, mut failed) = (vec![], vec![]);

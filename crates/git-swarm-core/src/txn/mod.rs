@@ -31,14 +31,16 @@ pub use retry::{Retry, take_ridden_out};
 // What the rooms of `txn` share among themselves.
 use optimistic::{Attempt, in_doubt, refuse_broken};
 use retry::*;
-pub use state_remote::{GitTransport, InProcess, Reach, StateRemote, Update};
-pub use target::{TargetCheck, TargetLoss};
+pub use state_remote::Reach;
+pub(crate) use state_remote::{GitTransport, InProcess, StateRemote, Update};
+pub use target::TargetCheck;
+pub(crate) use target::TargetLoss;
 
 /// A swarm: a state ref at a location, seen from a local repository.
 pub struct Swarm {
     /// The user's repository (objects for pushes, the mirror ref).
     pub local: Store,
-    /// Where the state ref is ([`StateRemote`]).
+    /// Where the state ref is (`StateRemote`).
     pub remote: Box<dyn StateRemote>,
     /// `default`, or the `--swarm` name.
     pub name: String,
@@ -53,7 +55,7 @@ pub struct Swarm {
     pub pacer: std::sync::Arc<Pacer>,
     /// The process this swarm's ops are published by, when it publishes for several agents (`run worker
     /// --agents n`: the runner's own id): written as `Swarm-Writer`, so that readers of the ref's history count
-    /// the processes that race for it, not the agents behind them ([`Swarm::contenders`]).
+    /// the processes that race for it, not the agents behind them (`Swarm::contenders`).
     pub writer: Option<String>,
 }
 

@@ -58,7 +58,7 @@ pub struct Retry {
     pub max_attempts: u32,
     /// …or after this long, whichever comes first.
     pub max_elapsed: Duration,
-    /// The shortest backoff unit, and the least cap of the backoff (see [`Retry::backoff`]).
+    /// The shortest backoff unit, and the least cap of the backoff (see `Retry::backoff`).
     pub base: Duration,
     pub cap: Duration,
     /// Network errors tried again before giving up (a remote briefly unreachable)…
@@ -66,12 +66,12 @@ pub struct Retry {
     /// …or, whichever is longer, for as long as this since the first of them in a row: a runner rides out an
     /// outage of the remote for a third of its lease (`runner::Runner::ride_out`), with backoff from 250 ms to 5 s.
     pub outage: Duration,
-    /// How many round trips the ceiling of the backoff spans (at most 2 s; see [`Retry::backoff`]).
+    /// How many round trips the ceiling of the backoff spans (at most 2 s; see `Retry::backoff`).
     pub spread: u32,
     /// Wait for this process's share of a push budget before each attempt ([`Pacer`]). Lease renewals do not:
     /// a claim must never run out because the fleet is busy.
     pub paced: bool,
-    /// The longest single pause after a lost race, however contended the ref ([`Retry::ceiling`]).
+    /// The longest single pause after a lost race, however contended the ref (`Retry::ceiling`).
     pub max_pause: Duration,
 }
 

@@ -20,7 +20,7 @@ use crate::remote::{self, Endpoint, Publish};
 use crate::store::{GitContext, Store};
 
 /// One compare-and-swap of a ref: its name, the value it must have (`None`: must not exist), the new value.
-pub type Update<'a> = (&'a str, Option<ObjectId>, ObjectId);
+pub(crate) type Update<'a> = (&'a str, Option<ObjectId>, ObjectId);
 
 /// How this process reaches the remote's repository.
 #[derive(Debug, Clone, Copy)]
@@ -88,7 +88,7 @@ pub trait StateRemote: std::fmt::Debug {
 
 /// The repository itself or a repository on a local path, read and written with gix in this process.
 #[derive(Debug)]
-pub struct InProcess {
+pub(crate) struct InProcess {
     store: Store,
     /// The remote's key; `None` for the repository itself.
     key: Option<String>,
@@ -96,12 +96,12 @@ pub struct InProcess {
 
 impl InProcess {
     /// The repository itself as the remote (`store`: it, opened again).
-    pub fn itself(store: Store) -> InProcess {
+    pub(crate) fn itself(store: Store) -> InProcess {
         InProcess { store, key: None }
     }
 
     /// The repository at a local path as the remote named `key`.
-    pub fn path(store: Store, key: String) -> InProcess {
+    pub(crate) fn path(store: Store, key: String) -> InProcess {
         InProcess { store, key: Some(key) }
     }
 
@@ -232,12 +232,12 @@ impl StateRemote for InProcess {
 
 /// A URL remote: fetched into private mirrors of this clone, updated with `git push`.
 #[derive(Debug)]
-pub struct GitTransport {
+pub(crate) struct GitTransport {
     endpoint: Endpoint,
 }
 
 impl GitTransport {
-    pub fn new(endpoint: Endpoint) -> GitTransport {
+    pub(crate) fn new(endpoint: Endpoint) -> GitTransport {
         GitTransport { endpoint }
     }
 }

@@ -30,7 +30,7 @@ pub enum TargetCheck {
     First,
     /// It holds the recorded tip (now recorded in its place).
     Holds,
-    /// It does not: a rewind (or a rewrite). See [`TargetLoss`].
+    /// It does not: a rewind (or a rewrite). See `TargetLoss`.
     Rewound(TargetLoss),
 }
 

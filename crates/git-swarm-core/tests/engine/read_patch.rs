@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use git_swarm_core::model::{Config, Kind};
 use git_swarm_core::ops::{self, Actor, Board, NewTask};
-use git_swarm_core::store::{Identity, Store};
 use git_swarm_core::time::Timestamp;
-use git_swarm_core::txn::{Retry, Swarm};
+use git_swarm_core::{Identity, Store};
+use git_swarm_core::{Retry, Swarm};
 use gix::ObjectId;
 use proptest::prelude::*;
 
@@ -334,7 +334,7 @@ fn a_claim_later_than_its_choice_reads_the_whole_board() {
         Timestamp::from_secs(1_800_000_000 + if calls.get() == 1 { 500 } else { 700 })
     };
     let c = reopen(f.dir.path())
-        .transact_on(git_swarm_core::txn::Reads::Next(Kind::Work), &f.retry, &who(), &clock, |snap, now| {
+        .transact_on(git_swarm_core::Reads::Next(Kind::Work), &f.retry, &who(), &clock, |snap, now| {
             let actor = Actor { agent: "worker-2".into(), now };
             ops::claim(&snap.board, &actor, None, Kind::Work, Duration::from_secs(600), None)
         })
