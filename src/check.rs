@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 /// How one test ended, as a JUnit report says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TestState {
+pub(crate) enum TestState {
     Passed,
     Failed,
     Skipped,
@@ -21,7 +21,7 @@ pub enum TestState {
 
 /// One run of the check on one commit.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct CheckRun {
+pub(crate) struct CheckRun {
     /// It exited 0 (and did not time out).
     pub passed: bool,
     /// Each test of its report, by `classname::name`, when it wrote one that could be read.
@@ -41,7 +41,7 @@ impl CheckRun {
 
 /// How a change that fails the check compares with the target's own run of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Compared {
+pub(crate) enum Compared {
     /// The check passes: nothing to compare.
     Passes,
     /// It fails, but no worse than on the target. `failing`: the tests failing on both (`None`: no report to count

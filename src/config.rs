@@ -13,7 +13,7 @@ use crate::model::Config;
 
 /// Every `git config` key this tool reads, with what it sets (for the manual page; `docs/configuration.md` is checked
 /// against it). The keys of `[run]` and the tables under it are named from their declaration (`schema`).
-pub fn keys() -> Vec<(&'static str, String)> {
+pub(crate) fn keys() -> Vec<(&'static str, String)> {
     let names = |schema: &[(&str, Kind)]| schema.iter().map(|(k, _)| camel(k)).collect::<Vec<_>>().join(", ");
     vec![
         ("swarm.remote", "the shared remote holding the swarm (as --remote).".into()),
@@ -55,13 +55,13 @@ mod checks;
 mod schema;
 mod settings;
 
-pub use checks::Empty;
+pub(crate) use checks::Empty;
 pub(crate) use schema::ForgeSettings;
-pub use schema::RunSettings;
+pub(crate) use schema::RunSettings;
 pub(crate) use schema::{
     Budget as RunBudget, Cycle as RunCycle, Forge as ForgeTable, Role as RoleTable, Run as RunTable,
 };
-pub use settings::{Role, backend_for};
+pub(crate) use settings::{Role, backend_for};
 pub(crate) use settings::{RoleList, role_list};
 const ROLES: &[&str] = &["default", "worker", "planner", "judge"];
 /// The keys of a role that choose its agent: one of them set locally replaces the shared role table.
@@ -70,7 +70,7 @@ const AGENT_CHOICE: &[&str] = &["exec", "preset", "backend", "api"];
 const PLAIN: &[&str] = &["remote", "name", "agent", "transport", "trusted"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     #[error("git config {key}: {why}")]
     Bad { key: String, why: String },
 }
@@ -81,7 +81,7 @@ fn bad(key: &str, why: impl Into<String>) -> ConfigError {
 
 /// The settings of `swarm.toml` that this clone's git config overrides, as a table shaped like `swarm.toml`'s.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Local {
+pub(crate) struct Local {
     pub table: toml::Table,
 }
 
@@ -128,7 +128,7 @@ fn typed(key: &str, value: &str, kind: Kind) -> Result<toml::Value, ConfigError>
 impl Local {
     /// Read every `swarm.*` entry of `config` (the repository's resolved configuration). Later entries win, as in
     /// git. An unknown key or a value of the wrong type is an error naming the key.
-    pub fn from_git(config: &gix::config::File) -> Result<Local, ConfigError> {
+    pub(crate) fn from_git(config: &gix::config::File) -> Result<Local, ConfigError> {
         let mut local = Local::default();
         let Some(sections) = config.sections_by_name("swarm") else { return Ok(local) };
         for section in sections {
@@ -182,7 +182,7 @@ impl Local {
     /// `config` with this clone's settings over it. Within a role, setting `exec`, `preset`, `backend` or `api`
     /// replaces the role's table of `swarm.toml` (a clone that picks its agent picks it whole); every other key
     /// overrides key by key.
-    pub fn apply(&self, config: &Config) -> Config {
+    pub(crate) fn apply(&self, config: &Config) -> Config {
         let mut out = config.clone();
         for (section, value) in &self.table {
             let toml::Value::Table(mine) = value else { continue };
@@ -343,7 +343,7 @@ const TOP: &[&str] = &["target", "lease", "max_attempts", "run", "roles", "forge
 /// Everything a reader needs of a `swarm.toml`: the layout, the `[run]` settings and every role's agent. `init`
 /// and `config set` refuse settings that fail here, so that no runner meets them on the ref. Keys this version
 /// does not know are refused too (a typo in a shared file is a setting silently lost for the whole fleet).
-pub fn check(config: &Config) -> Result<(), String> {
+pub(crate) fn check(config: &Config) -> Result<(), String> {
     config.check()?;
     RunSettings::from_config(config)?;
     crate::forge::settings(config)?;
@@ -369,7 +369,7 @@ fn literal(text: &str) -> toml::Value {
 
 /// `config` with the dotted `key` (`lease`, `run.pushes_per_minute`, `roles.worker.preset`) set to `value`, or
 /// removed when `value` is `None`, checked as [`check`] does. The error names the key.
-pub fn edit(config: &Config, key: &str, value: Option<&str>) -> Result<Config, String> {
+pub(crate) fn edit(config: &Config, key: &str, value: Option<&str>) -> Result<Config, String> {
     let path: Vec<&str> = key.split('.').collect();
     if path.iter().any(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
         return Err(format!("'{}': not a key (words joined by '.', like run.check)", crate::escape::line(key)));
@@ -449,7 +449,7 @@ fn prune(table: &mut toml::Table, path: &[&str]) {
 
 /// Whether this version knows the dotted `key` of `swarm.toml` (a setting or a table of them): `Err` says what the
 /// table holds. `config get` of an unknown key says so instead of "not set".
-pub fn known(key: &str) -> Result<(), String> {
+pub(crate) fn known(key: &str) -> Result<(), String> {
     let path: Vec<&str> = key.split('.').collect();
     let unknown = |what: String| Err(format!("'{}': unknown setting ({what})", crate::escape::line(key)));
     let in_table = |table: &str, schema: &[(&str, Kind)], k: &str| {
@@ -478,7 +478,7 @@ pub fn known(key: &str) -> Result<(), String> {
 }
 
 /// The value at the dotted `key` of `config`, if set.
-pub fn get(config: &Config, key: &str) -> Option<toml::Value> {
+pub(crate) fn get(config: &Config, key: &str) -> Option<toml::Value> {
     let mut v = toml::Value::try_from(config).ok()?;
     for p in key.split('.') {
         v = v.as_table_mut()?.remove(p)?;

@@ -28,29 +28,29 @@ macro_rules! variables {
     ($( $(#[doc = $doc:literal])+ $var:ident = $name:literal, $rule:literal; )+) => {
         /// A variable the binary reads (or hands to the engine) by its name.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum Var {
+        pub(crate) enum Var {
             $( $(#[doc = $doc])+ $var, )+
         }
 
         impl Var {
             /// Every one, in the order of the docs' table.
-            pub const ALL: &'static [Var] = &[$(Var::$var),+];
+            pub(crate) const ALL: &'static [Var] = &[$(Var::$var),+];
 
-            pub const fn name(self) -> &'static str {
+            pub(crate) const fn name(self) -> &'static str {
                 match self {
                     $(Var::$var => $name,)+
                 }
             }
 
             /// What a value must be, and what unset means.
-            pub const fn rule(self) -> &'static str {
+            pub(crate) const fn rule(self) -> &'static str {
                 match self {
                     $(Var::$var => $rule,)+
                 }
             }
 
             /// What it sets (its doc comment, on one line).
-            pub fn meaning(self) -> String {
+            pub(crate) fn meaning(self) -> String {
                 let text = match self {
                     $(Var::$var => concat!($($doc, " "),+),)+
                 };
@@ -151,11 +151,11 @@ variables! {
 /// A value of a knob that cannot be used: the variable, its value as given, why and what it must be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}={value}: {why}", var.name())]
-pub struct BadVar {
-    pub var: Var,
+pub(crate) struct BadVar {
+    pub(crate) var: Var,
     /// The value, escaped for a terminal.
-    pub value: String,
-    pub why: String,
+    pub(crate) value: String,
+    pub(crate) why: String,
 }
 
 impl BadVar {
@@ -164,7 +164,7 @@ impl BadVar {
     }
 
     /// What to do about it: the variable's rule.
-    pub fn fix(&self) -> String {
+    pub(crate) fn fix(&self) -> String {
         format!("unset {}, or give it what it takes: {}", self.var.name(), self.var.rule())
     }
 }
@@ -194,7 +194,7 @@ struct Knobs {
 /// The process environment as it was when the command started ([the module](self)).
 #[derive(Debug, Clone)]
 #[cfg_attr(test, derive(Default))]
-pub struct Environment {
+pub(crate) struct Environment {
     /// Every variable, in the order the process got them.
     vars: Vec<(OsString, OsString)>,
     knobs: Knobs,
@@ -208,7 +208,7 @@ fn seconds(v: &str) -> Result<Duration, String> {
 impl Environment {
     /// The snapshot of `vars` (`std::env::vars_os()` in `cli::main`), and the knobs among them whose value cannot
     /// be used (each then unset).
-    pub fn from_vars(vars: impl IntoIterator<Item = (OsString, OsString)>) -> (Environment, Vec<BadVar>) {
+    pub(crate) fn from_vars(vars: impl IntoIterator<Item = (OsString, OsString)>) -> (Environment, Vec<BadVar>) {
         let mut env = Environment { vars: vars.into_iter().collect(), knobs: Knobs::default() };
         let mut bad = Vec::new();
         env.knobs = env.parse_knobs(&mut bad);
@@ -217,7 +217,7 @@ impl Environment {
 
     /// A snapshot of `pairs` alone, for tests; a bad value panics.
     #[cfg(test)]
-    pub fn of(pairs: &[(&str, &str)]) -> Environment {
+    pub(crate) fn of(pairs: &[(&str, &str)]) -> Environment {
         let (env, bad) = Environment::from_vars(pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
         assert!(bad.is_empty(), "{bad:?}");
         env
@@ -225,7 +225,7 @@ impl Environment {
 
     /// A snapshot of this very process, for tests that run real programs (found on its `PATH`).
     #[cfg(test)]
-    pub fn of_this_process() -> Environment {
+    pub(crate) fn of_this_process() -> Environment {
         Environment::from_vars(std::env::vars_os()).0
     }
 
@@ -298,13 +298,13 @@ impl Environment {
 
     /// Any variable by its name, as `std::env::var_os` gives it: for what names variables itself (the credential
     /// folders of tools a sandbox hides: `CARGO_HOME`, `DOCKER_CONFIG`, …).
-    pub fn get(&self, name: &str) -> Option<&OsStr> {
+    pub(crate) fn get(&self, name: &str) -> Option<&OsStr> {
         self.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_os_str())
     }
 
     /// A variable the settings name (an `http` agent's `apiKeyEnv`, a forge's `token_env`), when it is UTF-8 and
     /// not blank.
-    pub fn text(&self, name: &str) -> Option<&str> {
+    pub(crate) fn text(&self, name: &str) -> Option<&str> {
         self.get(name).and_then(OsStr::to_str).filter(|v| !v.trim().is_empty())
     }
 
@@ -314,98 +314,98 @@ impl Environment {
     }
 
     /// Every variable, for what hands an environment on (the allow-list of a contained agent).
-    pub fn vars_os(&self) -> impl Iterator<Item = (OsString, OsString)> + '_ {
+    pub(crate) fn vars_os(&self) -> impl Iterator<Item = (OsString, OsString)> + '_ {
         self.vars.iter().cloned()
     }
 
     /// Every variable whose name and value are UTF-8: what the engine takes (`Process::from_vars`: its knobs, the
     /// secrets scrubber) and the known-secrets scan of a landing.
-    pub fn utf8_vars(&self) -> Vec<(String, String)> {
+    pub(crate) fn utf8_vars(&self) -> Vec<(String, String)> {
         self.vars.iter().filter_map(|(k, v)| Some((k.to_str()?.to_string(), v.to_str()?.to_string()))).collect()
     }
 
     /// `$GIT_SWARM_REMOTE`.
-    pub fn remote(&self) -> Option<&str> {
+    pub(crate) fn remote(&self) -> Option<&str> {
         self.knobs.remote.as_deref()
     }
 
     /// `$GIT_SWARM_SWARM`.
-    pub fn swarm(&self) -> Option<&str> {
+    pub(crate) fn swarm(&self) -> Option<&str> {
         self.knobs.swarm.as_deref()
     }
 
     /// `$GIT_SWARM_AGENT` (not yet checked as an id: `Ctx::new` checks it with `--agent`'s rule).
-    pub fn agent(&self) -> Option<&str> {
+    pub(crate) fn agent(&self) -> Option<&str> {
         self.knobs.agent.as_deref()
     }
 
     /// `$GIT_SWARM_PARENT`.
-    pub fn parent(&self) -> Option<&str> {
+    pub(crate) fn parent(&self) -> Option<&str> {
         self.knobs.parent.as_deref()
     }
 
     /// `$GIT_SWARM_TRANSPORT`.
-    pub fn transport(&self) -> Option<crate::Transport> {
+    pub(crate) fn transport(&self) -> Option<crate::Transport> {
         self.knobs.transport
     }
 
     /// `$GIT_SWARM_CLOCK_OFFSET`, in seconds (0 unset).
-    pub fn clock_offset(&self) -> i64 {
+    pub(crate) fn clock_offset(&self) -> i64 {
         self.knobs.clock_offset.unwrap_or(0)
     }
 
     /// `$GIT_SWARM_MAX_RETRY_SECS` (unset: the retry loop's own limit).
-    pub fn max_retry(&self) -> Option<Duration> {
+    pub(crate) fn max_retry(&self) -> Option<Duration> {
         self.knobs.max_retry
     }
 
     /// The digests of `$GIT_SWARM_TRUST`, lower case (`any` among them, maybe).
-    pub fn trust(&self) -> &[String] {
+    pub(crate) fn trust(&self) -> &[String] {
         &self.knobs.trust
     }
 
     /// `$GIT_SWARM_PROFILE`.
-    pub fn profile(&self) -> Option<&Path> {
+    pub(crate) fn profile(&self) -> Option<&Path> {
         self.knobs.profile.as_deref()
     }
 
     /// `$GIT_SWARM_BWRAP`.
-    pub fn bwrap(&self) -> Option<&Path> {
+    pub(crate) fn bwrap(&self) -> Option<&Path> {
         self.knobs.bwrap.as_deref()
     }
 
     /// `$GIT_SWARM_HTTP_RETRY_BASE_MS` (1000 unset).
-    pub fn http_retry_base_ms(&self) -> u64 {
+    pub(crate) fn http_retry_base_ms(&self) -> u64 {
         self.knobs.http_retry_base_ms.unwrap_or(1000)
     }
 
     /// `$GIT_SWARM_HOOK_TIMEOUT` (10 s unset).
-    pub fn hook_timeout(&self) -> Duration {
+    pub(crate) fn hook_timeout(&self) -> Duration {
         self.knobs.hook_timeout.unwrap_or(Duration::from_secs(10))
     }
 
     /// `$GIT_SWARM_HOOK_RENEW_SECS` (60 s unset).
-    pub fn hook_renew(&self) -> Duration {
+    pub(crate) fn hook_renew(&self) -> Duration {
         self.knobs.hook_renew.unwrap_or(Duration::from_secs(60))
     }
 
     /// `$GIT_SWARM_TASK_ID`.
-    pub fn task_id(&self) -> Option<&str> {
+    pub(crate) fn task_id(&self) -> Option<&str> {
         self.knobs.task_id.as_deref()
     }
 
     /// `$GIT_SWARM_EPOCH`.
-    pub fn epoch(&self) -> Option<u64> {
+    pub(crate) fn epoch(&self) -> Option<u64> {
         self.knobs.epoch
     }
 
     /// `$GIT_SWARM_HANDOFF_FILE`.
-    pub fn handoff_file(&self) -> Option<&Path> {
+    pub(crate) fn handoff_file(&self) -> Option<&Path> {
         self.knobs.handoff_file.as_deref()
     }
 
     /// `$GIT_SWARM_OUTBOX`: set inside a runner's agent run.
-    pub fn outbox(&self) -> Option<&Path> {
+    pub(crate) fn outbox(&self) -> Option<&Path> {
         self.knobs.outbox.as_deref()
     }
 
@@ -415,58 +415,58 @@ impl Environment {
     }
 
     /// `$HOME`, when it is an absolute path.
-    pub fn home(&self) -> Option<&Path> {
+    pub(crate) fn home(&self) -> Option<&Path> {
         self.folder(Var::Home)
     }
 
     /// `$XDG_CACHE_HOME`, else `~/.cache`.
-    pub fn cache_home(&self) -> Option<PathBuf> {
+    pub(crate) fn cache_home(&self) -> Option<PathBuf> {
         self.folder(Var::XdgCacheHome).map(Path::to_path_buf).or_else(|| self.home().map(|h| h.join(".cache")))
     }
 
     /// `$XDG_CONFIG_HOME`, else `~/.config`.
-    pub fn config_home(&self) -> Option<PathBuf> {
+    pub(crate) fn config_home(&self) -> Option<PathBuf> {
         self.folder(Var::XdgConfigHome).map(Path::to_path_buf).or_else(|| self.home().map(|h| h.join(".config")))
     }
 
     /// `$XDG_DATA_HOME`, else `~/.local/share`.
-    pub fn data_home(&self) -> Option<PathBuf> {
+    pub(crate) fn data_home(&self) -> Option<PathBuf> {
         self.folder(Var::XdgDataHome).map(Path::to_path_buf).or_else(|| self.home().map(|h| h.join(".local/share")))
     }
 
     /// `$BASH_COMPLETION_USER_DIR`.
-    pub fn bash_completion_user_dir(&self) -> Option<&Path> {
+    pub(crate) fn bash_completion_user_dir(&self) -> Option<&Path> {
         self.folder(Var::BashCompletionUserDir)
     }
 
     /// `$PATH`.
-    pub fn path(&self) -> Option<&OsStr> {
+    pub(crate) fn path(&self) -> Option<&OsStr> {
         self.raw(Var::Path)
     }
 
     /// Has this machine declared itself a disposable sandbox (`IS_SANDBOX=1`)?
-    pub fn sandbox_declared(&self) -> bool {
+    pub(crate) fn sandbox_declared(&self) -> bool {
         self.utf8(Var::IsSandbox) == Some("1")
     }
 
     /// The user of the default agent id: `$USER`, else `$USERNAME` (as given: the id is cleaned of what it may not
     /// hold).
-    pub fn user(&self) -> Option<&str> {
+    pub(crate) fn user(&self) -> Option<&str> {
         self.utf8(Var::User).or_else(|| self.utf8(Var::Username))
     }
 
     /// The host of the default agent id, when the kernel does not say it: `$HOSTNAME`, else `$COMPUTERNAME`.
-    pub fn host(&self) -> Option<&str> {
+    pub(crate) fn host(&self) -> Option<&str> {
         self.utf8(Var::Hostname).or_else(|| self.utf8(Var::Computername))
     }
 
     /// `$GIT_CONFIG_PARAMETERS`, as git wrote it (`config::git_config_parameters` reads it).
-    pub fn git_config_parameters(&self) -> Option<&str> {
+    pub(crate) fn git_config_parameters(&self) -> Option<&str> {
         self.utf8(Var::GitConfigParameters)
     }
 
     /// One of git's identity variables (`GIT_AUTHOR_NAME`, …), when set and not empty.
-    pub fn git_identity(&self, var: Var) -> Option<&str> {
+    pub(crate) fn git_identity(&self, var: Var) -> Option<&str> {
         debug_assert!(matches!(
             var,
             Var::GitAuthorName | Var::GitAuthorEmail | Var::GitCommitterName | Var::GitCommitterEmail
@@ -475,27 +475,27 @@ impl Environment {
     }
 
     /// Is one of git's identity variables set (not empty, UTF-8 or not)?
-    pub fn git_identity_set(&self, var: Var) -> bool {
+    pub(crate) fn git_identity_set(&self, var: Var) -> bool {
         self.raw(var).is_some_and(|v| !v.is_empty())
     }
 
     /// `$GITHUB_API_URL`, when not blank.
-    pub fn github_api_url(&self) -> Option<&str> {
+    pub(crate) fn github_api_url(&self) -> Option<&str> {
         self.text(Var::GithubApiUrl.name())
     }
 
     /// `$GITLAB_API_URL`, when not blank.
-    pub fn gitlab_api_url(&self) -> Option<&str> {
+    pub(crate) fn gitlab_api_url(&self) -> Option<&str> {
         self.text(Var::GitlabApiUrl.name())
     }
 
     /// GitHub's token: `$GITHUB_TOKEN`, else `$GH_TOKEN` (not blank).
-    pub fn github_token(&self) -> Option<&str> {
+    pub(crate) fn github_token(&self) -> Option<&str> {
         self.text(Var::GithubToken.name()).or_else(|| self.text(Var::GhToken.name()))
     }
 
     /// GitLab's token: `$GITLAB_TOKEN` (not blank).
-    pub fn gitlab_token(&self) -> Option<&str> {
+    pub(crate) fn gitlab_token(&self) -> Option<&str> {
         self.text(Var::GitlabToken.name())
     }
 }

@@ -2,6 +2,8 @@
 //! over the engine `git_swarm_core` (the state ref and the protocol). `cli` parses and prints; the modules beside it
 //! do the work and print nothing.
 
+#![warn(unreachable_pub)]
+
 mod agent;
 mod board;
 mod check;

@@ -14,11 +14,11 @@ use gix::ObjectId;
 use crate::model::Config;
 
 /// The git config key of this clone's trusted digests.
-pub const TRUST_KEY: &str = "swarm.trusted";
+pub(crate) const TRUST_KEY: &str = "swarm.trusted";
 
 /// The settings of a state ref that choose what runners run, as text, and its digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Document {
+pub(crate) struct Document {
     /// `key = value` lines, sorted: `target`, `run.check`, every `roles.<role>.<key>`, `prompts/<file>` (its blob).
     pub lines: Vec<String>,
     /// SHA-256 of the lines (each ending in `\n`), hex.
@@ -28,7 +28,7 @@ pub struct Document {
 impl Document {
     /// The document of `config` (the state ref's `swarm.toml`) and the prompt overrides at the same commit (`prompts/`
     /// file name → blob id).
-    pub fn of(config: &Config, prompts: &[(String, ObjectId)]) -> Document {
+    pub(crate) fn of(config: &Config, prompts: &[(String, ObjectId)]) -> Document {
         let mut lines = vec![format!("target = {}", toml::Value::String(config.target.clone()))];
         if let Some(run) = config.extra.get("run").and_then(|r| r.as_table()) {
             // What decides whether code lands, beside the check itself (each only when set: the digest of settings
@@ -68,7 +68,7 @@ impl Document {
     }
 
     /// The first 12 characters of the digest, as messages show it.
-    pub fn short(&self) -> &str {
+    pub(crate) fn short(&self) -> &str {
         &self.digest[..12]
     }
 }
@@ -84,7 +84,7 @@ fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
 }
 
 /// The digests trusted here: `trusted` (this clone's `swarm.trusted` entries) and `$GIT_SWARM_TRUST` of `env`.
-pub fn trusted_digests(trusted: &[String], env: &crate::environment::Environment) -> Vec<String> {
+pub(crate) fn trusted_digests(trusted: &[String], env: &crate::environment::Environment) -> Vec<String> {
     let mut all: Vec<String> = trusted.iter().map(|d| d.trim().to_ascii_lowercase()).collect();
     all.extend(env.trust().iter().cloned());
     all
@@ -96,12 +96,12 @@ pub(crate) const ANY: &str = "any";
 
 /// Is `doc` trusted by one of `digests` (its full digest — a prefix could be matched by a crafted document —, or
 /// [`ANY`])?
-pub fn is_trusted(doc: &Document, digests: &[String]) -> bool {
+pub(crate) fn is_trusted(doc: &Document, digests: &[String]) -> bool {
     digests.iter().any(|d| d == ANY || *d == doc.digest)
 }
 
 /// The digests this clone's git config trusts (`swarm.trusted`, every entry, from any level git reads).
-pub fn clone_digests(repo: &gix::Repository) -> Vec<String> {
+pub(crate) fn clone_digests(repo: &gix::Repository) -> Vec<String> {
     repo.config_snapshot()
         .strings(TRUST_KEY)
         .unwrap_or_default()
@@ -114,7 +114,7 @@ pub fn clone_digests(repo: &gix::Repository) -> Vec<String> {
 /// Record `doc` as trusted by the clone whose common git directory is `common_dir`: an entry of `swarm.trusted`
 /// in its own config (`git config --local --add`), and the document kept to say later what changed. Nothing is
 /// written when the digest is there already.
-pub fn record(common_dir: &std::path::Path, doc: &Document) -> Result<bool, String> {
+pub(crate) fn record(common_dir: &std::path::Path, doc: &Document) -> Result<bool, String> {
     keep(&common_dir.join("swarm"), doc);
     let mut get = crate::gitcmd::local(common_dir);
     get.arg("--git-dir").arg(common_dir).args(["config", "--local", "--get-all", TRUST_KEY]);
@@ -137,7 +137,7 @@ pub(crate) fn kept_path(home: &std::path::Path, digest: &str) -> std::path::Path
 }
 
 /// Keep `doc` as trusted under `home` (`<git dir>/swarm`), best effort.
-pub fn keep(home: &std::path::Path, doc: &Document) {
+pub(crate) fn keep(home: &std::path::Path, doc: &Document) {
     let path = kept_path(home, &doc.digest);
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
@@ -147,7 +147,7 @@ pub fn keep(home: &std::path::Path, doc: &Document) {
 }
 
 /// The newest kept document among `trusted` (by file time), if any.
-pub fn last_trusted(home: &std::path::Path, trusted: &[String]) -> Option<Document> {
+pub(crate) fn last_trusted(home: &std::path::Path, trusted: &[String]) -> Option<Document> {
     let newest = trusted
         .iter()
         .filter_map(|d| {
@@ -161,7 +161,7 @@ pub fn last_trusted(home: &std::path::Path, trusted: &[String]) -> Option<Docume
 }
 
 /// The lines of `now` that are not in `before`, and those of `before` gone from `now`: what changed, for a message.
-pub fn changes(before: Option<&Document>, now: &Document) -> Vec<String> {
+pub(crate) fn changes(before: Option<&Document>, now: &Document) -> Vec<String> {
     let Some(before) = before else { return now.lines.iter().map(|l| format!("+ {l}")).collect() };
     let mut out: Vec<String> =
         before.lines.iter().filter(|l| !now.lines.contains(l)).map(|l| format!("- {l}")).collect();

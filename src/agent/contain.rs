@@ -29,7 +29,7 @@ pub(crate) fn new_mark() -> String {
 static SHARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// This process hosts several agents: each run's end spares the children of the others.
-pub fn set_shared() {
+pub(crate) fn set_shared() {
     SHARED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 

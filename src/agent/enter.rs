@@ -20,11 +20,11 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStringExt;
 
 /// The first argument that makes `git-swarm` the trampoline.
-pub const ARG: &str = "__exec";
+pub(crate) const ARG: &str = "__exec";
 
 /// What the trampoline does before it becomes the program.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Enter {
+pub(crate) struct Enter {
     pub setsid: bool,
     pub user: Option<(u32, u32)>,
     pub die_with_parent: bool,
@@ -36,7 +36,7 @@ pub struct Enter {
 
 impl Enter {
     /// The arguments that make `git-swarm` do this (after the binary's path).
-    pub fn args(&self) -> Vec<OsString> {
+    pub(crate) fn args(&self) -> Vec<OsString> {
         let mut a: Vec<OsString> = vec![ARG.into()];
         if self.setsid {
             a.push("--setsid".into());
@@ -57,7 +57,7 @@ impl Enter {
     }
 
     /// Read the arguments after [`ARG`].
-    pub fn parse(args: &[OsString]) -> Result<Enter, String> {
+    pub(crate) fn parse(args: &[OsString]) -> Result<Enter, String> {
         let mut e = Enter::default();
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -85,7 +85,7 @@ impl Enter {
     }
 
     /// Change the process as asked, then become the program. Returns only on failure: why.
-    pub fn exec(&self) -> String {
+    pub(crate) fn exec(&self) -> String {
         match self.prepare() {
             Ok(()) => {}
             Err(why) => return why,

@@ -30,7 +30,7 @@ use nix::sys::stat::Mode;
 
 /// Why an agent's file was not read.
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error("{path} is a {kind}, not a regular file: not read")]
@@ -114,7 +114,7 @@ fn bounded(file: std::fs::File, len: u64, max: usize, shown: &Path) -> Result<(V
 
 /// The first `max` bytes of the regular file at `path` (text, invalid UTF-8 replaced), and whether there was more.
 /// The folder `path` is in is the runner's (a run folder it made): only the last component is the agent's.
-pub fn read(path: &Path, max: usize) -> Result<(String, bool), Refused> {
+pub(crate) fn read(path: &Path, max: usize) -> Result<(String, bool), Refused> {
     let (file, len) = open(path)?;
     let (bytes, more) = bounded(file, len, max, path)?;
     Ok((text(bytes), more))
@@ -133,13 +133,13 @@ pub(crate) fn read_tail(path: &Path, max: usize) -> Result<String, Refused> {
 
 /// [`read`], or `None` for a missing, refused or empty file (a refusal other than a missing file is what a caller
 /// that has no place to say it would log).
-pub fn read_text(path: &Path, max: usize) -> Option<String> {
+pub(crate) fn read_text(path: &Path, max: usize) -> Option<String> {
     read(path, max).ok().map(|(t, _)| t).filter(|t| !t.trim().is_empty())
 }
 
 /// Write `bytes` at `path` by renaming a new file over it: whatever the agent put there (a symlink to a file of the
 /// user's, a FIFO nobody reads) is replaced, never written through or blocked on.
-pub fn write(path: &Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()> {
+pub(crate) fn write(path: &Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     tmp.write_all(bytes.as_ref())?;

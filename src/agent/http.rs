@@ -33,7 +33,7 @@ const MAX_QUOTED_CHARS: usize = 300;
 /// Which wire format the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Api {
+pub(crate) enum Api {
     /// OpenAI chat completions (and every server compatible with it).
     Openai,
     /// Anthropic messages.
@@ -42,7 +42,7 @@ pub enum Api {
 
 /// An agent that is a model behind an HTTP API. (`PartialEq` only: the temperature is a float.)
 #[derive(Debug, Clone, PartialEq)]
-pub struct HttpAgent {
+pub(crate) struct HttpAgent {
     pub api: Api,
     /// e.g. https://api.openai.com/v1 (OpenAI-compatible: POST {base_url}/chat/completions) or
     /// https://api.anthropic.com (POST {base_url}/v1/messages). A trailing '/' is tolerated; for Anthropic a base
@@ -59,7 +59,7 @@ pub struct HttpAgent {
 
 /// Why a completion failed. Every message is safe to print: no API key, no URL userinfo, no control characters.
 #[derive(Debug, thiserror::Error)]
-pub enum HttpError {
+pub(crate) enum HttpError {
     /// The environment variable that should hold the API key is unset or empty.
     #[error("the API key environment variable {env} is not set (or is empty)")]
     MissingKey { env: String },
@@ -79,7 +79,7 @@ pub enum HttpError {
 /// The API key is read from the variable of `env` that `agent.api_key_env` names; an unset or empty variable is
 /// [`HttpError::MissingKey`], before any request is made. `timeout` bounds each request (connect, send, read).
 #[cfg(test)]
-pub fn complete(
+pub(crate) fn complete(
     agent: &HttpAgent,
     system: &str,
     prompt: &str,
@@ -90,7 +90,7 @@ pub fn complete(
 }
 
 /// [`complete`], with the usage the API reported for the request that answered (`usage` of either API), if any.
-pub fn complete_reporting(
+pub(crate) fn complete_reporting(
     agent: &HttpAgent,
     system: &str,
     prompt: &str,
@@ -109,7 +109,7 @@ pub fn complete_reporting(
 
 /// [`complete`] with the API key given rather than read from the environment (`None`: no auth header).
 #[cfg(test)]
-pub fn complete_with_key(
+pub(crate) fn complete_with_key(
     agent: &HttpAgent,
     key: Option<&str>,
     system: &str,

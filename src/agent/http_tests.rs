@@ -374,10 +374,12 @@ fn timeout_is_a_request_error_and_not_retried() {
 
 // --- the vendors' current APIs, as their servers check requests (the stand-in's `Strict::Vendor`) ---------------
 
-// The model API stand-in of the CLI's tests (`tests/cli/common`), the same server.
+// The model API stand-in of the CLI's tests (`tests/cli/common`), the same server (its items are `pub` for the
+// integration tests' modules).
+#[allow(unreachable_pub)]
 #[path = "../../tests/cli/common/model_api.rs"]
 mod model_api;
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../tests/cli/common/serve.rs"]
 mod serve;
 

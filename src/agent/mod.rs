@@ -8,22 +8,22 @@
 //! environment variables, never through the command line.
 
 mod command;
-pub mod contain;
-pub mod enter;
-pub mod files;
-pub mod http;
+pub(crate) mod contain;
+pub(crate) mod enter;
+pub(crate) mod files;
+pub(crate) mod http;
 #[cfg(test)]
 mod http_tests;
 mod prepare;
-pub mod preset;
-pub mod report;
-pub mod sandbox;
+pub(crate) mod preset;
+pub(crate) mod report;
+pub(crate) mod sandbox;
 
 use command::*;
 pub(crate) use command::{kill_leftover, pgid_file_of};
 #[cfg(test)]
 use prepare::*;
-pub use prepare::{CannotStart, Prepared, Probes, prepare};
+pub(crate) use prepare::{CannotStart, Prepared, Probes, prepare};
 pub(crate) use prepare::{could_not_start, missing_program, prepare_in};
 
 use std::collections::VecDeque;
@@ -38,7 +38,7 @@ use crate::environment::Environment;
 
 /// How an agent of a role is run.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Backend {
+pub(crate) enum Backend {
     /// `sh -c <exec>` in the work tree.
     Command { exec: String },
     /// A CLI we ship flags for; [`prepare`] turns it into a command for this machine.
@@ -94,7 +94,7 @@ mod prepare_tests {
 
 /// One run of an agent.
 #[derive(Debug, Clone)]
-pub struct Invocation<'a> {
+pub(crate) struct Invocation<'a> {
     /// Where it runs (a work tree; any folder for text-only roles).
     pub cwd: &'a Path,
     /// The rendered prompt (a system part for HTTP backends is the first paragraph up to a line `---`).
@@ -122,7 +122,7 @@ pub struct Invocation<'a> {
 
 /// How an agent run is contained ([`sandbox`]).
 #[derive(Debug, Clone)]
-pub struct Contain {
+pub(crate) struct Contain {
     /// The runner's environment, as it started: what the run's allow-list is cut from, where an `http` agent's key
     /// is read.
     pub runner_env: Arc<Environment>,
@@ -142,7 +142,7 @@ pub(crate) type LiveUsage = Arc<Mutex<Option<crate::usage::Usage>>>;
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// Exited with this code.
     Code(i32),
     /// Killed by this signal (not by us).
@@ -156,7 +156,7 @@ pub enum Exit {
 }
 
 impl Exit {
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         *self == Exit::Code(0)
     }
 }
@@ -175,7 +175,7 @@ impl std::fmt::Display for Exit {
 
 /// What a run gave.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub exit: Exit,
     /// What it printed on stdout (at most [`MAX_OUTPUT`] bytes; the start is kept).
     pub stdout: String,
@@ -196,7 +196,7 @@ pub(crate) const MAX_STDOUT_TAIL: usize = 1 << 20;
 pub(crate) const TAIL_LINES: usize = 20;
 
 #[derive(Debug, thiserror::Error)]
-pub enum AgentError {
+pub(crate) enum AgentError {
     #[error("cannot start the agent `{exec}`: {message}")]
     Spawn { exec: String, message: String },
     #[error("cannot write the prompt to {path}: {message}")]
@@ -207,7 +207,11 @@ pub enum AgentError {
 
 /// Run the agent. `poll` is called about once a second while it runs; returning `false` stops the agent (a lost
 /// claim, a stop request).
-pub fn run(backend: &Backend, inv: &Invocation<'_>, poll: &mut dyn FnMut() -> bool) -> Result<Outcome, AgentError> {
+pub(crate) fn run(
+    backend: &Backend,
+    inv: &Invocation<'_>,
+    poll: &mut dyn FnMut() -> bool,
+) -> Result<Outcome, AgentError> {
     // A run is never started past its budget (what a CLI reports only at its end is checked here, before the next).
     if let Some((limit, base)) = &inv.budget
         && let Some(why) = limit.reached(base)

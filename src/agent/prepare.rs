@@ -6,7 +6,7 @@ use super::*;
 
 /// An agent ready to run on this machine: what [`prepare`] found.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// [`Backend::Command`] or [`Backend::Http`].
     pub backend: Backend,
     /// Environment its preset needs.
@@ -24,7 +24,7 @@ pub struct Prepared {
 impl Prepared {
     /// What a planner or judge answered: the last message where the CLI keeps it apart from its progress output
     /// (opencode's JSON events, Codex's last-message file), else everything it printed on stdout.
-    pub fn answer(&self, out: &Outcome) -> String {
+    pub(crate) fn answer(&self, out: &Outcome) -> String {
         if let Some(text) = self.report.answer(&out.stdout_tail) {
             return text;
         }
@@ -40,7 +40,7 @@ impl Prepared {
 /// Why an agent cannot start here: found before anything is claimed (and when an agent exits 126 or 127).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the agent {what} cannot start: {why}")]
-pub struct CannotStart {
+pub(crate) struct CannotStart {
     /// The command or preset, as configured.
     pub what: String,
     pub why: String,
@@ -50,13 +50,18 @@ pub struct CannotStart {
 
 /// What [`prepare`] found out about presets once (a CLI's `--version` costs a process start; a runner asks once).
 #[derive(Debug, Default)]
-pub struct Probes(Mutex<std::collections::HashMap<&'static str, preset::Facts>>);
+pub(crate) struct Probes(Mutex<std::collections::HashMap<&'static str, preset::Facts>>);
 
 /// Make `backend` ready to run on this machine: a preset's CLI must answer `--version` (its flags are chosen for
 /// that version, the uid and `IS_SANDBOX`), a command's program must be installed, known refusals are caught
 /// (Claude Code skipping its permission checks as root), an `http` agent's key must be set. `run_dir` holds the
 /// files a preset's CLI writes for us; `env` the runner's environment (its `PATH`, `IS_SANDBOX`, the key).
-pub fn prepare(backend: &Backend, run_dir: &Path, probes: &Probes, env: &Environment) -> Result<Prepared, CannotStart> {
+pub(crate) fn prepare(
+    backend: &Backend,
+    run_dir: &Path,
+    probes: &Probes,
+    env: &Environment,
+) -> Result<Prepared, CannotStart> {
     prepare_in(backend, run_dir, probes, false, env)
 }
 

@@ -17,7 +17,7 @@ use crate::environment::Environment;
 
 /// A CLI agent we ship flags for.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Preset {
+pub(crate) struct Preset {
     /// What `preset = "…"` names.
     pub name: &'static str,
     /// The executable the command starts.
@@ -123,12 +123,12 @@ pub(crate) const PRESETS: &[Preset] = &[
 ];
 
 /// The preset of this name.
-pub fn find(name: &str) -> Option<&'static Preset> {
+pub(crate) fn find(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name == name)
 }
 
 /// The names, for error messages.
-pub fn names() -> String {
+pub(crate) fn names() -> String {
     PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
 }
 
@@ -138,7 +138,7 @@ pub fn names() -> String {
 pub(crate) struct Version(pub Vec<u64>);
 
 impl Version {
-    pub fn parse(text: &str) -> Option<Version> {
+    pub(crate) fn parse(text: &str) -> Option<Version> {
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
@@ -189,7 +189,7 @@ pub(crate) struct Facts {
 
 impl Facts {
     /// The facts of this process, for `preset`: its CLI's version (`--version`, bounded), uid, `IS_SANDBOX`.
-    pub fn probe(preset: &Preset, run_dir: &Path, env: &Environment) -> Result<Facts, ProbeError> {
+    pub(crate) fn probe(preset: &Preset, run_dir: &Path, env: &Environment) -> Result<Facts, ProbeError> {
         let answer = version_of(preset.program, Duration::from_secs(60), env)?;
         let help = if preset.help.is_empty() {
             String::new()
@@ -222,7 +222,7 @@ pub(crate) struct Launch {
 
 /// Where a CLI leaves the text of its last message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum LastMessage {
+pub(crate) enum LastMessage {
     /// Nowhere we read (its hooks record it).
     Hooks,
     /// A file it writes (Codex `--output-last-message`).
@@ -352,7 +352,7 @@ fn aider_launch(f: &Facts) -> Launch {
 
 impl LastMessage {
     /// The CLI's last message, if it left one. `stdout_tail` is the end of what it printed.
-    pub fn read(&self, stdout_tail: &str) -> Option<String> {
+    pub(crate) fn read(&self, stdout_tail: &str) -> Option<String> {
         let text = match self {
             LastMessage::Hooks => None,
             // Files the CLI (and so the agent) writes: read as [`super::files`] reads an agent's file.
@@ -401,7 +401,7 @@ fn last_opencode_text(stdout: &str) -> Option<String> {
 }
 
 /// `'…'` for `sh`.
-pub fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
@@ -457,7 +457,7 @@ pub(crate) fn run_bounded(
 }
 
 /// The first `program` on `env`'s `PATH` that is an executable file (or `program` itself when it has a `/`).
-pub fn which(program: &str, env: &Environment) -> Option<PathBuf> {
+pub(crate) fn which(program: &str, env: &Environment) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if program.contains('/') {

@@ -15,7 +15,7 @@ use crate::usage::{Usage, Usd};
 
 /// Where a run's usage is found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Report {
+pub(crate) enum Report {
     /// Nowhere.
     #[default]
     Nothing,
@@ -36,7 +36,7 @@ pub enum Report {
 impl Report {
     /// The model's final text, where the machine-readable output holds it apart from the progress (Claude Code's
     /// `result`, Gemini CLI's `response`), for planners and judges.
-    pub fn answer(&self, stdout: &str) -> Option<String> {
+    pub(crate) fn answer(&self, stdout: &str) -> Option<String> {
         match self {
             Report::ClaudeStream => {
                 let result = json_lines(stdout)
@@ -84,12 +84,12 @@ pub(crate) struct Meter {
 }
 
 impl Meter {
-    pub fn new(report: Report) -> Meter {
+    pub(crate) fn new(report: Report) -> Meter {
         Meter { report, ..Meter::default() }
     }
 
     /// One line of the run's stdout.
-    pub fn line(&mut self, line: &str) {
+    pub(crate) fn line(&mut self, line: &str) {
         if !line.trim_start().starts_with('{') {
             return;
         }
@@ -145,7 +145,7 @@ impl Meter {
     }
 
     /// Read what files report (a usage file, aider's log): while the run goes, and once more at its end.
-    pub fn poll(&mut self) {
+    pub(crate) fn poll(&mut self) {
         match &self.report {
             Report::UsageFile(p) => {
                 if let Some(u) = super::files::read_text(p, 64 * 1024).and_then(|t| usage_file(&t)) {
@@ -176,7 +176,7 @@ impl Meter {
     }
 
     /// The run is over; `stdout_tail` is the end of what it printed (for reports written once, at the end).
-    pub fn finish(&mut self, stdout_tail: &str) -> Option<Usage> {
+    pub(crate) fn finish(&mut self, stdout_tail: &str) -> Option<Usage> {
         self.poll();
         if self.report == Report::GeminiJson {
             self.settled = last_document(stdout_tail).and_then(|v| gemini_stats(&v["stats"]));
@@ -185,7 +185,7 @@ impl Meter {
     }
 
     /// The usage reported so far (one run), or `None` when nothing was.
-    pub fn current(&self) -> Option<Usage> {
+    pub(crate) fn current(&self) -> Option<Usage> {
         let live = (!self.messages.is_empty()).then(|| Usage::sum(self.messages.values()));
         self.settled.or(self.summed).or(live).map(|u| Usage { runs: 1, ..u }).and_then(Usage::sane)
     }

@@ -28,7 +28,7 @@ use crate::environment::Environment;
 
 /// `[run] sandbox`: whether agent runs are contained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Contained when this machine can (bubblewrap works); else the runner warns at every start.
     #[default]
     Auto,
@@ -40,7 +40,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub fn parse(s: &str) -> Result<Mode, String> {
+    pub(crate) fn parse(s: &str) -> Result<Mode, String> {
         match s {
             "auto" => Ok(Mode::Auto),
             "required" => Ok(Mode::Required),
@@ -52,7 +52,7 @@ impl Mode {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Auto => "auto",
             Mode::Required => "required",
@@ -63,7 +63,7 @@ impl Mode {
 
 /// Can agent runs be contained on this machine?
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Support {
+pub(crate) enum Support {
     /// bubblewrap at this path starts a sandbox here; its agents run as `user`.
     Ready { bwrap: PathBuf, version: String, user: AgentUser },
     /// Why not (bubblewrap missing, user namespaces refused, not Linux), in a sentence, and what to do.
@@ -72,7 +72,7 @@ pub enum Support {
 
 /// Who an agent is in its sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgentUser {
+pub(crate) enum AgentUser {
     /// The runner is not root: the agent is the runner's own uid (what that uid can read outside the folders the
     /// sandbox hides, the agent can read: docs/security.md).
     Runner,
@@ -86,12 +86,12 @@ pub enum AgentUser {
 }
 
 impl Support {
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         matches!(self, Support::Ready { .. })
     }
 
     /// What is still open where agent runs are contained, in a sentence (`None`: nothing the design leaves open).
-    pub fn open_door(&self) -> Option<String> {
+    pub(crate) fn open_door(&self) -> Option<String> {
         match self {
             Support::Ready { user: AgentUser::Root, .. } => Some(
                 "the runner is root and bubblewrap cannot start an agent under another uid here (it needs a user \
@@ -106,7 +106,7 @@ impl Support {
 
 /// Whether a sandbox starts on this machine: probed once per process (a trial run of bubblewrap, bounded), with
 /// `env`, the process's environment (`GIT_SWARM_BWRAP`, `PATH`).
-pub fn support(env: &Environment) -> &'static Support {
+pub(crate) fn support(env: &Environment) -> &'static Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
     SUPPORT.get_or_init(|| probe(env))
 }
@@ -306,7 +306,7 @@ pub(crate) fn environment(
 /// What one run may see and change. Paths are absolute, bound at the same path inside (what the agent writes
 /// there, the runner reads at the same name: a transcript path a hook hands over).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// Where it starts.
     pub cwd: PathBuf,
     /// Hidden behind an empty folder, over the read-only root.
@@ -377,7 +377,7 @@ impl Spec {
     /// (the run's work tree and folder) and `readable` (the clone's objects, `[run] sandbox_read`) shown again.
     /// Paths that do not exist are left out (a mount needs its source).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         cwd: &Path,
         home: Option<&Path>,
         hide: &[PathBuf],
@@ -457,7 +457,7 @@ impl Spec {
     /// hidden before read-only before writable: a writable work tree inside a hidden cache folder is there, and
     /// `.git/swarm` hidden inside a `.git` shown again stays hidden. Every folder bubblewrap makes on the way to a
     /// mount is `0755`, so that an agent running as another uid than bubblewrap's can walk to what it is shown.
-    pub fn args(&self) -> Vec<OsString> {
+    pub(crate) fn args(&self) -> Vec<OsString> {
         let mut a: Vec<OsString> =
             ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
                 .iter()
@@ -524,7 +524,7 @@ impl Spec {
     /// it, if it could not: a real folder on the way that lets no other user through (folders the sandbox hides are
     /// made open on the way: bubblewrap makes them), or a folder of `must_write` (`[run] sandbox_write`) that it
     /// may not write. A sentence naming the folder and the fix.
-    pub fn unreachable(&self, must_write: &[PathBuf]) -> Option<String> {
+    pub(crate) fn unreachable(&self, must_write: &[PathBuf]) -> Option<String> {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let (uid, gid) = self.user?;
         // `bits`: what the owner needs (0o100 to pass, 0o300 to write there); the group's and others' are shifted.

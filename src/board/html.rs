@@ -20,7 +20,7 @@ pub(crate) use charts::{failures, spend, throughput, timeline};
 pub(crate) use graph::{graph, plan_tree};
 
 /// Most nodes drawn in the dependency graph; beyond it the graph shows the live tasks first and says so.
-pub const MAX_GRAPH_NODES: usize = 300;
+pub(crate) const MAX_GRAPH_NODES: usize = 300;
 /// Most tasks listed in the plan tree.
 pub(crate) const MAX_TREE_NODES: usize = 5_000;
 /// Most lanes (agents) and segments in the timeline.
@@ -40,7 +40,7 @@ pub(crate) const FILE_CAPS: Caps = Caps { tree: MAX_TREE_NODES, segments: MAX_SE
 
 /// The colour of a status: legend, counts, tree badges, graph nodes, timeline bars of held and done claims,
 /// throughput of landings. Only elements that stand for a task of that status use it (tests count its pixels).
-pub fn status_colour(s: Status) -> &'static str {
+pub(crate) fn status_colour(s: Status) -> &'static str {
     match s {
         Status::Open => "#2563eb",
         Status::Claimed => "#f59e0b",
@@ -131,7 +131,7 @@ fn palette() -> String {
 }
 
 /// The whole page.
-pub fn render(v: &BoardView) -> String {
+pub(crate) fn render(v: &BoardView) -> String {
     let mut h = String::with_capacity(64 * 1024 + v.tasks.len() * 400);
     let title = format!("git swarm — {}", v.swarm);
     let _ = write!(
@@ -191,7 +191,7 @@ pub(super) fn counts(h: &mut String, v: &BoardView) {
 }
 
 /// `3 min`, `45 s`, `2 h 5 min`.
-pub fn span(secs: u64) -> String {
+pub(crate) fn span(secs: u64) -> String {
     match secs {
         0..120 => format!("{secs} s"),
         120..7200 => format!("{} min", secs / 60),

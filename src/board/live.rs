@@ -28,7 +28,7 @@ pub(crate) const MAX_HOLDERS: usize = 200;
 
 /// The budgets the page shows (`[run.budget]`: the board's settings, under this clone's; docs/spend.md).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Budgets {
+pub(crate) struct Budgets {
     pub cycle: Limit,
     pub task: Limit,
 }

@@ -5,13 +5,13 @@
 //!
 //! Nothing here does I/O: the CLI reads the snapshot, the log and the cycle record and passes them in.
 
-pub mod html;
-pub mod live;
+pub(crate) mod html;
+pub(crate) mod live;
 mod read;
 mod series;
-pub mod serve;
+pub(crate) mod serve;
 
-pub use read::{Loaded, RefWatch};
+pub(crate) use read::{Loaded, RefWatch};
 use series::*;
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,7 +31,7 @@ pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// How much to compute.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// Landings per minute over this many minutes (the newest last).
     pub minutes: usize,
     /// How many recent failures to keep.
@@ -50,7 +50,7 @@ impl Default for Options {
 
 /// Everything a board shows, computed once.
 #[derive(Debug, Clone, Serialize)]
-pub struct BoardView {
+pub(crate) struct BoardView {
     pub version: u32,
     pub swarm: String,
     pub remote: String,
@@ -95,7 +95,7 @@ pub struct BoardView {
 /// What the swarm spent (`docs/spend.md`): all of it and the running cycle's by role (`spend.toml`), by agent and
 /// over time (from the attempts of the tasks read).
 #[derive(Debug, Clone, Serialize, Default)]
-pub struct SpendView {
+pub(crate) struct SpendView {
     pub total: Usage,
     pub by_role: BTreeMap<String, Usage>,
     /// The cycle that runs.
@@ -109,7 +109,7 @@ pub struct SpendView {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct SpendPoint {
+pub(crate) struct SpendPoint {
     pub at: Timestamp,
     /// Tokens (input and output) and dollars spent up to `at`.
     pub tokens: u64,
@@ -117,7 +117,7 @@ pub struct SpendPoint {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Holder {
+pub(crate) struct Holder {
     pub agent: String,
     pub task: String,
     pub title: String,
@@ -139,7 +139,7 @@ pub struct Holder {
 
 /// A holder's task as its runner in this clone last said.
 #[derive(Debug, Clone, Serialize)]
-pub struct HolderRun {
+pub(crate) struct HolderRun {
     /// `agent`, `conflict`, `rebase`, `check` or `landing`.
     pub phase: &'static str,
     pub phase_since: Timestamp,
@@ -172,7 +172,7 @@ pub(crate) fn fleet_of(agent: &str) -> &str {
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
-pub struct Failures {
+pub(crate) struct Failures {
     /// Tasks whose status is `failed`.
     pub tasks_failed: usize,
     /// Failed attempts recorded on the tasks read (`fail` ops and expired leases taken over).
@@ -182,7 +182,7 @@ pub struct Failures {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct FailureView {
+pub(crate) struct FailureView {
     pub task: String,
     pub title: String,
     pub agent: String,
@@ -192,7 +192,7 @@ pub struct FailureView {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct CycleView {
+pub(crate) struct CycleView {
     pub cycle: u64,
     pub verdict: String,
     pub reasons: String,
@@ -201,7 +201,7 @@ pub struct CycleView {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct TaskNode {
+pub(crate) struct TaskNode {
     pub id: String,
     /// Empty for a finished task known only by its path.
     pub title: String,
@@ -220,7 +220,7 @@ pub struct TaskNode {
 /// How a held claim ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Still held (the task is claimed under this epoch now).
     Held,
     Done,
@@ -235,7 +235,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Held => "held",
             Outcome::Done => "done",
@@ -250,7 +250,7 @@ impl Outcome {
 
 /// One claim, from its `claim` op to the op that ended it.
 #[derive(Debug, Clone, Serialize)]
-pub struct Segment {
+pub(crate) struct Segment {
     pub agent: String,
     pub task: String,
     pub epoch: Option<u64>,
@@ -261,21 +261,21 @@ pub struct Segment {
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
-pub struct Throughput {
+pub(crate) struct Throughput {
     /// Bucket width in seconds.
     pub bucket_secs: u64,
     pub buckets: Vec<Bucket>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     pub start: Timestamp,
     pub done: u64,
     pub failed: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct LatestOp {
+pub(crate) struct LatestOp {
     pub time: Timestamp,
     pub agent: Option<String>,
     pub op: Option<String>,
@@ -283,7 +283,7 @@ pub struct LatestOp {
 }
 
 /// What the view is built from (all read by the caller).
-pub struct Input<'a> {
+pub(crate) struct Input<'a> {
     pub swarm: &'a str,
     pub remote: &'a str,
     pub snapshot: &'a Snapshot,
@@ -382,7 +382,7 @@ fn tasks_of(
 }
 
 impl BoardView {
-    pub fn build(input: &Input<'_>, opts: &Options) -> BoardView {
+    pub(crate) fn build(input: &Input<'_>, opts: &Options) -> BoardView {
         let board = &input.snapshot.board;
         let now = input.now;
         let mut counts: BTreeMap<String, usize> = Status::ALL.iter().map(|s| (s.as_str().to_string(), 0)).collect();
@@ -456,12 +456,12 @@ impl BoardView {
     }
 
     /// How long the landing rate is taken over: `8 s`, `3 min`, `10 min`.
-    pub fn rate_span(&self) -> String {
+    pub(crate) fn rate_span(&self) -> String {
         if self.rate_secs < 120 { format!("{} s", self.rate_secs) } else { format!("{} min", self.rate_secs / 60) }
     }
 
     /// The count of one status.
-    pub fn count(&self, status: Status) -> usize {
+    pub(crate) fn count(&self, status: Status) -> usize {
         self.counts.get(status.as_str()).copied().unwrap_or(0)
     }
 }

@@ -5,7 +5,7 @@ use super::*;
 
 /// A board read from a swarm: the snapshot, the log and the last cycle, ready to be turned into a [`BoardView`]
 /// at any `now` (a live board redraws its clocks without reading again).
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub snapshot: Snapshot,
     pub log: Vec<LogEntry>,
     pub log_truncated: bool,
@@ -15,13 +15,13 @@ pub struct Loaded {
 impl Loaded {
     /// Read the newest state of `swarm` (fetching it from a URL remote), every task (`full`) or the live ones, and
     /// at most `log_limit` ops of the log.
-    pub fn read(swarm: &Swarm, full: bool, log_limit: usize) -> Result<Loaded, TxnError> {
+    pub(crate) fn read(swarm: &Swarm, full: bool, log_limit: usize) -> Result<Loaded, TxnError> {
         let snapshot = swarm.read(full)?;
         Loaded::at(swarm, snapshot, log_limit)
     }
 
     /// As [`Loaded::read`], from a snapshot already read.
-    pub fn at(swarm: &Swarm, snapshot: Snapshot, log_limit: usize) -> Result<Loaded, TxnError> {
+    pub(crate) fn at(swarm: &Swarm, snapshot: Snapshot, log_limit: usize) -> Result<Loaded, TxnError> {
         // One more than asked tells whether the log goes further back.
         let mut log = swarm.store().log(snapshot.commit, log_limit.saturating_add(1))?;
         let log_truncated = log.len() > log_limit;
@@ -34,7 +34,7 @@ impl Loaded {
     /// one's (a live board that follows the ref: a few commits, not `log_limit`). A history that does not lead
     /// back to this one's commit within `log_limit` (compacted, replaced) is read again up to `log_limit`. On an
     /// error this stays as it was.
-    pub fn advance(&mut self, swarm: &Swarm, snapshot: Snapshot, log_limit: usize) -> Result<(), TxnError> {
+    pub(crate) fn advance(&mut self, swarm: &Swarm, snapshot: Snapshot, log_limit: usize) -> Result<(), TxnError> {
         let (mut log, met) =
             swarm.store().log_until(snapshot.commit, Some(self.snapshot.commit), log_limit.saturating_add(1))?;
         let mut log_truncated = log.len() > log_limit;
@@ -50,7 +50,7 @@ impl Loaded {
         Ok(())
     }
 
-    pub fn view(
+    pub(crate) fn view(
         &self,
         swarm: &Swarm,
         now: Timestamp,
@@ -74,13 +74,13 @@ impl Loaded {
 /// Waits for the state ref of a swarm to move: file events on the remote's refs (loose ref files and
 /// `packed-refs`) when the remote is a local path reached in-process, else nothing to listen to (the caller
 /// polls: a fetch per interval).
-pub struct RefWatch {
+pub(crate) struct RefWatch {
     pub(super) _watcher: Option<notify::RecommendedWatcher>,
     pub(super) rx: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 impl RefWatch {
-    pub fn new(swarm: &Swarm) -> RefWatch {
+    pub(crate) fn new(swarm: &Swarm) -> RefWatch {
         let (w, rx) = match swarm.remote.reach() {
             Reach::Itself(store) | Reach::Path(store) => crate::runner::watch_refs(store.repo.common_dir()),
             Reach::Transport => (None, None),
@@ -89,7 +89,7 @@ impl RefWatch {
     }
 
     /// Sleep until a file event or `max`; `true` when an event came. Without events this only sleeps.
-    pub fn wait(&self, max: Duration) -> bool {
+    pub(crate) fn wait(&self, max: Duration) -> bool {
         match &self.rx {
             Some(rx) => {
                 let got = rx.recv_timeout(max).is_ok();

@@ -49,7 +49,7 @@ pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src '
                        connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub(crate) enum ServeError {
     #[error("port {port} of {ip} is in use (another program listens there)")]
     PortInUse { ip: IpAddr, port: u16 },
     #[error("cannot listen on {addr}: {message}")]
@@ -59,7 +59,7 @@ pub enum ServeError {
 }
 
 /// How the server follows the swarm.
-pub struct Follow<'a> {
+pub(crate) struct Follow<'a> {
     /// How often to fetch a URL remote (and the fallback poll of a local one).
     pub interval: Duration,
     /// Ops of the log read at most.
@@ -78,7 +78,7 @@ pub struct Follow<'a> {
 
 /// A state the server shows, and what it cost.
 #[derive(Debug, Clone)]
-pub struct State {
+pub(crate) struct State {
     pub commit: String,
     pub tasks: usize,
     /// Reading it: the tip, the patched read of the board, the log since the last state.
@@ -88,14 +88,14 @@ pub struct State {
 }
 
 /// A server listening, not yet serving.
-pub struct Listening {
+pub(crate) struct Listening {
     http: Arc<tiny_http::Server>,
     addr: SocketAddr,
 }
 
 impl Listening {
     /// Listen on `ip`:`port` (port 0: a free one).
-    pub fn bind(ip: IpAddr, port: u16) -> Result<Listening, ServeError> {
+    pub(crate) fn bind(ip: IpAddr, port: u16) -> Result<Listening, ServeError> {
         let addr = SocketAddr::new(ip, port);
         let http = tiny_http::Server::http(addr).map_err(|e| match e.downcast_ref::<std::io::Error>() {
             Some(io) if io.kind() == std::io::ErrorKind::AddrInUse => ServeError::PortInUse { ip, port },
@@ -105,19 +105,19 @@ impl Listening {
         Ok(Listening { http: Arc::new(http), addr })
     }
 
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// `http://127.0.0.1:8377/`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let host = if self.addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { self.addr.ip().to_string() };
         let host = if host.contains(':') { format!("[{host}]") } else { host };
         format!("http://{host}:{}/", self.addr.port())
     }
 
     /// Serve the board of `swarm`, from `loaded` on, until `follow.stop` is set.
-    pub fn serve(self, swarm: &Swarm, mut loaded: Loaded, follow: &Follow<'_>) -> Result<(), ServeError> {
+    pub(crate) fn serve(self, swarm: &Swarm, mut loaded: Loaded, follow: &Follow<'_>) -> Result<(), ServeError> {
         let started = Instant::now();
         let mut local = (follow.local)();
         let first = render(0, &loaded, swarm, follow, None, &local);

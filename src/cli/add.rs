@@ -9,7 +9,7 @@ use super::output::task_json;
 use super::{CliError, CliResult, Ctx, parse_id, parse_kind};
 
 #[derive(Debug, clap::Args)]
-pub struct AddArgs {
+pub(crate) struct AddArgs {
     /// The task's title (one line).
     #[arg(required_unless_present = "file")]
     title: Option<String>,
@@ -53,7 +53,7 @@ fn outbox(ctx: &Ctx) -> Option<PathBuf> {
     ctx.env.outbox().map(PathBuf::from)
 }
 
-pub fn run(ctx: &mut Ctx, mut args: AddArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, mut args: AddArgs) -> CliResult<()> {
     // `--parent`, else `$GIT_SWARM_PARENT` (a runner sets it for its planner's agent).
     args.parent = args.parent.or_else(|| ctx.env.parent().map(String::from));
     if let Some(file) = &args.file {

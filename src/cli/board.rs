@@ -16,7 +16,7 @@ use super::frame;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct BoardArgs {
+pub(crate) struct BoardArgs {
     /// Write the page to this file (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
@@ -39,9 +39,9 @@ pub struct BoardArgs {
 }
 
 /// The port of `board --serve` unless `--port` says otherwise.
-pub const DEFAULT_PORT: u16 = 8377;
+pub(super) const DEFAULT_PORT: u16 = 8377;
 
-pub fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: BoardArgs) -> CliResult<()> {
     if args.log_limit == 0 {
         return Err(CliError::usage("--log-limit: at least 1"));
     }

@@ -7,7 +7,7 @@ use super::output::task_json;
 use super::{CliResult, Ctx, parse_id};
 
 #[derive(Debug, clap::Args)]
-pub struct CancelArgs {
+pub(crate) struct CancelArgs {
     /// The open or claimed task.
     #[arg(value_parser = parse_id)]
     id: String,
@@ -16,7 +16,7 @@ pub struct CancelArgs {
     reason: Option<String>,
 }
 
-pub fn run(ctx: &mut Ctx, args: CancelArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: CancelArgs) -> CliResult<()> {
     let id = args.id.clone();
     let reason = args.reason.clone().unwrap_or_else(|| format!("by {}", ctx.agent()));
     let (_swarm, c) = ctx.transact(|snap, now, agent| {

@@ -19,7 +19,7 @@ use serde_json::json;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct CiArgs {
+pub(crate) struct CiArgs {
     #[command(subcommand)]
     cmd: CiCmd,
 }
@@ -110,7 +110,7 @@ struct GithubArgs {
     stdout: bool,
 }
 
-pub fn run(ctx: &mut Ctx, args: CiArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: CiArgs) -> CliResult<()> {
     match args.cmd {
         CiCmd::Github(a) => github(ctx, a),
         CiCmd::Gitlab(a) => gitlab::run(ctx, a),
@@ -443,7 +443,7 @@ pub(super) fn warn_push_budget(ctx: &Ctx, forge: &budget::Forge, workers: u32, a
 }
 
 /// The GitHub repository of the swarm: `--repo`, else the swarm's remote when it is on github.com.
-pub fn repo_slug(ctx: &Ctx, flag: Option<&str>) -> CliResult<RepoSlug> {
+pub(super) fn repo_slug(ctx: &Ctx, flag: Option<&str>) -> CliResult<RepoSlug> {
     if let Some(r) = flag {
         return r.parse().map_err(|e: String| CliError::usage(format!("--repo: {e}")));
     }
@@ -465,13 +465,13 @@ pub fn repo_slug(ctx: &Ctx, flag: Option<&str>) -> CliResult<RepoSlug> {
 }
 
 /// A client of the API at `$GITHUB_API_URL` (else api.github.com) with `$GITHUB_TOKEN` (else `$GH_TOKEN`).
-pub fn client(env: &crate::environment::Environment) -> CliResult<Client> {
+pub(super) fn client(env: &crate::environment::Environment) -> CliResult<Client> {
     let token = env.github_token().ok_or(ApiError::NoToken).map_err(api_error)?;
     Client::new(env.github_api_url().unwrap_or(DEFAULT_API_URL), token).map_err(api_error)
 }
 
 /// GitHub's errors with what to do about them.
-pub fn api_error(e: ApiError) -> CliError {
+pub(super) fn api_error(e: ApiError) -> CliError {
     let msg = e.to_string();
     match e {
         ApiError::NoToken => CliError::usage(msg).hint(

@@ -9,7 +9,7 @@ use super::output::task_json;
 use super::{CliResult, Ctx, parse_id, parse_kind, parse_lease};
 
 #[derive(Debug, clap::Args)]
-pub struct ClaimArgs {
+pub(crate) struct ClaimArgs {
     /// The task to claim [default: the best ready task of --kind].
     #[arg(value_parser = parse_id)]
     id: Option<String>,
@@ -21,7 +21,7 @@ pub struct ClaimArgs {
     kind: Kind,
 }
 
-pub fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: ClaimArgs) -> CliResult<()> {
     // Claiming a task this agent already holds renews it, but only if it is the claim this clone recorded.
     let recorded = args.id.as_deref().and_then(|id| ctx.recalled_epoch(ctx.agent(), id));
     ctx.refuse_a_runners_id(ctx.agent(), "claim")?;

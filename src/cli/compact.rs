@@ -6,13 +6,13 @@ use serde_json::json;
 use super::{CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct CompactArgs {
+pub(crate) struct CompactArgs {
     /// Only when more than N ops were written since the last compaction (for a scheduled job).
     #[arg(long, value_name = "N", default_value_t = 0)]
     if_longer_than: usize,
 }
 
-pub fn run(ctx: &mut Ctx, args: CompactArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: CompactArgs) -> CliResult<()> {
     let agent = ctx.agent().to_string();
     let swarm = ctx.swarm()?;
     let who = Ctx::identity(&swarm, &agent);

@@ -16,13 +16,13 @@ use clap_complete::Shell;
 use super::{Cli, CliError, CliResult};
 
 #[derive(Debug, clap::Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell: bash, zsh or fish.
     #[arg(value_parser = ["bash", "zsh", "fish"])]
     pub shell: String,
 }
 
-pub fn run(args: CompletionsArgs) -> CliResult<()> {
+pub(super) fn run(args: CompletionsArgs) -> CliResult<()> {
     let shell = parse_shell(&args.shell)?;
     let script = script(shell);
     let mut out = std::io::stdout().lock();
@@ -30,7 +30,7 @@ pub fn run(args: CompletionsArgs) -> CliResult<()> {
     Ok(())
 }
 
-pub fn parse_shell(name: &str) -> CliResult<Shell> {
+pub(super) fn parse_shell(name: &str) -> CliResult<Shell> {
     match name {
         "bash" => Ok(Shell::Bash),
         "zsh" => Ok(Shell::Zsh),
@@ -55,7 +55,7 @@ _git_swarm() {
 "#;
 
 /// The script for `shell`.
-pub fn script(shell: Shell) -> Vec<u8> {
+pub(super) fn script(shell: Shell) -> Vec<u8> {
     let mut cmd = Cli::command().bin_name("git-swarm");
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "git-swarm", &mut buf);

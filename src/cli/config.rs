@@ -8,7 +8,7 @@ use serde_json::json;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     #[command(subcommand)]
     action: Option<Action>,
 }
@@ -27,7 +27,7 @@ enum Action {
     Unset { key: String },
 }
 
-pub fn run(ctx: &mut Ctx, args: ConfigArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: ConfigArgs) -> CliResult<()> {
     match args.action {
         None => {
             let snap = ctx.read(false)?;

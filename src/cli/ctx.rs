@@ -7,7 +7,7 @@ use super::*;
 /// Everything a subcommand needs: the parsed globals, the printer, and the swarm once opened.
 /// Opens the command's swarm ([`Ctx::opener`]).
 #[derive(Debug, Clone)]
-pub struct Opener {
+pub(crate) struct Opener {
     pub(in crate::cli) dir: PathBuf,
     pub(in crate::cli) remote: Option<String>,
     pub(in crate::cli) swarm_name: String,
@@ -16,13 +16,13 @@ pub struct Opener {
 }
 
 impl Opener {
-    pub fn open(&self) -> CliResult<Swarm> {
+    pub(crate) fn open(&self) -> CliResult<Swarm> {
         let repo = crate::repo::discover(&self.dir, &self.env).map_err(|e| CliError::from(TxnError::from(e)))?;
         Ok(crate::open_swarm(repo, self.remote.as_deref(), &self.swarm_name, self.transport)?)
     }
 }
 
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub out: Printer,
     /// The repository until the swarm is opened, which then owns it (`swarm.local.repo`).
     pub(in crate::cli) repo: Option<gix::Repository>,
@@ -105,20 +105,20 @@ impl Ctx {
     }
 
     /// This clone's `git config swarm.*` settings for runners; a bad key is a usage error naming it.
-    pub fn git_config(&self) -> CliResult<crate::config::Local> {
+    pub(crate) fn git_config(&self) -> CliResult<crate::config::Local> {
         self.git_config.clone().map_err(|e| {
             CliError::usage(e).hint("see the keys with `man git-swarm` (CONFIGURATION) or docs/configuration.md")
         })
     }
 
     /// This agent's id: `--agent`, `$GIT_SWARM_AGENT`, else `<user>-<host>` (validated once, in `new`).
-    pub fn agent(&self) -> &str {
+    pub(crate) fn agent(&self) -> &str {
         &self.agent
     }
 
     /// The id of a long-running runner: as [`Ctx::agent`] when given; else `<user>-<host>-<4 hex>`, so that two
     /// runners started in one clone without `--agent` never share an id (and a work tree, and claims).
-    pub fn runner_agent(&self) -> String {
+    pub(crate) fn runner_agent(&self) -> String {
         if self.agent_given {
             return self.agent.clone();
         }
@@ -126,34 +126,34 @@ impl Ctx {
         format!("{base}-{:04x}", fastrand::u16(..))
     }
 
-    pub fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         Timestamp::now_with_offset(self.clock_offset)
     }
 
     /// The clock ops see: the system clock, shifted by `GIT_SWARM_CLOCK_OFFSET` (tests skew it).
-    pub fn clock(&self) -> impl Fn() -> Timestamp + use<> {
+    pub(crate) fn clock(&self) -> impl Fn() -> Timestamp + use<> {
         let offset = self.clock_offset;
         move || Timestamp::now_with_offset(offset)
     }
 
     /// `--remote` (or `$GIT_SWARM_REMOTE`, or `git config swarm.remote`) as given.
-    pub fn remote_cli(&self) -> Option<String> {
+    pub(crate) fn remote_cli(&self) -> Option<String> {
         self.remote.clone()
     }
 
     /// Where the command runs.
-    pub fn dir(&self) -> &std::path::Path {
+    pub(crate) fn dir(&self) -> &std::path::Path {
         &self.dir
     }
 
     /// The repository the command runs in, whether the swarm is open yet or not.
-    pub fn repo(&self) -> Option<&gix::Repository> {
+    pub(crate) fn repo(&self) -> Option<&gix::Repository> {
         self.repo.as_ref().or_else(|| self.swarm.as_deref().map(|s| &s.local.repo))
     }
 
     /// The remote as agents should name it (`GIT_SWARM_REMOTE`): `--remote`, else `origin` when configured, else
     /// this repository's path.
-    pub fn remote_arg(&self) -> String {
+    pub(crate) fn remote_arg(&self) -> String {
         if let Some(r) = &self.remote {
             return r.clone();
         }
@@ -162,7 +162,7 @@ impl Ctx {
     }
 
     /// The swarm, opened on the first call; every later call shares it.
-    pub fn swarm(&mut self) -> CliResult<std::rc::Rc<Swarm>> {
+    pub(crate) fn swarm(&mut self) -> CliResult<std::rc::Rc<Swarm>> {
         if let Some(s) = &self.swarm {
             return Ok(std::rc::Rc::clone(s));
         }
@@ -175,7 +175,7 @@ impl Ctx {
 
     /// What opens this command's swarm again, in another thread (a `Swarm` is not `Send`): one per agent of
     /// `run worker --agents`.
-    pub fn opener(&self) -> Opener {
+    pub(crate) fn opener(&self) -> Opener {
         Opener {
             dir: self.dir.clone(),
             remote: self.remote.clone(),
@@ -186,7 +186,7 @@ impl Ctx {
     }
 
     /// The identity written on state commits: the configured user, else the agent.
-    pub fn identity(swarm: &Swarm, agent: &str) -> Identity {
+    pub(crate) fn identity(swarm: &Swarm, agent: &str) -> Identity {
         let cfg = swarm.local.repo.config_snapshot();
         let name = cfg.string("user.name").map(|v| v.to_string()).filter(|v| !v.trim().is_empty());
         let email = cfg.string("user.email").map(|v| v.to_string()).filter(|v| !v.trim().is_empty());
@@ -197,7 +197,7 @@ impl Ctx {
     }
 
     /// Run one op through the transaction loop, reporting unreadable files on the way.
-    pub fn transact<T>(
+    pub(crate) fn transact<T>(
         &mut self,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
     ) -> CliResult<(std::rc::Rc<Swarm>, crate::Committed<T>)> {
@@ -205,7 +205,7 @@ impl Ctx {
     }
 
     /// [`Ctx::transact`] for an op that reads only part of the board ([`crate::Reads`]).
-    pub fn transact_on<T>(
+    pub(crate) fn transact_on<T>(
         &mut self,
         reads: crate::Reads<'_>,
         op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
@@ -227,7 +227,7 @@ impl Ctx {
 
     /// [`Ctx::transact`] for an op that writes the settings ([`Swarm::transact_settings`]): it may replace a
     /// `swarm.toml` that cannot be read. What the board's settings were is in the snapshot the op gets.
-    pub fn transact_settings<T>(
+    pub(crate) fn transact_settings<T>(
         &mut self,
         mut op: impl FnMut(&Snapshot, Timestamp, &str) -> Result<(crate::ops::Change, T), DomainError>,
     ) -> CliResult<(std::rc::Rc<Swarm>, crate::Committed<T>)> {
@@ -247,7 +247,7 @@ impl Ctx {
     }
 
     /// Read the newest board, reporting unreadable files.
-    pub fn read(&mut self, full: bool) -> CliResult<Snapshot> {
+    pub(crate) fn read(&mut self, full: bool) -> CliResult<Snapshot> {
         let swarm = self.swarm()?;
         let snap = swarm.read(full)?;
         self.out.problems(&snap.problems);
@@ -260,7 +260,7 @@ impl Ctx {
         self.common_dir.join("swarm").join("held").join(&self.swarm_name).join(agent).join(id)
     }
 
-    pub fn remember_epoch(&self, agent: &str, id: &str, epoch: u64) {
+    pub(crate) fn remember_epoch(&self, agent: &str, id: &str, epoch: u64) {
         let p = self.held_path(agent, id);
         // Best effort: without the record, fencing falls back to the agent id alone.
         if let Some(parent) = p.parent()
@@ -270,12 +270,12 @@ impl Ctx {
         }
     }
 
-    pub fn recalled_epoch(&self, agent: &str, id: &str) -> Option<u64> {
+    pub(crate) fn recalled_epoch(&self, agent: &str, id: &str) -> Option<u64> {
         std::fs::read_to_string(self.held_path(agent, id)).ok()?.trim().parse().ok()
     }
 
     /// Drop the record of `epoch`, unless another claim of this agent has replaced it meanwhile.
-    pub fn forget_epoch(&self, agent: &str, id: &str, epoch: Option<u64>) {
+    pub(crate) fn forget_epoch(&self, agent: &str, id: &str, epoch: Option<u64>) {
         if epoch.is_none() || self.recalled_epoch(agent, id) == epoch {
             let _ = std::fs::remove_file(self.held_path(agent, id));
         }
@@ -284,7 +284,7 @@ impl Ctx {
     /// Refuse a holder op (`claim`, `done`, `fail`, `release`) under the agent id of a runner that runs in this
     /// clone: its agent inherits the id, and an agent that finishes its own task would have it done without its
     /// code (the landing then refused). `renew` stays open to the agent's hooks.
-    pub fn refuse_a_runners_id(&self, agent: &str, what: &str) -> CliResult<()> {
+    pub(crate) fn refuse_a_runners_id(&self, agent: &str, what: &str) -> CliResult<()> {
         // Inside a runner's agent run (its outbox is set; in a sandbox the runner's pid file is not even visible).
         let in_run = self.env.outbox().is_some() && self.env.agent() == Some(agent);
         let pid = match crate::runner::live_runner(&crate::runner::Places::of(&self.common_dir, &self.env), agent) {
@@ -305,7 +305,7 @@ impl Ctx {
 
     /// The shape of `release`, `done` and `fail`: an op by the holder of `id`, under `epoch` (the flag, else the
     /// recorded one), then the task printed as `<verb> <id>` or as JSON.
-    pub fn holder_op(
+    pub(crate) fn holder_op(
         &mut self,
         id: &str,
         epoch: Option<u64>,
@@ -342,7 +342,7 @@ impl Ctx {
 
     /// The commit a revision names in this repository (`HEAD`, a branch, a short or full id). A revision that
     /// names nothing, or no commit, is a usage error naming `flag`.
-    pub fn resolve_commit(&self, rev: &str, flag: &str) -> CliResult<gix::ObjectId> {
+    pub(crate) fn resolve_commit(&self, rev: &str, flag: &str) -> CliResult<gix::ObjectId> {
         let bad = |why: String| {
             CliError::usage(format!("{flag} '{}': {why}", crate::escape::line(rev)))
                 .hint("give a commit of this repository: HEAD, a branch, or a commit id")

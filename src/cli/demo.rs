@@ -13,7 +13,7 @@ use super::up::{Fleet, FleetEnd, run_fleet};
 use super::{CliError, CliResult};
 
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Worker processes (at least 1: a fleet with no worker lands nothing).
     #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     workers: u32,
@@ -53,7 +53,7 @@ fn write(path: &Path, text: &str) -> CliResult<()> {
     std::fs::write(path, text).map_err(|e| CliError::io(format!("demo: cannot write {}: {e}", path.display())))
 }
 
-pub fn run(out: &Printer, args: DemoArgs, env: &Environment) -> CliResult<()> {
+pub(super) fn run(out: &Printer, args: DemoArgs, env: &Environment) -> CliResult<()> {
     let tmp = tempfile::Builder::new()
         .prefix("git-swarm-demo-")
         .tempdir()

@@ -12,7 +12,7 @@ use super::ci::{api_error, client, repo_slug};
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct DispatchArgs {
+pub(crate) struct DispatchArgs {
     /// Worker jobs [default: the workflow's `workers` input default].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
     workers: Option<u32>,
@@ -37,7 +37,7 @@ pub struct DispatchArgs {
     project: Option<String>,
 }
 
-pub fn run(ctx: &mut Ctx, a: DispatchArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, a: DispatchArgs) -> CliResult<()> {
     if a.gitlab {
         check_ref(a.git_ref.as_deref())?;
         return super::ci::dispatch_gitlab(ctx, a.project.as_deref(), a.git_ref, a.workers, a.goal);

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Repair what can be repaired without losing anything: put back a state ref that was rewound or deleted
     /// (from what this clone saw), remove stale lock files, stray work trees and stale records.
     #[arg(long)]
@@ -18,7 +18,7 @@ pub struct DoctorArgs {
     accept_remote: bool,
 }
 
-pub fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
     let local = ctx.git_config()?;
     let swarm = ctx.swarm()?;
     let agent = ctx.agent().to_string();

@@ -5,7 +5,7 @@ use crate::ops;
 use super::{CliResult, Ctx, parse_id};
 
 #[derive(Debug, clap::Args)]
-pub struct DoneArgs {
+pub(crate) struct DoneArgs {
     #[arg(value_parser = parse_id)]
     id: String,
     /// The commit that carries the work: any revision of this repository (HEAD, a branch, a commit id).
@@ -19,7 +19,7 @@ pub struct DoneArgs {
     epoch: Option<u64>,
 }
 
-pub fn run(ctx: &mut Ctx, args: DoneArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: DoneArgs) -> CliResult<()> {
     // The board records a commit id, never a name that moves: resolved here, refused when it names nothing.
     let commit = match &args.commit {
         Some(rev) => Some(ctx.resolve_commit(rev, "--commit")?),

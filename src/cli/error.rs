@@ -6,7 +6,7 @@ use crate::ops::DomainError;
 
 /// Exit codes of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// 1: I/O, git, network, a state ref that cannot be read.
     Error = 1,
     /// 2: unknown command or flag, bad value.
@@ -18,7 +18,7 @@ pub enum Exit {
 }
 
 #[derive(Debug)]
-pub struct CliError {
+pub(crate) struct CliError {
     pub exit: Exit,
     pub message: String,
     pub hints: Vec<String>,
@@ -26,33 +26,33 @@ pub struct CliError {
     pub documented: bool,
 }
 
-pub type CliResult<T> = Result<T, CliError>;
+pub(crate) type CliResult<T> = Result<T, CliError>;
 
 impl CliError {
-    pub fn new(exit: Exit, message: impl Into<String>) -> Self {
+    pub(crate) fn new(exit: Exit, message: impl Into<String>) -> Self {
         CliError { exit, message: message.into(), hints: vec![], documented: false }
     }
-    pub fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         Self::new(Exit::Usage, message)
     }
-    pub fn io(message: impl Into<String>) -> Self {
+    pub(crate) fn io(message: impl Into<String>) -> Self {
         Self::new(Exit::Error, message)
     }
-    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hints.push(hint.into());
         self
     }
     /// Mark the error as coming after the command's JSON document.
-    pub fn documented(mut self) -> Self {
+    pub(crate) fn documented(mut self) -> Self {
         self.documented = true;
         self
     }
-    pub fn code(&self) -> u8 {
+    pub(crate) fn code(&self) -> u8 {
         self.exit as u8
     }
 
     /// The JSON document of this error on stdout, alone (the message went to stderr already).
-    pub fn report_json_only(&self) {
+    pub(crate) fn report_json_only(&self) {
         use std::io::Write;
         let doc = serde_json::json!({"error": {"code": self.code(), "message": self.message, "hints": self.hints}});
         let _ = writeln!(std::io::stdout().lock(), "{doc}");
@@ -60,7 +60,7 @@ impl CliError {
 
     /// `error: …` and `hint: …` lines on stderr; with `--json` also a JSON object on stdout so that scripts always
     /// get one document.
-    pub fn report(&self, json: bool) {
+    pub(crate) fn report(&self, json: bool) {
         use std::io::Write;
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "error: {}", self.message);

@@ -5,7 +5,7 @@ use crate::ops;
 use super::{CliError, CliResult, Ctx, parse_id};
 
 #[derive(Debug, clap::Args)]
-pub struct FailArgs {
+pub(crate) struct FailArgs {
     #[arg(value_parser = parse_id)]
     id: String,
     /// Why it failed (kept with the task for the next attempt and the planners).
@@ -16,7 +16,7 @@ pub struct FailArgs {
     epoch: Option<u64>,
 }
 
-pub fn run(ctx: &mut Ctx, args: FailArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: FailArgs) -> CliResult<()> {
     if args.reason.trim().is_empty() {
         return Err(CliError::usage("fail: --reason is empty"));
     }

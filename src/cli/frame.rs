@@ -6,13 +6,13 @@ use crate::escape::line;
 use crate::model::Status;
 
 /// A member of a local fleet (`git swarm up`): its agent id and exit code once it has exited.
-pub struct MemberLine<'a> {
+pub(super) struct MemberLine<'a> {
     pub agent: &'a str,
     pub exit: Option<i32>,
 }
 
 /// The first line of a frame of `git swarm <command>`: the swarm, the remote, the state commit, the clock.
-pub fn head(command: &str, swarm: &crate::Swarm, v: &BoardView) -> String {
+pub(super) fn head(command: &str, swarm: &crate::Swarm, v: &BoardView) -> String {
     format!(
         "git swarm {command} — swarm {} on {} — state {} — {}",
         line(&swarm.name),
@@ -44,7 +44,7 @@ fn sparkline(values: &[u64]) -> String {
 
 /// One frame. `head` is the first line (what and where); with `members`, the holders are listed per member of
 /// the fleet (idle ones and exited ones too), else per agent that holds something.
-pub fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> String {
+pub(super) fn render(v: &BoardView, head: &str, members: Option<&[MemberLine<'_>]>) -> String {
     let mut s = String::new();
     s.push_str(head);
     s.push('\n');

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct GoalArgs {
+pub(crate) struct GoalArgs {
     /// The new goal (the same one again goes on with it in a new cycle). Without it, the current goal is printed.
     #[arg(conflicts_with = "file")]
     text: Option<String>,
@@ -18,7 +18,7 @@ pub struct GoalArgs {
     file: Option<PathBuf>,
 }
 
-pub fn run(ctx: &mut Ctx, args: GoalArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: GoalArgs) -> CliResult<()> {
     let text = match (args.text, &args.file) {
         (Some(t), _) => Some(t),
         (None, Some(p)) => Some(super::read_text_arg(p, "--file")?),

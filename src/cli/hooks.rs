@@ -21,7 +21,7 @@ use super::output::Printer;
 use super::{CliError, CliResult, Ctx, GlobalArgs};
 
 #[derive(Debug, clap::Args)]
-pub struct HooksArgs {
+pub(crate) struct HooksArgs {
     #[command(subcommand)]
     cmd: HooksCmd,
 }
@@ -100,7 +100,7 @@ impl From<hooks::HookError> for CliError {
 }
 
 /// The entry point: the handlers make their own context, so that even a broken setup never fails a commit.
-pub fn run(global: GlobalArgs, args: HooksArgs, env: Arc<Environment>) -> CliResult<()> {
+pub(super) fn run(global: GlobalArgs, args: HooksArgs, env: Arc<Environment>) -> CliResult<()> {
     match args.cmd {
         HooksCmd::Run(hook) => run_git_hook(global, hook, env),
         HooksCmd::Agent { tool, event, payload } => {

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{CliError, CliResult, Ctx, parse_lease};
 
 #[derive(Debug, clap::Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// The branch workers land code on [default: the current branch, else main].
     #[arg(long, value_name = "BRANCH")]
     target: Option<String>,
@@ -28,7 +28,7 @@ pub struct InitArgs {
     force: bool,
 }
 
-pub fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: InitArgs) -> CliResult<()> {
     let agent = ctx.agent().to_string();
     let swarm = ctx.swarm()?;
     let target_given = args.target.is_some();

@@ -6,7 +6,7 @@ use super::output::{task_line, tasks_json};
 use super::{CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Only tasks with this status (open, claimed, done, failed, cancelled).
     #[arg(long, value_parser = |s: &str| s.parse::<Status>())]
     status: Option<Status>,
@@ -15,7 +15,7 @@ pub struct ListArgs {
     label: Option<String>,
 }
 
-pub fn run(ctx: &mut Ctx, args: ListArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: ListArgs) -> CliResult<()> {
     let snap = ctx.read(true)?;
     let now = ctx.now();
     let mut tasks: Vec<_> = snap

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::{CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct LogArgs {
+pub(crate) struct LogArgs {
     /// Show at most this many ops.
     #[arg(short = 'n', long = "max-count", value_name = "N")]
     max_count: Option<usize>,
@@ -14,7 +14,7 @@ pub struct LogArgs {
     archived: bool,
 }
 
-pub fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: LogArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let snap = swarm.read(false)?;
     let entries = swarm.history(snap.commit, args.max_count.unwrap_or(usize::MAX), args.archived)?;

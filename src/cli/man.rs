@@ -12,9 +12,9 @@ use clap_mangen::roff::{Roff, bold, italic, roman};
 use super::{Cli, CliError, CliResult};
 
 #[derive(Debug, clap::Args)]
-pub struct ManArgs {}
+pub(crate) struct ManArgs {}
 
-pub fn run(_args: ManArgs) -> CliResult<()> {
+pub(super) fn run(_args: ManArgs) -> CliResult<()> {
     let page = render().map_err(|e| CliError::io(format!("cannot render the manual page: {e}")))?;
     let mut out = std::io::stdout().lock();
     out.write_all(&page).map_err(|e| CliError::io(format!("cannot write the manual page: {e}")))?;
@@ -22,7 +22,7 @@ pub fn run(_args: ManArgs) -> CliResult<()> {
 }
 
 /// The whole page `git-swarm(1)`.
-pub fn render() -> std::io::Result<Vec<u8>> {
+pub(super) fn render() -> std::io::Result<Vec<u8>> {
     let cmd = Cli::command().name("git-swarm").bin_name("git swarm");
     let man = clap_mangen::Man::new(cmd.clone())
         .title("GIT-SWARM")

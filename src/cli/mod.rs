@@ -50,8 +50,8 @@ use crate::{Identity, Snapshot};
 use crate::{Retry, Swarm, TxnError};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub use ctx::Ctx;
-pub use error::{CliError, CliResult};
+pub(crate) use ctx::Ctx;
+pub(crate) use error::{CliError, CliResult};
 use output::Printer;
 
 /// Coordinate many coding agents on one repository, with no server: a task board in a git ref, changed only by
@@ -59,7 +59,7 @@ use output::Printer;
 #[derive(Debug, Parser)]
 #[command(name = "git-swarm", version, about, max_term_width = 100)]
 #[command(propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
     #[command(subcommand)]
@@ -68,7 +68,7 @@ pub struct Cli {
 
 /// Flags every command takes, before or after its name.
 #[derive(Debug, clap::Args)]
-pub struct GlobalArgs {
+pub(crate) struct GlobalArgs {
     /// Run as if started in <DIR>, like `git -C` (several combine: each is relative to the one before; an empty
     /// one changes nothing).
     #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append,
@@ -93,7 +93,7 @@ pub struct GlobalArgs {
 impl GlobalArgs {
     /// Where the command runs: the current directory moved by every `-C` in turn, as git does (each relative to
     /// the one before; an empty one changes nothing).
-    pub fn start_dir(&self) -> CliResult<PathBuf> {
+    pub(crate) fn start_dir(&self) -> CliResult<PathBuf> {
         let mut dir = PathBuf::new();
         for d in self.dir.iter().filter(|d| !d.is_empty()) {
             dir = dir.join(d);
@@ -110,7 +110,7 @@ impl GlobalArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Create the swarm's state ref on the remote (a second run changes nothing).
     Init(init::InitArgs),
     /// Add an open task; prints its id.
@@ -182,7 +182,7 @@ pub enum Command {
 }
 
 /// Read a text argument from a file (`-`: stdin), naming the flag in errors.
-pub fn read_text_arg(path: &std::path::Path, flag: &str) -> CliResult<String> {
+pub(crate) fn read_text_arg(path: &std::path::Path, flag: &str) -> CliResult<String> {
     if path.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
@@ -193,7 +193,7 @@ pub fn read_text_arg(path: &std::path::Path, flag: &str) -> CliResult<String> {
 }
 
 /// Parse a `--kind`.
-pub fn parse_kind(s: &str) -> Result<Kind, String> {
+pub(crate) fn parse_kind(s: &str) -> Result<Kind, String> {
     match s {
         "work" => Ok(Kind::Work),
         "plan" => Ok(Kind::Plan),
@@ -202,12 +202,12 @@ pub fn parse_kind(s: &str) -> Result<Kind, String> {
 }
 
 /// Parse a `--lease` or other duration flag.
-pub fn parse_lease(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
     crate::time::parse_duration(s)
 }
 
 /// Parse a command flag (`--exec`): a command that is only blanks would run nothing (and fail every task).
-pub fn parse_command(s: &str) -> Result<String, String> {
+pub(crate) fn parse_command(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
         return Err("the command is empty: give the agent's command line, e.g. --exec 'claude -p'".into());
     }
@@ -215,13 +215,13 @@ pub fn parse_command(s: &str) -> Result<String, String> {
 }
 
 /// Parse a task id argument.
-pub fn parse_id(s: &str) -> Result<String, String> {
+pub(crate) fn parse_id(s: &str) -> Result<String, String> {
     crate::model::validate_id(s)?;
     Ok(s.to_string())
 }
 
 /// The entry point of the binary.
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     // The trampoline an agent starts through (`agent::enter`): no command line to parse, no output but why not.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == crate::agent::enter::ARG) {

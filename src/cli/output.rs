@@ -10,17 +10,17 @@ use crate::time::Timestamp;
 use crate::usage::Usage;
 use serde_json::{Value, json};
 
-pub struct Printer {
+pub(crate) struct Printer {
     pub json: bool,
 }
 
 impl Printer {
-    pub fn new(json: bool) -> Self {
+    pub(crate) fn new(json: bool) -> Self {
         Printer { json }
     }
 
     /// A line of human output (ignored under `--json`).
-    pub fn line(&self, s: impl AsRef<str>) {
+    pub(crate) fn line(&self, s: impl AsRef<str>) {
         if !self.json {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", s.as_ref());
@@ -28,7 +28,7 @@ impl Printer {
     }
 
     /// The JSON document (only under `--json`).
-    pub fn doc(&self, v: &Value) {
+    pub(crate) fn doc(&self, v: &Value) {
         if self.json {
             let mut out = std::io::stdout().lock();
             let _ = serde_json::to_writer_pretty(&mut out, v);
@@ -37,18 +37,18 @@ impl Printer {
     }
 
     /// A remark for a person on stderr (not under `--json`), like "no tasks".
-    pub fn note(&self, s: impl AsRef<str>) {
+    pub(crate) fn note(&self, s: impl AsRef<str>) {
         if !self.json {
             let _ = writeln!(std::io::stderr().lock(), "{}", s.as_ref());
         }
     }
 
-    pub fn warn(&self, s: impl AsRef<str>) {
+    pub(crate) fn warn(&self, s: impl AsRef<str>) {
         let _ = writeln!(std::io::stderr().lock(), "warning: {}", s.as_ref());
     }
 
     /// Unreadable files of the state ref, one `warning:` line each.
-    pub fn problems(&self, problems: &[Problem]) {
+    pub(crate) fn problems(&self, problems: &[Problem]) {
         for p in problems {
             if p.path == "swarm.toml" {
                 // The board is read all the same, with the newest settings that read: say what that means.
@@ -64,7 +64,7 @@ impl Printer {
 }
 
 /// The task object of the contract (`docs/json.md`), with the extra fields after the contract's.
-pub fn task_json(t: &Task, now: Timestamp) -> Value {
+pub(super) fn task_json(t: &Task, now: Timestamp) -> Value {
     let claim = t.claim.as_ref().map(|c| {
         json!({"agent": c.agent, "epoch": c.epoch, "lease_until": c.lease_until.to_string(), "expired": c.lease_until <= now,
                "usage": t.claim_usage.as_ref().map(usage_json)})
@@ -101,7 +101,7 @@ pub fn task_json(t: &Task, now: Timestamp) -> Value {
 
 /// The usage object of `docs/json.md`: `{"input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "runs"}`
 /// (`cost_usd` is `null` when no run reported a cost).
-pub fn usage_json(u: &Usage) -> Value {
+pub(super) fn usage_json(u: &Usage) -> Value {
     json!({
         "input_tokens": u.input_tokens,
         "output_tokens": u.output_tokens,
@@ -111,12 +111,12 @@ pub fn usage_json(u: &Usage) -> Value {
     })
 }
 
-pub fn tasks_json<'a>(tasks: impl IntoIterator<Item = &'a Task>, now: Timestamp) -> Value {
+pub(super) fn tasks_json<'a>(tasks: impl IntoIterator<Item = &'a Task>, now: Timestamp) -> Value {
     Value::Array(tasks.into_iter().map(|t| task_json(t, now)).collect())
 }
 
 /// One line for a task: `t-3f9a2c  claimed  p0  title  (alice until 14:05:00)`.
-pub fn task_line(t: &Task, now: Timestamp) -> String {
+pub(super) fn task_line(t: &Task, now: Timestamp) -> String {
     let mut s = format!("{}  {:<9} p{:<3} {}", t.id, t.status.as_str(), t.priority, escape::line(&t.title));
     if t.kind != crate::model::Kind::Work {
         s.push_str(&format!("  [{}]", t.kind));
@@ -133,7 +133,7 @@ pub fn task_line(t: &Task, now: Timestamp) -> String {
 
 /// The full human view of a task for `show`.
 /// `handoff`: the worker's hand-off note (`notes/<id>.md`), when there is one.
-pub fn task_detail(t: &Task, now: Timestamp, waiting: &[String], handoff: Option<&str>) -> String {
+pub(super) fn task_detail(t: &Task, now: Timestamp, waiting: &[String], handoff: Option<&str>) -> String {
     let mut s = String::new();
     let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<10} {v}\n"));
     kv("id", t.id.clone());

@@ -7,13 +7,13 @@ use super::output::{task_line, tasks_json};
 use super::{CliResult, Ctx, parse_kind};
 
 #[derive(Debug, clap::Args)]
-pub struct ReadyArgs {
+pub(crate) struct ReadyArgs {
     /// `work` or `plan`.
     #[arg(long, default_value = "work", value_parser = parse_kind)]
     kind: Kind,
 }
 
-pub fn run(ctx: &mut Ctx, args: ReadyArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: ReadyArgs) -> CliResult<()> {
     let snap = ctx.read(false)?;
     let now = ctx.now();
     let ready = ops::ready(&snap.board, args.kind, now);

@@ -5,7 +5,7 @@ use crate::ops;
 use super::{CliResult, Ctx, parse_id};
 
 #[derive(Debug, clap::Args)]
-pub struct ReleaseArgs {
+pub(crate) struct ReleaseArgs {
     #[arg(value_parser = parse_id)]
     id: String,
     /// The epoch I claimed under [default: the one recorded by my claim in this clone].
@@ -13,7 +13,7 @@ pub struct ReleaseArgs {
     epoch: Option<u64>,
 }
 
-pub fn run(ctx: &mut Ctx, args: ReleaseArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: ReleaseArgs) -> CliResult<()> {
     ctx.holder_op(&args.id, args.epoch, "released", |board, actor, epoch| {
         ops::release(board, actor, &args.id, epoch, None)
     })

@@ -8,7 +8,7 @@ use super::output::tasks_json;
 use super::{CliResult, Ctx, parse_id, parse_lease};
 
 #[derive(Debug, clap::Args)]
-pub struct RenewArgs {
+pub(crate) struct RenewArgs {
     /// The task [default: every task I hold].
     #[arg(value_parser = parse_id)]
     id: Option<String>,
@@ -20,7 +20,7 @@ pub struct RenewArgs {
     epoch: Option<u64>,
 }
 
-pub fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: RenewArgs) -> CliResult<()> {
     let agent = ctx.agent().to_string();
     let epoch = match (&args.id, args.epoch) {
         (_, Some(e)) => Some(e),

@@ -9,7 +9,7 @@ use super::output::task_json;
 use super::{CliError, CliResult, Ctx, parse_id};
 
 #[derive(Debug, clap::Args)]
-pub struct RetryArgs {
+pub(crate) struct RetryArgs {
     /// The failed or cancelled tasks (one op: all of them open again, or none when one cannot be).
     #[arg(value_parser = parse_id, required_unless_present = "failed", conflicts_with = "failed")]
     ids: Vec<String>,
@@ -18,7 +18,7 @@ pub struct RetryArgs {
     failed: bool,
 }
 
-pub fn run(ctx: &mut Ctx, args: RetryArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: RetryArgs) -> CliResult<()> {
     let agent = ctx.agent().to_string();
     let swarm = ctx.swarm()?;
     let who = Ctx::identity(&swarm, &agent);

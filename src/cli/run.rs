@@ -14,7 +14,7 @@ use super::error::Exit;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(subcommand)]
     role: RoleCmd,
 }
@@ -55,7 +55,7 @@ impl LoopArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct WorkerArgs {
+pub(super) struct WorkerArgs {
     #[command(flatten)]
     lp: LoopArgs,
     /// Run this in the work tree after the rebase; a failure fails the task [default: [run] check in swarm.toml].
@@ -71,7 +71,7 @@ pub struct WorkerArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct PlannerArgs {
+pub(super) struct PlannerArgs {
     #[command(flatten)]
     lp: LoopArgs,
     /// The goal of the swarm: creates the root plan task when the swarm has none.
@@ -87,7 +87,7 @@ pub struct PlannerArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct JudgeArgs {
+pub(super) struct JudgeArgs {
     #[command(flatten)]
     lp: LoopArgs,
 }
@@ -96,7 +96,7 @@ pub struct JudgeArgs {
 /// — but not one that comes within a second of the first: through `git swarm`, one Ctrl-C arrives twice, from the
 /// terminal (git and git-swarm share its process group) and again from git, which passes on to its child what it
 /// gets. Taking that echo for a second Ctrl-C left a fleet's members running as orphans (issue 35).
-pub fn stop_flag() -> Arc<AtomicBool> {
+pub(super) fn stop_flag() -> Arc<AtomicBool> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let flag = Arc::new(AtomicBool::new(false));
     match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
@@ -127,7 +127,7 @@ pub fn stop_flag() -> Arc<AtomicBool> {
     flag
 }
 
-pub fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
     if let RoleCmd::Worker(w) = &args.role
         && w.agents > 1
     {
@@ -519,7 +519,7 @@ fn printer(tag: String) -> impl FnMut(Event) {
 }
 
 /// One line on stderr per event: `<agent>: <what happened>` (task text escaped).
-pub fn print_event(agent: &str, e: &Event) {
+pub(super) fn print_event(agent: &str, e: &Event) {
     use crate::escape::line;
     use std::io::Write;
     let msg = match e {

@@ -10,7 +10,7 @@ use super::ci::{api_error, client, repo_slug};
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct RunsArgs {
+pub(crate) struct RunsArgs {
     /// How many runs, newest first.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
     limit: u32,
@@ -32,7 +32,7 @@ pub struct RunsArgs {
     source: Option<String>,
 }
 
-pub fn run(ctx: &mut Ctx, a: RunsArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, a: RunsArgs) -> CliResult<()> {
     if a.gitlab {
         return super::ci::runs_gitlab(ctx, a.project.as_deref(), a.limit, a.source.as_deref());
     }

@@ -21,7 +21,7 @@ use super::{CliError, CliResult, Printer};
 use crate::environment::Environment;
 
 #[derive(Debug, clap::Args)]
-pub struct SetupArgs {
+pub(crate) struct SetupArgs {
     /// Install under <DIR>/share [default: the folder above the one holding this binary].
     #[arg(long, value_name = "DIR")]
     pub prefix: Option<PathBuf>,
@@ -39,7 +39,7 @@ struct Install {
     content: Vec<u8>,
 }
 
-pub fn run(out: &Printer, args: SetupArgs, env: &Environment) -> CliResult<()> {
+pub(super) fn run(out: &Printer, args: SetupArgs, env: &Environment) -> CliResult<()> {
     let prefix = match args.prefix {
         Some(p) => std::path::absolute(&p).unwrap_or(p),
         None => default_prefix()?,
@@ -98,7 +98,7 @@ fn default_prefix() -> CliResult<PathBuf> {
         .ok_or_else(|| CliError::usage(format!("{}: no folder above the binary's; give --prefix", exe.display())))
 }
 
-pub fn man_path(prefix: &Path) -> PathBuf {
+pub(super) fn man_path(prefix: &Path) -> PathBuf {
     prefix.join("share/man/man1/git-swarm.1")
 }
 

@@ -6,13 +6,13 @@ use super::output::{task_detail, task_json};
 use super::{CliResult, Ctx, parse_id};
 
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// The task's id.
     #[arg(value_parser = parse_id)]
     id: String,
 }
 
-pub fn run(ctx: &mut Ctx, args: ShowArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: ShowArgs) -> CliResult<()> {
     // Read live tasks in full and finished ones by name; then the one file asked for.
     let swarm = ctx.swarm()?;
     let snap = swarm.read(false)?;

@@ -9,9 +9,9 @@ use serde_json::json;
 use super::{CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct StatusArgs {}
+pub(crate) struct StatusArgs {}
 
-pub fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, _args: StatusArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let snap = swarm.read(false)?;
     ctx.out.problems(&snap.problems);

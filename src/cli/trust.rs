@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct TrustArgs {
+pub(crate) struct TrustArgs {
     /// Trust them without asking (what a script or a workflow does; needed without a terminal).
     #[arg(long)]
     yes: bool,
@@ -21,13 +21,13 @@ pub struct TrustArgs {
 }
 
 /// The trust document of the newest board.
-pub fn document(swarm: &crate::Swarm) -> CliResult<Document> {
+pub(super) fn document(swarm: &crate::Swarm) -> CliResult<Document> {
     let snap = swarm.read(false)?;
     document_at(swarm, snap.commit)
 }
 
 /// The trust document of the state at `commit`.
-pub fn document_at(swarm: &crate::Swarm, commit: gix::ObjectId) -> CliResult<Document> {
+pub(super) fn document_at(swarm: &crate::Swarm, commit: gix::ObjectId) -> CliResult<Document> {
     let store = swarm.store();
     let snap = store.read(commit, false).map_err(|e| CliError::io(e.to_string()))?;
     let prompts = store
@@ -40,7 +40,7 @@ pub fn document_at(swarm: &crate::Swarm, commit: gix::ObjectId) -> CliResult<Doc
 /// trusted here: a clone trusts its own settings — but not what it did not write: after an edit, only when the
 /// settings before it were trusted here too (or the edit changed nothing a runner runs), so that `config set` of
 /// a timeout never trusts a command someone else pushed. What is not recorded is said, with the way to trust it.
-pub fn trust_own(ctx: &Ctx, swarm: &crate::Swarm, commit: gix::ObjectId, edited: bool) {
+pub(super) fn trust_own(ctx: &Ctx, swarm: &crate::Swarm, commit: gix::ObjectId, edited: bool) {
     let common = swarm.local.repo.common_dir();
     let res = (|| -> Result<bool, String> {
         let after = document_at(swarm, commit).map_err(|e| e.message)?;
@@ -68,7 +68,7 @@ pub fn trust_own(ctx: &Ctx, swarm: &crate::Swarm, commit: gix::ObjectId, edited:
     }
 }
 
-pub fn run(ctx: &mut Ctx, args: TrustArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: TrustArgs) -> CliResult<()> {
     let swarm = ctx.swarm()?;
     let doc = document(&swarm)?;
     let trusted = crate::trust::is_trusted(

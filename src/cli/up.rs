@@ -15,7 +15,7 @@ use super::frame::MemberLine;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct UpArgs {
+pub(crate) struct UpArgs {
     /// Worker agents, hosted by --worker-processes processes (`run worker --agents`).
     #[arg(long, default_value_t = 4, value_name = "N")]
     workers: u32,
@@ -43,7 +43,7 @@ pub struct UpArgs {
 }
 
 /// What a fleet is made of.
-pub struct Fleet {
+pub(super) struct Fleet {
     /// `-C` for the members.
     pub dir: PathBuf,
     pub remote: Option<String>,
@@ -64,7 +64,7 @@ pub struct Fleet {
 }
 
 /// How a fleet ended.
-pub struct FleetEnd {
+pub(super) struct FleetEnd {
     pub failed: Vec<String>,
     pub pushes: u64,
     pub lost_races: u64,
@@ -83,7 +83,7 @@ struct Member {
     exit: Option<i32>,
 }
 
-pub fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: UpArgs) -> CliResult<()> {
     let goal = match (args.goal.clone(), &args.goal_file) {
         (Some(g), _) => Some(g),
         (None, Some(p)) => Some(super::read_text_arg(p, "--goal-file")?),
@@ -239,7 +239,7 @@ fn preflight(
 
 /// The fleet's closing lines: counts, why tasks failed, the judge's verdict when it gave one while the fleet ran
 /// (`since`). Returns the tasks that failed while it ran (not in `before`).
-pub fn report_end(
+pub(super) fn report_end(
     ctx: &Ctx,
     swarm: &Swarm,
     end: &FleetEnd,
@@ -319,7 +319,7 @@ fn count(c: &[(Status, usize)], st: Status) -> usize {
 
 /// Start the members, show the board until they have all exited (or Ctrl-C), and collect their figures. `env`: this
 /// process's, which the members inherit (the clock offset of the board shown, where the clone's runners are).
-pub fn run_fleet(f: &Fleet, swarm: &Swarm, env: &crate::environment::Environment) -> CliResult<FleetEnd> {
+pub(super) fn run_fleet(f: &Fleet, swarm: &Swarm, env: &crate::environment::Environment) -> CliResult<FleetEnd> {
     let stop = super::run::stop_flag();
     std::fs::create_dir_all(&f.logs).map_err(|e| CliError::io(format!("cannot create {}: {e}", f.logs.display())))?;
     let exe = std::env::current_exe().map_err(|e| CliError::io(format!("cannot find the git-swarm binary: {e}")))?;

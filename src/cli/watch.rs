@@ -18,7 +18,7 @@ use super::frame;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Debug, clap::Args)]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// How often to look at a remote that cannot be watched for file events (a URL), and the fallback poll of one
     /// that can.
     #[arg(long, default_value = "2s", value_parser = parse_interval, value_name = "DURATION")]
@@ -63,7 +63,7 @@ impl Drop for Cursor {
     }
 }
 
-pub fn run(ctx: &mut Ctx, args: WatchArgs) -> CliResult<()> {
+pub(super) fn run(ctx: &mut Ctx, args: WatchArgs) -> CliResult<()> {
     if args.log_limit == 0 {
         return Err(CliError::usage("--log-limit: at least 1"));
     }

@@ -8,7 +8,7 @@ use crate::usage::Usd;
 
 /// `[run] empty`: what a worker's run that exits 0 without changing anything means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Empty {
+pub(crate) enum Empty {
     /// The task fails (the default): an agent that quietly did nothing is the common failure.
     Fail,
     /// The task is done (for tasks that only verify).

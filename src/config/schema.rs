@@ -107,9 +107,9 @@ macro_rules! settings {
 
         $(#[$tdoc])*
         #[derive(Debug, Clone, PartialEq)]
-        pub struct $resolved {
-            $($(#[doc = $doc])* pub $key: $ty,)*
-            $($(pub $sub: $subres,)*)?
+        pub(crate) struct $resolved {
+            $($(#[doc = $doc])* pub(crate) $key: $ty,)*
+            $($(pub(crate) $sub: $subres,)*)?
         }
 
         impl Default for $resolved {
@@ -232,12 +232,12 @@ settings! {
 
 impl BudgetSettings {
     /// What one task may spend over all its attempts.
-    pub fn task(&self) -> Limit {
+    pub(crate) fn task(&self) -> Limit {
         Limit { tokens: self.task_tokens, usd: self.task_usd }
     }
 
     /// What the running cycle may spend, every role together.
-    pub fn cycle(&self) -> Limit {
+    pub(crate) fn cycle(&self) -> Limit {
         Limit { tokens: self.cycle_tokens, usd: self.cycle_usd }
     }
 }

@@ -11,14 +11,14 @@ use crate::model::Config;
 
 /// A role of the swarm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
+pub(crate) enum Role {
     Worker,
     Planner,
     Judge,
 }
 
 impl Role {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Role::Worker => "worker",
             Role::Planner => "planner",
@@ -62,7 +62,7 @@ pub(crate) fn role_list(config: &Config, role: Role, list: RoleList) -> Vec<Stri
 
 impl RunSettings {
     /// Read `[run]` (and the tables under it) from the swarm's settings.
-    pub fn from_config(config: &Config) -> Result<RunSettings, String> {
+    pub(crate) fn from_config(config: &Config) -> Result<RunSettings, String> {
         let raw: RunTable = match config.extra.get("run") {
             None => RunTable::default(),
             Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| format!("[run]: {}", squash(&e)))?,
@@ -72,7 +72,7 @@ impl RunSettings {
 }
 
 /// The backend configured for `role` (`[roles.<role>]`, else `[roles.default]`), or `None` when nothing is set.
-pub fn backend_for(config: &Config, role: Role) -> Result<Option<Backend>, String> {
+pub(crate) fn backend_for(config: &Config, role: Role) -> Result<Option<Backend>, String> {
     let roles = match config.extra.get("roles") {
         None => return Ok(None),
         Some(toml::Value::Table(t)) => t,

@@ -6,7 +6,7 @@ use crate::environment::Environment;
 
 /// Each role's agent as this clone's runners would run it (`swarm.toml` under this clone's `git config swarm.*`):
 /// which command or preset, the CLI's version, and whether it can start here ([`crate::agent::prepare`]).
-pub fn agents(
+pub(super) fn agents(
     config: &crate::model::Config,
     local: &crate::config::Local,
     run_dir: &std::path::Path,
@@ -39,7 +39,7 @@ pub fn agents(
 
 /// Whether this clone's runners contain their agents (`[run] sandbox`, under this clone's `git config swarm.*`):
 /// in a sandbox here, uncontained on purpose, or uncontained for want of one — an error where `required`.
-pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local, env: &Environment) -> Finding {
+pub(super) fn sandbox(config: &crate::model::Config, local: &crate::config::Local, env: &Environment) -> Finding {
     use crate::agent::sandbox::{AgentUser, Mode, Support, support};
     const C: &str = "sandbox";
     let mode = crate::runner::RunSettings::from_config(&local.apply(config)).map(|s| s.sandbox).unwrap_or_default();
@@ -83,7 +83,7 @@ pub fn sandbox(config: &crate::model::Config, local: &crate::config::Local, env:
 
 /// Whether `[run] check` can start here: its program found on `PATH` (the suite is not run). `None` without a check,
 /// or when the program cannot be told without running it (a script, a relative path).
-pub fn check_program(
+pub(super) fn check_program(
     config: &crate::model::Config,
     local: &crate::config::Local,
     env: &Environment,
@@ -103,7 +103,7 @@ pub fn check_program(
 
 /// `[run] check_baseline` without `check_report`: a change that makes a red suite worse lands unless the check's
 /// output counts its failing tests (docs/check.md). `None` otherwise.
-pub fn baseline(config: &crate::model::Config, local: &crate::config::Local) -> Option<Finding> {
+pub(super) fn baseline(config: &crate::model::Config, local: &crate::config::Local) -> Option<Finding> {
     let s = crate::runner::RunSettings::from_config(&local.apply(config)).ok()?;
     (s.check.is_some() && s.check_baseline && s.check_report.is_none()).then(|| {
         Finding::new(
@@ -119,7 +119,7 @@ pub fn baseline(config: &crate::model::Config, local: &crate::config::Local) -> 
 /// Whether this machine's git has what the runner's own rebase uses: `git merge-tree --write-tree` (2.38) to
 /// replay a work that conflicts, `--merge-base` and `--attr-source` (2.40) to replay it commit by commit with the
 /// target's attributes. `None` when it does.
-pub fn git_version() -> Option<Finding> {
+pub(super) fn git_version() -> Option<Finding> {
     const C: &str = "git";
     let v = crate::gitcmd::version()?;
     let shown = format!("{}.{}", v.0, v.1);
@@ -147,7 +147,7 @@ pub fn git_version() -> Option<Finding> {
 /// Whether runners started here would keep the swarm's pull/merge request (`[forge]`): the token they read is in
 /// this environment (a warning without: tasks land on the swarm's branch, but no request carries them to the
 /// protected one). `None` when the swarm proposes nothing.
-pub fn forge(config: &crate::model::Config, env: &Environment) -> Option<Finding> {
+pub(super) fn forge(config: &crate::model::Config, env: &Environment) -> Option<Finding> {
     const C: &str = "forge";
     let s = match crate::forge::settings(config) {
         Ok(Some(s)) => s,

@@ -29,7 +29,7 @@ use target::*;
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub(crate) enum Severity {
     Ok,
     Info,
     Warn,
@@ -38,7 +38,7 @@ pub enum Severity {
 
 /// One thing doctor found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// Which check: `state-ref`, `board`, `settings`, `target`, `locks`, `worktrees`, `held`, `refs`.
     pub check: &'static str,
     pub severity: Severity,
@@ -62,14 +62,14 @@ impl Finding {
         self
     }
     /// Still a problem after the repairs?
-    pub fn open_error(&self) -> bool {
+    pub(crate) fn open_error(&self) -> bool {
         self.severity == Severity::Error && self.fixed.is_none()
     }
 }
 
 /// What doctor may change.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Repairs {
+pub(crate) struct Repairs {
     /// Repairs that lose nothing: restore a rewound or deleted state ref from what this clone saw, remove stale
     /// lock files, stray work trees and stale records.
     pub fix: bool,

@@ -6,7 +6,7 @@ use super::*;
 
 /// The board's `swarm.toml` cannot be read: which file, which commit, what is wrong, and what `--fix` puts back
 /// (`fixed`: what it did). Every op but a repair is refused until then.
-pub fn broken_settings(b: &crate::ops::BrokenSettings, fixed: Option<String>) -> Finding {
+pub(super) fn broken_settings(b: &crate::ops::BrokenSettings, fixed: Option<String>) -> Finding {
     let p = &b.problem;
     let f = Finding::new(
         "settings",

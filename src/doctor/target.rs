@@ -149,7 +149,7 @@ pub(crate) const LANDED_DEPTH: usize = 10_000;
 
 /// What [`landed_but_not_done`] found.
 #[derive(Debug, Default)]
-pub struct Landed {
+pub(super) struct Landed {
     /// Task → the commit a runner's landing of one of its claims put on the target.
     pub landed: std::collections::BTreeMap<String, ObjectId>,
     /// Commits on the target that name an open or claimed task but are no landing of a claim of it (the
@@ -163,7 +163,7 @@ pub struct Landed {
 /// do although it landed. Each would land a second time. `restored`: the board is older than what landed (doctor
 /// just put back an older tip, or took the remote's): the claims the landings were made under may be newer than
 /// it, and any epoch counts.
-pub fn landed_but_not_done(
+pub(super) fn landed_but_not_done(
     swarm: &Swarm,
     board: &crate::ops::Board,
     target_tip: ObjectId,
@@ -183,12 +183,12 @@ pub fn landed_but_not_done(
 }
 
 /// Did doctor put back (or take) the state ref in this run? Then the board it reads is older than the target.
-pub fn restored(findings: &[Finding]) -> bool {
+pub(super) fn restored(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.check == "state-ref" && f.fixed.is_some())
 }
 
 /// The finding about [`landed_but_not_done`]: a warning with the way to fix it, or what `--fix` did.
-pub fn landed_finding(found: &std::collections::BTreeMap<String, ObjectId>, fixed: Option<usize>) -> Finding {
+pub(super) fn landed_finding(found: &std::collections::BTreeMap<String, ObjectId>, fixed: Option<usize>) -> Finding {
     let ids: Vec<&str> = found.keys().map(String::as_str).take(10).collect();
     let more = if found.len() > 10 { ", …" } else { "" };
     let f = Finding::new(
@@ -208,7 +208,7 @@ pub fn landed_finding(found: &std::collections::BTreeMap<String, ObjectId>, fixe
 }
 
 /// The findings about commits that name an open or claimed task without being a runner's landing of it.
-pub fn refused_findings(refused: &[(String, ObjectId, String)], target: &str) -> Vec<Finding> {
+pub(super) fn refused_findings(refused: &[(String, ObjectId, String)], target: &str) -> Vec<Finding> {
     refused
         .iter()
         .map(|(id, commit, why)| {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// A forge's ceiling of pushes a minute to one repository, and how to name it in a warning.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Forge {
+pub(crate) struct Forge {
     /// `GitHub`, `GitLab`.
     pub name: &'static str,
     /// The pushes a minute to one repository the fleet plans for.
@@ -22,7 +22,7 @@ pub struct Forge {
 }
 
 /// GitHub: at most 6 pushes a minute to one repository (its recommendation).
-pub const GITHUB: Forge = Forge {
+pub(crate) const GITHUB: Forge = Forge {
     name: "GitHub",
     pushes_per_minute: 6.0,
     says: "GitHub recommends at most 6 a repository",
@@ -32,7 +32,7 @@ pub const GITHUB: Forge = Forge {
 /// GitLab: no documented push ceiling, but request limits per user (docs/gitlab-ci.md, *The push budget*): 60
 /// pushes a minute keeps a fleet's Git HTTPS traffic (each landing a fetch and a push, a handful of requests each)
 /// far inside GitLab.com's 10,000 authenticated Git HTTPS requests a minute of the token's user.
-pub const GITLAB: Forge = Forge {
+pub(crate) const GITLAB: Forge = Forge {
     name: "GitLab",
     pushes_per_minute: 60.0,
     says: "git-swarm plans for at most 60 a GitLab repository",
@@ -47,7 +47,7 @@ const ATTEMPTS_SPREAD: f64 = 1.25;
 
 /// The same with every worker finishing in the same instant (the benchmark's worst case): 1.7–2.1 at 8 workers,
 /// 2.2–2.8 at 16–32.
-pub const ATTEMPTS_CONTENDED: f64 = 2.5;
+pub(crate) const ATTEMPTS_CONTENDED: f64 = 2.5;
 
 /// Lease renewals while one task of length `task` runs under a lease of `lease`: the runner renews when a third
 /// of the lease is left (`Runner::try_renew`), so every two thirds of the lease.
@@ -58,7 +58,7 @@ pub(crate) fn renewals_per_task(task: Duration, lease: Duration) -> u64 {
 }
 
 /// Pushes a minute of one worker that runs tasks of length `task` back to back.
-pub fn pushes_per_worker_minute(task: Duration, lease: Duration, attempts_per_task: f64) -> f64 {
+pub(crate) fn pushes_per_worker_minute(task: Duration, lease: Duration, attempts_per_task: f64) -> f64 {
     let minutes = task.as_secs_f64() / 60.0;
     if minutes <= 0.0 {
         return f64::INFINITY;
@@ -80,7 +80,7 @@ fn max_batching_jobs(lease: Duration) -> u64 {
 
 impl Forge {
     /// The most workers that stay within this forge's budget (at least 1: one worker is always allowed).
-    pub fn max_workers(&self, task: Duration, lease: Duration, attempts_per_task: f64) -> u64 {
+    pub(crate) fn max_workers(&self, task: Duration, lease: Duration, attempts_per_task: f64) -> u64 {
         let per_worker = pushes_per_worker_minute(task, lease, attempts_per_task);
         let n = (self.pushes_per_minute / per_worker).floor();
         if n.is_finite() && n >= 1.0 { n as u64 } else { 1 }
@@ -90,7 +90,7 @@ impl Forge {
     /// stay within this forge's budget under a lease of `lease`: a job waits `jobs · 60 s / budget` between pushes,
     /// and a wait is capped at a sixth of the lease (`txn::Pacer`), past which the jobs together push faster than
     /// the budget.
-    pub fn max_batching_jobs(&self, lease: Duration) -> u64 {
+    pub(crate) fn max_batching_jobs(&self, lease: Duration) -> u64 {
         let cap = lease.as_secs_f64() / 6.0;
         ((cap * self.pushes_per_minute / 60.0).floor() as u64).max(1)
     }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 /// What this binary knows of its own source (recorded by `build.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Build {
+pub(crate) struct Build {
     /// `CARGO_PKG_VERSION`.
     pub version: String,
     /// The commit of the source tree it was built from (40 hex digits), if known.
@@ -24,7 +24,7 @@ pub struct Build {
 
 impl Build {
     /// This binary's.
-    pub fn this() -> Build {
+    pub(crate) fn this() -> Build {
         let commit = option_env!("GIT_SWARM_COMMIT").filter(|c| is_commit(c)).map(str::to_string);
         Build {
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -37,13 +37,13 @@ impl Build {
 }
 
 /// 40 hex digits.
-pub fn is_commit(s: &str) -> bool {
+pub(crate) fn is_commit(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Where the runners install git-swarm from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// Built from a git repository at one commit: `cargo install --locked --git <url> --rev <rev> git-swarm`.
     Git { url: String, rev: String },
     /// From crates.io, this version: `cargo install --locked git-swarm --version <version>`.
@@ -64,7 +64,7 @@ impl Source {
     }
 
     /// The shell command a runner runs on a cache miss.
-    pub fn command(&self) -> String {
+    pub(crate) fn command(&self) -> String {
         match self {
             Source::Git { url, rev } => {
                 format!("cargo install --locked --git {} --rev {rev} git-swarm", sh_word(url))
@@ -86,7 +86,7 @@ impl Source {
     }
 
     /// Check what goes into the command.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         match self {
             Source::Git { url, rev } => {
                 validate_git_url(url)?;
@@ -122,7 +122,7 @@ pub(crate) fn check_command(cmd: &str) -> Result<(), String> {
 
 /// A URL `cargo install --git` takes, fit to be written into a workflow file: no white space or control characters,
 /// and no password (a token in an `https://user:token@…` URL would be published with the file).
-pub fn validate_git_url(url: &str) -> Result<(), String> {
+pub(crate) fn validate_git_url(url: &str) -> Result<(), String> {
     let shown = crate::escape::line(url);
     if url.is_empty() || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!("'{shown}' is not a git URL"));
@@ -145,7 +145,7 @@ pub fn validate_git_url(url: &str) -> Result<(), String> {
 }
 
 /// `text` as one word of a POSIX shell: as it is when it needs no quotes, else in `'…'`.
-pub fn sh_word(text: &str) -> String {
+pub(crate) fn sh_word(text: &str) -> String {
     if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+%".contains(c)) {
         return text.to_string();
     }
@@ -153,7 +153,7 @@ pub fn sh_word(text: &str) -> String {
 }
 
 /// Is this a URL of this machine only (a path, `file://`), which a hosted runner cannot reach?
-pub fn is_local_url(url: &str) -> bool {
+pub(crate) fn is_local_url(url: &str) -> bool {
     url.starts_with("file://") || url.starts_with('/')
 }
 
@@ -188,7 +188,7 @@ const PACKAGES: &[(&str, Registry, &str)] = &[
 
 /// The command that installs the CLI of `preset` at the release git-swarm is tested with (`Preset::tested`,
 /// which `.ci/agents.sh` installs too), so that the fleet runs the flags that release has.
-pub fn agent_cli(preset: &str) -> Result<String, String> {
+pub(crate) fn agent_cli(preset: &str) -> Result<String, String> {
     let p = crate::agent::preset::find(preset).ok_or_else(|| {
         format!("'{}' is not a preset (one of: {})", crate::escape::line(preset), crate::agent::preset::names())
     })?;
@@ -208,7 +208,7 @@ pub fn agent_cli(preset: &str) -> Result<String, String> {
 
 /// The presets the shared settings name (`roles.<role>.preset = "…"` lines of a trust document), each once, in
 /// order.
-pub fn presets_named(lines: &[String]) -> Vec<String> {
+pub(crate) fn presets_named(lines: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in lines {
         let Some((key, value)) = line.split_once(" = ") else { continue };

@@ -3,9 +3,9 @@
 //! machine ([`portable`]), the push budget of a forge ([`budget`]), the command a runner job runs
 //! ([`runner_command`]), all pure; and the setup of a forge's REST client (`rest`).
 
-pub mod budget;
-pub mod install;
-pub mod portable;
+pub(crate) mod budget;
+pub(crate) mod install;
+pub(crate) mod portable;
 pub(crate) mod rest;
 
 /// The command of a runner job: `exec git swarm run <role> --until-idle`, with `--agents <n>` for a worker job of

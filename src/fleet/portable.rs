@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// One setting that names something of this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalName {
+pub(crate) struct LocalName {
     /// The setting, as the trust document names it (`roles.worker.exec`, `run.check`).
     pub key: String,
     /// The path or URL in it.
@@ -23,7 +23,7 @@ const LOOPBACK: &[&str] = &["localhost", "127.", "[::1]", "0.0.0.0"];
 /// The settings among `lines` (a trust document's `key = <TOML value>`) that name a path under a temporary folder,
 /// a home directory, `clone` (this clone's work tree) or `home`, or a URL on loopback. `prompts/…` lines name blobs
 /// of the state ref, which every runner reads: never local.
-pub fn local_names(lines: &[String], clone: Option<&Path>, home: Option<&Path>) -> Vec<LocalName> {
+pub(crate) fn local_names(lines: &[String], clone: Option<&Path>, home: Option<&Path>) -> Vec<LocalName> {
     let mut roots: Vec<String> = MACHINE_DIRS.iter().map(|d| d.to_string()).collect();
     for p in [clone, home].into_iter().flatten() {
         roots.push(p.to_string_lossy().trim_end_matches('/').to_string());

@@ -10,13 +10,13 @@ use crate::model::{Config, Status, Task};
 
 /// Which forge keeps the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Github,
     Gitlab,
 }
 
 impl Kind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Github => "github",
             Kind::Gitlab => "gitlab",
@@ -26,7 +26,7 @@ impl Kind {
 
 /// `[forge]` of `swarm.toml`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub kind: Kind,
     /// The protected branch the request goes into (`main`).
     pub base: String,
@@ -45,7 +45,7 @@ pub struct Settings {
 
 /// The swarm's `[forge]`: `None` when it proposes nothing (no table, or no `propose`). Every value is checked; the
 /// error names the key.
-pub fn settings(config: &Config) -> Result<Option<Settings>, String> {
+pub(crate) fn settings(config: &Config) -> Result<Option<Settings>, String> {
     let Some(v) = config.extra.get("forge") else { return Ok(None) };
     let raw: crate::config::ForgeTable =
         v.clone().try_into().map_err(|e: toml::de::Error| format!("[forge]: {}", crate::escape::squash(&e)))?;
@@ -123,14 +123,14 @@ impl Settings {
     }
 
     /// The token, from the runner's environment.
-    pub fn token(&self, env: &crate::environment::Environment) -> Option<String> {
+    pub(crate) fn token(&self, env: &crate::environment::Environment) -> Option<String> {
         self.token_vars().iter().find_map(|v| env.text(v)).map(str::to_string)
     }
 }
 
 /// One task of the request's description: landed on the swarm's branch since the last merge.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Landed {
+pub(crate) struct Landed {
     pub id: String,
     pub title: String,
     pub commit: String,
@@ -146,7 +146,7 @@ pub(crate) const MAX_SHOWN: usize = MAX_BODY / 40;
 const MAX_NOTE: usize = 2_000;
 
 /// The request's title: the goal's first line.
-pub fn title(goal: Option<&str>, draft: bool, kind: Kind) -> String {
+pub(crate) fn title(goal: Option<&str>, draft: bool, kind: Kind) -> String {
     let first = goal.and_then(|g| g.lines().map(str::trim).find(|l| !l.is_empty())).unwrap_or("the swarm's work");
     let first: String = crate::escape::squash(&first).chars().take(200).collect();
     // GitLab marks drafts by the title; GitHub has a flag of its own.
@@ -157,7 +157,7 @@ pub fn title(goal: Option<&str>, draft: bool, kind: Kind) -> String {
 /// The request's description: the goal, the cycle, and every task landed on the swarm's branch since the last merge
 /// into the base, with its hand-off note — all text of the board, quoted as such (in fenced blocks whose fence no
 /// note can close), cut to the forge's limit.
-pub fn body(goal: Option<&str>, cycle: u64, target: &str, base: &str, landed: &[Landed]) -> String {
+pub(crate) fn body(goal: Option<&str>, cycle: u64, target: &str, base: &str, landed: &[Landed]) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "This request is kept by `git swarm`: the swarm lands its tasks on `{target}`, and this request takes them into \

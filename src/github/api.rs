@@ -18,11 +18,11 @@ use crate::time::Timestamp;
 /// The REST API version we speak.
 pub(crate) const API_VERSION: &str = "2022-11-28";
 /// Where the API is when `GITHUB_API_URL` is not set.
-pub const DEFAULT_API_URL: &str = "https://api.github.com";
+pub(crate) const DEFAULT_API_URL: &str = "https://api.github.com";
 
 /// Why a call failed. Every message is safe to print: no token, no control characters.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// Neither `GITHUB_TOKEN` nor `GH_TOKEN` holds a token.
     #[error("no GitHub token: set GITHUB_TOKEN or GH_TOKEN")]
     NoToken,
@@ -71,7 +71,7 @@ fn wait_text(reset: Option<Timestamp>, retry_after: Option<u64>) -> String {
 
 /// One run of a workflow, as `GET …/runs` lists it (the fields we show; a missing one is `None`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-pub struct Run {
+pub(crate) struct Run {
     pub id: u64,
     pub name: Option<String>,
     pub display_title: Option<String>,
@@ -89,7 +89,7 @@ pub struct Run {
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-pub struct RunList {
+pub(crate) struct RunList {
     #[serde(default)]
     pub total_count: u64,
     #[serde(default)]
@@ -98,21 +98,21 @@ pub struct RunList {
 
 /// What a dispatch answered: nothing (204), or the run it started (200, where GitHub returns run details).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Dispatched {
+pub(crate) struct Dispatched {
     pub run_id: Option<u64>,
     pub html_url: Option<String>,
 }
 
 /// A client bound to one API base and token.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     rest: crate::fleet::rest::Rest,
 }
 
 impl Client {
     /// A client of the API at `base` (e.g. <https://api.github.com>) with `token`. Refuses an empty token and a
     /// base that would carry the token over plain http to another machine.
-    pub fn new(base: &str, token: &str) -> Result<Client, ApiError> {
+    pub(crate) fn new(base: &str, token: &str) -> Result<Client, ApiError> {
         use crate::fleet::rest::{Rest, SetupError};
         match Rest::new(base, token) {
             Ok(rest) => Ok(Client { rest }),
@@ -219,7 +219,7 @@ impl Client {
     }
 
     /// The repository's default branch (`GET /repos/{owner}/{repo}`).
-    pub fn default_branch(&self, repo: &RepoSlug) -> Result<String, ApiError> {
+    pub(crate) fn default_branch(&self, repo: &RepoSlug) -> Result<String, ApiError> {
         let path = format!("/repos/{}/{}", repo.owner, repo.name);
         let text = self.call(reqwest::Method::GET, &path, None)?;
         let v: Value = serde_json::from_str(&text).map_err(|e| self.bad_response(&path, e))?;
@@ -231,7 +231,7 @@ impl Client {
 
     /// Start `workflow` (a file name under `.github/workflows/`) on `git_ref` with `inputs`
     /// (`POST /repos/{owner}/{repo}/actions/workflows/{workflow}/dispatches`).
-    pub fn dispatch(
+    pub(crate) fn dispatch(
         &self,
         repo: &RepoSlug,
         workflow: &str,
@@ -252,7 +252,7 @@ impl Client {
     }
 
     /// The newest `per_page` runs of `workflow` (`GET …/actions/workflows/{workflow}/runs`).
-    pub fn runs(&self, repo: &RepoSlug, workflow: &str, per_page: u32) -> Result<RunList, ApiError> {
+    pub(crate) fn runs(&self, repo: &RepoSlug, workflow: &str, per_page: u32) -> Result<RunList, ApiError> {
         let path =
             format!("/repos/{}/{}/actions/workflows/{}/runs?per_page={per_page}", repo.owner, repo.name, workflow);
         let text = self.call(reqwest::Method::GET, &path, None)?;
@@ -363,7 +363,7 @@ impl Client {
 
 /// A pull request, as the swarm needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pull {
+pub(crate) struct Pull {
     pub number: u64,
     pub url: String,
     /// Its GraphQL id (to mark it ready, to let GitHub merge it).
@@ -392,7 +392,7 @@ fn query(s: &str) -> String {
 }
 
 /// A workflow as the API addresses it: a file name (`git-swarm.yml`) or a numeric id.
-pub fn validate_workflow(name: &str) -> Result<(), String> {
+pub(crate) fn validate_workflow(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 200
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))

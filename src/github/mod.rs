@@ -8,17 +8,17 @@
 //!
 //! No terminal I/O here; the CLI (`src/cli/ci.rs`, `dispatch.rs`, `runs.rs`) prints.
 
-pub mod api;
-pub mod workflow;
+pub(crate) mod api;
+pub(crate) mod workflow;
 
-pub use crate::fleet::{budget, install, portable};
+pub(crate) use crate::fleet::{budget, install, portable};
 
 /// The file name of the generated workflow (under `.github/workflows/`), which `dispatch` and `runs` address.
-pub const WORKFLOW_FILE: &str = "git-swarm.yml";
+pub(crate) const WORKFLOW_FILE: &str = "git-swarm.yml";
 
 /// A GitHub repository: `owner/name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepoSlug {
+pub(crate) struct RepoSlug {
     pub owner: String,
     pub name: String,
 }
@@ -55,7 +55,7 @@ impl std::str::FromStr for RepoSlug {
 impl RepoSlug {
     /// The repository a remote URL on github.com names: `https://github.com/o/r(.git)`, `git@github.com:o/r.git`,
     /// `ssh://git@github.com(:22)/o/r`; `None` for any other URL (another host, a path).
-    pub fn from_remote_url(url: &str) -> Option<RepoSlug> {
+    pub(crate) fn from_remote_url(url: &str) -> Option<RepoSlug> {
         let url = url.trim();
         let path = if let Some(rest) = url.strip_prefix("git@github.com:") {
             rest

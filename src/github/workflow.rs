@@ -30,7 +30,7 @@ use crate::fleet::runner_command;
 /// moved, a commit cannot). Where each commit comes from and how to update them: docs/github-actions.md, *Pinned
 /// actions*.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Action {
+pub(crate) struct Action {
     pub name: &'static str,
     pub commit: &'static str,
     pub tag: &'static str,
@@ -38,7 +38,7 @@ pub struct Action {
 
 impl Action {
     /// `name@commit # tag`, as `uses:` takes it.
-    pub fn uses(&self) -> String {
+    pub(crate) fn uses(&self) -> String {
         format!("{}@{} # {}", self.name, self.commit, self.tag)
     }
 }
@@ -54,7 +54,7 @@ pub(crate) const CACHE_RESTORE: Action =
     Action { name: "actions/cache/restore", commit: "27d5ce7f107fe9357f9df03efb73ab90386fccae", tag: "v5.0.5" };
 
 /// The most jobs a matrix may have (GitHub's limit).
-pub const MAX_WORKERS: u32 = 256;
+pub(crate) const MAX_WORKERS: u32 = 256;
 /// The longest `timeout-minutes` we write: 72 hours (GitHub-hosted runners stop a job at 6 hours anyway).
 pub(crate) const MAX_TIMEOUT_MINUTES: u32 = 72 * 60;
 /// The secrets passed to agents when none are named.
@@ -62,7 +62,7 @@ pub(crate) const DEFAULT_SECRETS: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_K
 
 /// What the workflow does.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
+pub(crate) struct Options {
     /// Worker jobs when the workflow starts without a `workers` input (a schedule), and the input's default.
     pub workers: u32,
     /// Agents in each worker job (`git swarm run worker --agents <n>`): the fleet is the matrix × this.
@@ -102,7 +102,7 @@ pub struct Options {
 impl Options {
     /// The defaults of `git swarm ci github`: git-swarm installed as `Source::default_for` this binary (from
     /// crates.io when it does not know its commit: the CLI refuses that default unless asked for).
-    pub fn new(workers: u32) -> Options {
+    pub(crate) fn new(workers: u32) -> Options {
         let build = install::Build::this();
         let version = build.version.clone();
         Options {
@@ -129,7 +129,7 @@ impl Options {
 /// An option that cannot go into a workflow, named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{option}: {message}")]
-pub struct OptionError {
+pub(crate) struct OptionError {
     pub option: &'static str,
     pub message: String,
 }
@@ -142,7 +142,7 @@ fn bad(option: &'static str, message: impl Into<String>) -> OptionError {
 pub(crate) const MAX_AGENTS_PER_JOB: u32 = 512;
 
 /// Check every option; the error names the flag.
-pub fn validate(o: &Options) -> Result<(), OptionError> {
+pub(crate) fn validate(o: &Options) -> Result<(), OptionError> {
     if o.agents_per_job == 0 || o.agents_per_job > MAX_AGENTS_PER_JOB {
         return Err(bad("--agents-per-job", format!("{} is not between 1 and {MAX_AGENTS_PER_JOB}", o.agents_per_job)));
     }
@@ -444,7 +444,7 @@ const PLANNER_PUSHES: &str = "the planner pushes its tasks to the state ref";
 const JUDGE_PUSHES: &str = "the judge pushes its verdicts to the state ref";
 
 /// The workflow file for `o`, after [`validate`].
-pub fn render(o: &Options) -> Result<String, OptionError> {
+pub(crate) fn render(o: &Options) -> Result<String, OptionError> {
     validate(o)?;
     let mut out = String::new();
     for section in [head_section, prepare_section, roles_section] {

@@ -19,7 +19,7 @@ use super::Project;
 
 /// Why a call failed. Every message is safe to print: no token, no control characters.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// `GITLAB_TOKEN` holds no token.
     #[error("no GitLab token: set GITLAB_TOKEN")]
     NoToken,
@@ -64,7 +64,7 @@ fn wait_text(retry_after: Option<u64>, reset: Option<&crate::time::Timestamp>) -
 
 /// A pipeline as GitLab answers it (the fields we show; a missing one is `None`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     pub id: u64,
     pub iid: Option<u64>,
     /// created, waiting_for_resource, preparing, pending, running, success, failed, canceled, skipped, manual, …
@@ -81,14 +81,14 @@ pub struct Pipeline {
 
 /// A client bound to one API base and token.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     rest: crate::fleet::rest::Rest,
 }
 
 impl Client {
     /// A client of the API at `base` (e.g. <https://gitlab.com/api/v4>) with `token`. Refuses an empty token and a
     /// base that would carry the token over plain http to another machine.
-    pub fn new(base: &str, token: &str) -> Result<Client, ApiError> {
+    pub(crate) fn new(base: &str, token: &str) -> Result<Client, ApiError> {
         use crate::fleet::rest::{Rest, SetupError};
         match Rest::new(base, token) {
             Ok(rest) => Ok(Client { rest }),
@@ -98,7 +98,7 @@ impl Client {
     }
 
     /// The base URL, as messages show it.
-    pub fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         self.shown("")
     }
 
@@ -193,7 +193,7 @@ impl Client {
     }
 
     /// The project's default branch (`GET /projects/:id`).
-    pub fn default_branch(&self, project: &Project) -> Result<String, ApiError> {
+    pub(crate) fn default_branch(&self, project: &Project) -> Result<String, ApiError> {
         let path = format!("/projects/{}", project.api_id());
         let text = self.call(reqwest::Method::GET, &path, None)?;
         let v: Value = serde_json::from_str(&text).map_err(|e| self.bad_response(&path, e))?;
@@ -205,7 +205,7 @@ impl Client {
 
     /// Start a pipeline on `git_ref` with `variables` (`POST /projects/:id/pipeline`, a JSON body
     /// `{"ref": …, "variables": [{"key": …, "value": …}]}`): the pipeline it created.
-    pub fn create_pipeline(
+    pub(crate) fn create_pipeline(
         &self,
         project: &Project,
         git_ref: &str,
@@ -220,7 +220,12 @@ impl Client {
 
     /// The newest `per_page` pipelines of the project (`GET /projects/:id/pipelines`), newest first; of one `source`
     /// when given.
-    pub fn pipelines(&self, project: &Project, per_page: u32, source: Option<&str>) -> Result<Vec<Pipeline>, ApiError> {
+    pub(crate) fn pipelines(
+        &self,
+        project: &Project,
+        per_page: u32,
+        source: Option<&str>,
+    ) -> Result<Vec<Pipeline>, ApiError> {
         let mut path = format!("/projects/{}/pipelines?per_page={per_page}&order_by=id&sort=desc", project.api_id());
         if let Some(s) = source {
             path.push_str(&format!("&source={s}"));
@@ -232,7 +237,7 @@ impl Client {
 
 /// A merge request, as the swarm's `[forge]` needs it (`runner::propose`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MergeRequest {
+pub(crate) struct MergeRequest {
     pub iid: u64,
     pub url: String,
     pub open: bool,
@@ -340,7 +345,7 @@ fn encoded(s: &str) -> String {
 }
 
 /// A pipeline source GitLab's `source` filter takes (what `runs --gitlab --source` passes on).
-pub fn validate_source(s: &str) -> Result<(), String> {
+pub(crate) fn validate_source(s: &str) -> Result<(), String> {
     if !s.is_empty() && s.len() <= 40 && s.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
         Ok(())
     } else {

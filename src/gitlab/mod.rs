@@ -4,19 +4,19 @@
 //!
 //! No terminal I/O here; the CLI (`src/cli/ci/gitlab.rs`, `dispatch.rs`, `runs.rs`) prints.
 
-pub mod api;
-pub mod pipeline;
+pub(crate) mod api;
+pub(crate) mod pipeline;
 
 /// Where `ci gitlab` writes the pipeline by default: the project's own CI file.
-pub const CI_FILE: &str = ".gitlab-ci.yml";
+pub(crate) const CI_FILE: &str = ".gitlab-ci.yml";
 /// Where `ci gitlab --include` writes it, for a project's own `.gitlab-ci.yml` to include.
-pub const INCLUDE_FILE: &str = ".gitlab/git-swarm.yml";
+pub(crate) const INCLUDE_FILE: &str = ".gitlab/git-swarm.yml";
 /// GitLab.com's API, when neither `GITLAB_API_URL` nor the remote names another server.
-pub const DEFAULT_API_URL: &str = "https://gitlab.com/api/v4";
+pub(crate) const DEFAULT_API_URL: &str = "https://gitlab.com/api/v4";
 
 /// A GitLab project as the API addresses it: its full path (`group/subgroup/name`) or its numeric id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Project {
+pub(crate) enum Project {
     Path(String),
     Id(u64),
 }
@@ -73,7 +73,7 @@ impl Project {
 
 /// What a remote URL says about its GitLab project: the project's path and the API of that server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteProject {
+pub(crate) struct RemoteProject {
     pub project: Project,
     /// `https://<host>/api/v4` (GitLab.com's for gitlab.com); for an http(s) remote its own scheme and port.
     pub api: String,
@@ -85,7 +85,7 @@ impl RemoteProject {
     /// `https://<host>/api/v4` (the SSH port is not the web's); of an http(s) remote its scheme, host and port with
     /// `/api/v4`. `None` for a path, `file://` or a URL that names no `group/name`. A server under a relative URL
     /// root (`https://host/gitlab/…`) cannot be told from a subgroup: set `GITLAB_API_URL` and `--project`.
-    pub fn from_remote_url(url: &str) -> Option<RemoteProject> {
+    pub(crate) fn from_remote_url(url: &str) -> Option<RemoteProject> {
         let url = url.trim();
         let (scheme, host, port, path) = if let Some((scheme, rest)) = url.split_once("://") {
             if !matches!(scheme, "https" | "http" | "ssh" | "git+ssh" | "ssh+git") {

@@ -32,7 +32,7 @@ use crate::fleet::install::{self, Source};
 use crate::fleet::runner_command;
 
 /// The most jobs `parallel` makes (GitLab's limit).
-pub const MAX_WORKERS: u32 = 200;
+pub(crate) const MAX_WORKERS: u32 = 200;
 /// The longest `timeout` we write: 72 hours (a runner's own limit may be lower).
 pub(crate) const MAX_TIMEOUT_MINUTES: u32 = 72 * 60;
 /// The most agents one worker job hosts (as `run worker --agents`).
@@ -40,13 +40,13 @@ pub(crate) const MAX_AGENTS_PER_JOB: u32 = 512;
 /// The agents' keys when none are named: CI/CD variables kept out of the builds, installs and setup commands.
 pub(crate) const DEFAULT_SECRETS: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
 /// The CI/CD variable that holds the push credential.
-pub const PUSH_TOKEN: &str = "SWARM_PUSH_TOKEN";
+pub(crate) const PUSH_TOKEN: &str = "SWARM_PUSH_TOKEN";
 /// Where the jobs keep the git-swarm binary: under the project directory, where `cache:paths` can reach it.
 const BIN_DIR: &str = ".git-swarm/bin";
 
 /// What the pipeline does.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
+pub(crate) struct Options {
     /// Worker jobs (`parallel`): the most a dispatch can start; `SWARM_WORKERS` picks fewer.
     pub workers: u32,
     /// Agents in each worker job (`git swarm run worker --agents <n>`).
@@ -94,7 +94,7 @@ pub struct Options {
 
 impl Options {
     /// The defaults of `git swarm ci gitlab`: git-swarm installed as `Source::default_for` this binary.
-    pub fn new(workers: u32) -> Options {
+    pub(crate) fn new(workers: u32) -> Options {
         let build = install::Build::this();
         let version = build.version.clone();
         Options {
@@ -125,7 +125,7 @@ impl Options {
 /// An option that cannot go into the file, named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{option}: {message}")]
-pub struct OptionError {
+pub(crate) struct OptionError {
     pub option: &'static str,
     pub message: String,
 }
@@ -140,7 +140,7 @@ fn plain(s: &str, max: usize, extra: &str) -> bool {
 }
 
 /// Check every option; the error names the flag.
-pub fn validate(o: &Options) -> Result<(), OptionError> {
+pub(crate) fn validate(o: &Options) -> Result<(), OptionError> {
     if o.workers == 0 || o.workers > MAX_WORKERS {
         return Err(bad(
             "--workers",
@@ -412,7 +412,7 @@ fn wait_item(out: &mut String) {
 }
 
 /// The pipeline file for `o`, after [`validate`]: its sections in order.
-pub fn render(o: &Options) -> Result<String, OptionError> {
+pub(crate) fn render(o: &Options) -> Result<String, OptionError> {
     validate(o)?;
     let mut out = String::new();
     for section in [head_section, trigger_section, template_section, prepare_section, runner_section, roles_section] {

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 /// A settings file of an agent, shipped in `hooks/` and embedded in the binary.
 #[derive(Debug, Clone, Copy)]
-pub struct AgentFile {
+pub(crate) struct AgentFile {
     /// Which CLI reads it (the tests check that its handler says so).
     #[cfg_attr(not(test), allow(dead_code))]
     pub agent: &'static str,
@@ -20,7 +20,7 @@ pub struct AgentFile {
 }
 
 /// What the worker installs. Codex has no file here: see `hooks/codex/config.toml` and `docs/hooks.md`.
-pub const FILES: &[AgentFile] = &[
+pub(crate) const FILES: &[AgentFile] = &[
     AgentFile {
         agent: "claude",
         path: ".claude/settings.local.json",
@@ -36,7 +36,7 @@ pub const FILES: &[AgentFile] = &[
 
 /// What [`install`] put into a work tree, to take out again with [`remove`].
 #[derive(Debug, Default, Clone)]
-pub struct Installed {
+pub(crate) struct Installed {
     pub files: Vec<PathBuf>,
     /// Folders it created, deepest first.
     pub dirs: Vec<PathBuf>,
@@ -47,7 +47,7 @@ pub struct Installed {
 /// Write the agent settings files into the work tree `wt`, fresh from a checkout (so whatever exists at one of
 /// their paths is tracked by the repository: it is left alone). A path through a symbolic link or a file is
 /// skipped too: nothing is written outside the work tree.
-pub fn install(wt: &Path) -> Installed {
+pub(crate) fn install(wt: &Path) -> Installed {
     let mut out = Installed::default();
     for f in FILES {
         let rel = Path::new(f.path);
@@ -200,7 +200,7 @@ fn ask_excludes_file(common: &Path, config_home: Option<&Path>) -> Option<PathBu
 
 /// The last assistant text of the transcript at `path`, waiting up to `wait` for the file to appear (an agent may
 /// call its hook before it has written the transcript).
-pub fn last_assistant_text_of(path: &Path, wait: Duration) -> std::io::Result<Option<String>> {
+pub(crate) fn last_assistant_text_of(path: &Path, wait: Duration) -> std::io::Result<Option<String>> {
     let start = std::time::Instant::now();
     loop {
         match read_tail(path, 8 << 20) {
@@ -265,7 +265,7 @@ const MAX_HANDOFF: usize = 64 * 1024;
 
 /// What happened to the hand-off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handoff {
+pub(crate) enum Handoff {
     Written,
     /// The agent wrote one itself: left alone.
     AgentWrote,
@@ -275,7 +275,7 @@ pub enum Handoff {
 
 /// Write `text` as the hand-off at `file`, unless the agent wrote one itself. What we wrote is remembered next to
 /// it (`<file>.auto`) so that a later message replaces our own hand-off, never the agent's.
-pub fn record_handoff(file: &Path, text: &str) -> std::io::Result<Handoff> {
+pub(crate) fn record_handoff(file: &Path, text: &str) -> std::io::Result<Handoff> {
     if text.trim().is_empty() {
         return Ok(Handoff::Empty);
     }
@@ -311,7 +311,7 @@ pub(crate) fn auto_marker(file: &Path) -> PathBuf {
 }
 
 /// A local rate limit: `true` when `stamp` was touched less than `every` ago; otherwise touch it and say `false`.
-pub fn rate_limited(stamp: &Path, every: Duration) -> bool {
+pub(crate) fn rate_limited(stamp: &Path, every: Duration) -> bool {
     let recent = std::fs::metadata(stamp)
         .and_then(|m| m.modified())
         .ok()

@@ -6,7 +6,7 @@
 //! (a strict `pre-push`). A second install changes nothing; uninstall takes the block out and leaves the user's
 //! file byte for byte as it was (and removes the file when we created it). See `docs/hooks.md`.
 
-pub mod agent;
+pub(crate) mod agent;
 pub(crate) use git_swarm_core::trailer;
 
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ const CREATED: &str = "# (this file was created by git swarm hooks install)";
 const SHEBANG: &str = "#!/bin/sh\n";
 
 #[derive(Debug, thiserror::Error)]
-pub enum HookError {
+pub(crate) enum HookError {
     /// A file we must not change (another language, binary, not executable).
     #[error("{}: {message}", path.display())]
     Refused { path: PathBuf, message: String },
@@ -43,15 +43,15 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> HookError + '_ {
 
 /// The git hooks we install.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GitHook {
+pub(crate) enum GitHook {
     CommitMsg,
     PrePush,
 }
 
 impl GitHook {
-    pub const ALL: [GitHook; 2] = [GitHook::CommitMsg, GitHook::PrePush];
+    pub(crate) const ALL: [GitHook; 2] = [GitHook::CommitMsg, GitHook::PrePush];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             GitHook::CommitMsg => "commit-msg",
             GitHook::PrePush => "pre-push",
@@ -59,7 +59,7 @@ impl GitHook {
     }
 
     /// The whole hook as shipped in `hooks/` (a shebang line and our block).
-    pub fn script(self) -> &'static str {
+    pub(crate) fn script(self) -> &'static str {
         match self {
             GitHook::CommitMsg => include_str!("../../hooks/commit-msg"),
             GitHook::PrePush => include_str!("../../hooks/pre-push"),
@@ -67,7 +67,7 @@ impl GitHook {
     }
 
     /// Our block: the lines from [`BEGIN`] to [`END`], each ending in a newline.
-    pub fn block(self) -> String {
+    pub(crate) fn block(self) -> String {
         find_block(self.script()).map(|(s, e)| self.script()[s..e].to_string()).unwrap_or_default()
     }
 }
@@ -92,7 +92,7 @@ fn find_block(text: &str) -> Option<(usize, usize)> {
 
 /// What an install did to a hook file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Installed {
+pub(crate) enum Installed {
     /// There was no hook: ours is the whole file.
     Created,
     /// Our block went into the user's hook.
@@ -104,7 +104,7 @@ pub enum Installed {
 }
 
 impl Installed {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Installed::Created => "created",
             Installed::Added => "added",
@@ -193,7 +193,7 @@ fn user_git(dir: &Path, args: &[&str]) -> Result<String, HookError> {
 
 /// Where git looks for hooks from `dir`: `core.hooksPath` when set (relative to the work tree's top), else the
 /// common git directory's `hooks/` (linked work trees share it).
-pub fn hooks_dir(dir: &Path) -> Result<PathBuf, HookError> {
+pub(crate) fn hooks_dir(dir: &Path) -> Result<PathBuf, HookError> {
     // A relative core.hooksPath is relative to where hooks run: the top of the work tree (or the git dir if bare).
     let top = user_git(dir, &["rev-parse", "--show-toplevel"]).map(PathBuf::from).unwrap_or_else(|_| dir.into());
     let out = user_git(&top, &["rev-parse", "--path-format=absolute", "--git-path", "hooks"])?;
@@ -209,7 +209,7 @@ pub fn hooks_dir(dir: &Path) -> Result<PathBuf, HookError> {
 /// Where a hook file really is, if that is inside the work tree (`core.hooksPath = .githooks`, or a hook that
 /// is a symlink to a tracked script): our block then shows in `git status` and goes into the next `commit -a`,
 /// and a relative `core.hooksPath` means each linked work tree (the worker's included) reads its own copy.
-pub fn inside_work_tree(dir: &Path, hook_file: &Path) -> Option<PathBuf> {
+pub(crate) fn inside_work_tree(dir: &Path, hook_file: &Path) -> Option<PathBuf> {
     let top = user_git(dir, &["rev-parse", "--show-toplevel"]).ok().map(PathBuf::from)?;
     let top = std::fs::canonicalize(&top).unwrap_or(top);
     let real = std::fs::canonicalize(hook_file)
@@ -223,7 +223,7 @@ pub fn inside_work_tree(dir: &Path, hook_file: &Path) -> Option<PathBuf> {
 
 /// One hook as it stands.
 #[derive(Debug, Clone)]
-pub struct HookState {
+pub(crate) struct HookState {
     pub hook: GitHook,
     pub path: PathBuf,
     /// The file exists.
@@ -234,7 +234,7 @@ pub struct HookState {
     pub outdated: bool,
 }
 
-pub fn status(hooks_dir: &Path) -> Vec<HookState> {
+pub(crate) fn status(hooks_dir: &Path) -> Vec<HookState> {
     GitHook::ALL
         .iter()
         .map(|&hook| {
@@ -262,7 +262,7 @@ fn is_executable(_meta: &std::fs::Metadata) -> bool {
 }
 
 /// Put our block into `<hooks_dir>/<hook>` (creating the file, mode 0755, when there is none).
-pub fn install(hooks_dir: &Path, hook: GitHook) -> Result<(PathBuf, Installed), HookError> {
+pub(crate) fn install(hooks_dir: &Path, hook: GitHook) -> Result<(PathBuf, Installed), HookError> {
     let path = hooks_dir.join(hook.name());
     let existing = match std::fs::read(&path) {
         Ok(bytes) => {
@@ -308,7 +308,7 @@ pub fn install(hooks_dir: &Path, hook: GitHook) -> Result<(PathBuf, Installed), 
 
 /// What an uninstall did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Removed {
+pub(crate) enum Removed {
     /// Our block came out; the user's hook stays.
     Block,
     /// The file was ours alone and is gone.
@@ -317,7 +317,7 @@ pub enum Removed {
     Absent,
 }
 
-pub fn uninstall(hooks_dir: &Path, hook: GitHook) -> Result<(PathBuf, Removed), HookError> {
+pub(crate) fn uninstall(hooks_dir: &Path, hook: GitHook) -> Result<(PathBuf, Removed), HookError> {
     let path = hooks_dir.join(hook.name());
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -367,7 +367,7 @@ fn message_is_empty(text: &str, comment: char) -> bool {
 
 /// The `commit-msg` hook: add `Swarm-Task: <id>` to the message in `msg_file` unless a `Swarm-Task` trailer is
 /// there already. `Ok(false)` when nothing was added (an empty message, or the trailer present).
-pub fn add_trailer(dir: &Path, msg_file: &Path, id: &str) -> Result<bool, HookError> {
+pub(crate) fn add_trailer(dir: &Path, msg_file: &Path, id: &str) -> Result<bool, HookError> {
     validate_id(id).map_err(|e| HookError::Invalid(format!("GIT_SWARM_TASK_ID: {e}")))?;
     let text = std::fs::read_to_string(msg_file).map_err(io(msg_file))?;
     let comment = comment_char(dir);
@@ -394,7 +394,7 @@ fn trailers_of(text: &str, comment: char) -> Vec<(String, String)> {
 
 /// One line of what `pre-push` gets on stdin.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefUpdate {
+pub(crate) struct RefUpdate {
     pub local_ref: String,
     pub local_sha: String,
     pub remote_ref: String,
@@ -410,7 +410,7 @@ fn is_sha(s: &str) -> bool {
 }
 
 /// `<local ref> <local sha> <remote ref> <remote sha>` lines; malformed lines are skipped.
-pub fn parse_push_lines(text: &str) -> Vec<RefUpdate> {
+pub(crate) fn parse_push_lines(text: &str) -> Vec<RefUpdate> {
     text.lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
@@ -429,7 +429,7 @@ pub fn parse_push_lines(text: &str) -> Vec<RefUpdate> {
 
 /// A pushed commit that names a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskCommit {
+pub(crate) struct TaskCommit {
     pub commit: String,
     pub task: String,
 }
@@ -437,7 +437,7 @@ pub struct TaskCommit {
 /// The commits a push sends that the remote does not have yet (`remote..local`, and never what a remote-tracking
 /// branch holds), with their `Swarm-Task:` trailers. Trailer values that are not task
 /// ids come back as `Err` lines for a warning.
-pub fn pushed_tasks(dir: &Path, updates: &[RefUpdate]) -> Result<(Vec<TaskCommit>, Vec<String>), HookError> {
+pub(crate) fn pushed_tasks(dir: &Path, updates: &[RefUpdate]) -> Result<(Vec<TaskCommit>, Vec<String>), HookError> {
     let mut found = Vec::new();
     let mut bad = Vec::new();
     for u in updates.iter().filter(|u| !is_zero(&u.local_sha)) {
@@ -467,12 +467,12 @@ pub fn pushed_tasks(dir: &Path, updates: &[RefUpdate]) -> Result<(Vec<TaskCommit
     Ok((found, bad))
 }
 
-pub fn short(sha: &str) -> &str {
+pub(crate) fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
 /// Why a pushed task is not this agent's, for a warning; `None` when `me` holds a live claim on it.
-pub fn claim_problem(me: &str, id: &str, task: Option<&Task>, now: Timestamp) -> Option<String> {
+pub(crate) fn claim_problem(me: &str, id: &str, task: Option<&Task>, now: Timestamp) -> Option<String> {
     let Some(t) = task else { return Some(format!("the swarm has no task {id}")) };
     match (&t.status, &t.claim) {
         (Status::Claimed, Some(c)) if c.agent == me && c.lease_until > now => None,

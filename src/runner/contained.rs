@@ -17,7 +17,7 @@ use crate::model::Config;
 
 /// `[run]`'s containment settings, as this runner read them last ([`Runner::settings`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub mode: Mode,
     pub network: bool,
     /// More paths an agent may read, and write (absolute, `~/` expanded).
@@ -27,7 +27,7 @@ pub struct Settings {
 
 /// The settings a runner contains its agents by; set from `[run]` before each claim.
 #[derive(Debug, Default)]
-pub struct Policy(Mutex<Option<Settings>>);
+pub(crate) struct Policy(Mutex<Option<Settings>>);
 
 impl Policy {
     pub(crate) fn set(&self, s: Settings) {

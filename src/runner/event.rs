@@ -11,7 +11,7 @@ use crate::time::Timestamp;
 
 /// What a runner reports while it works.
 #[derive(Debug, Clone)]
-pub enum Event {
+pub(crate) enum Event {
     Claimed {
         task: String,
         title: String,
@@ -82,7 +82,7 @@ pub enum Event {
 
 /// Why a runner stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunEnd {
+pub(crate) enum RunEnd {
     /// `--once` found nothing to claim.
     NothingReady,
     /// `--once` did its task, or `--max-tasks` were done.
@@ -98,7 +98,7 @@ pub enum RunEnd {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     #[error(transparent)]
     Txn(#[from] TxnError),
     #[error(transparent)]
@@ -130,7 +130,7 @@ pub enum RunError {
 
 /// How a runner loops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Until the judge says stop, or a signal.
     #[default]
     Forever,

@@ -9,7 +9,7 @@ use gix::ObjectId;
 
 #[derive(Debug, thiserror::Error)]
 #[error("git {args} failed{}: {message}", dir.as_ref().map(|d| format!(" in {}", d.display())).unwrap_or_default())]
-pub struct GitError {
+pub(crate) struct GitError {
     pub args: String,
     pub dir: Option<PathBuf>,
     pub message: String,
@@ -19,7 +19,7 @@ pub struct GitError {
 /// (an agent can write `.git/hooks` or `core.fsmonitor` in the shared git directory, and the runner's own git
 /// commands, outside the agent's process group and time limit, must not run them), no prompts, no pager, no
 /// editor, no system config, C locale, a process group of its own.
-pub fn git_in(dir: &Path) -> Command {
+pub(crate) fn git_in(dir: &Path) -> Command {
     crate::gitcmd::local(dir)
 }
 
@@ -28,7 +28,7 @@ fn describe(args: &[&str]) -> String {
 }
 
 /// Run git in `dir`; its stdout on success.
-pub fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+pub(crate) fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let out = output(dir, args)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -41,7 +41,7 @@ pub fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     }
 }
 
-pub fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+pub(crate) fn output(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
     let _lock = worktree_lock(dir, args);
     git_in(dir).args(args).output().map_err(|e| GitError {
         args: describe(args),
@@ -83,7 +83,7 @@ pub(crate) fn remove_worktree(common_dir: &Path, path: &Path) {
 
 /// A linked work tree as git registers it: `<common dir>/worktrees/<id>/`.
 #[derive(Debug)]
-pub struct Registration {
+pub(crate) struct Registration {
     pub id: String,
     /// The folder `<common dir>/worktrees/<id>`.
     pub admin: PathBuf,
@@ -95,7 +95,7 @@ pub struct Registration {
 }
 
 /// Every registration of a linked work tree of the repository at `common_dir`.
-pub fn registrations(common_dir: &Path) -> Vec<Registration> {
+pub(crate) fn registrations(common_dir: &Path) -> Vec<Registration> {
     let Ok(entries) = std::fs::read_dir(common_dir.join("worktrees")) else { return vec![] };
     let filled = |p: PathBuf| std::fs::read_to_string(p).is_ok_and(|t| !t.trim().is_empty());
     entries
@@ -175,7 +175,7 @@ pub(crate) fn clear_stale_registrations(common_dir: &Path, home: &Path, gone: &d
     }
 }
 
-pub fn rev_parse(dir: &Path, rev: &str) -> Result<ObjectId, GitError> {
+pub(crate) fn rev_parse(dir: &Path, rev: &str) -> Result<ObjectId, GitError> {
     let out = run(dir, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])?;
     ObjectId::from_hex(out.trim().as_bytes()).map_err(|e| GitError {
         args: "rev-parse".into(),
@@ -185,7 +185,7 @@ pub fn rev_parse(dir: &Path, rev: &str) -> Result<ObjectId, GitError> {
 }
 
 /// Is `commit` reachable from `tip` in the repository at `git_dir` (`git merge-base --is-ancestor`)?
-pub fn is_ancestor(git_dir: &Path, commit: ObjectId, tip: ObjectId) -> bool {
+pub(crate) fn is_ancestor(git_dir: &Path, commit: ObjectId, tip: ObjectId) -> bool {
     output(git_dir, &["merge-base", "--is-ancestor", &commit.to_string(), &tip.to_string()])
         .is_ok_and(|o| o.status.success())
 }

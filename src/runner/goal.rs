@@ -14,7 +14,7 @@ use super::{CycleRecord, RunError, Verdict};
 
 /// What filing a goal came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Filed {
+pub(crate) enum Filed {
     /// The swarm had no goal and no cycle: this one is filed, with its root plan.
     New { plan: String },
     /// The swarm has this goal already (and goes on with it).
@@ -26,7 +26,7 @@ pub enum Filed {
 }
 
 /// Who files a goal, where: the swarm, the retry limits, the identity of its commits, the clock, the agent.
-pub struct Filer<'a> {
+pub(crate) struct Filer<'a> {
     pub swarm: &'a Swarm,
     pub retry: &'a Retry,
     pub who: &'a Identity,
@@ -38,7 +38,7 @@ impl Filer<'_> {
     /// `up --goal`, `run planner --goal`: file `goal` when the swarm has none. The same goal again is fine; a
     /// different one is refused (a usage error): it is `git swarm goal`'s to change, never a side effect of starting
     /// a fleet. So is a swarm the judge stopped: a fleet started on it would stop at once.
-    pub fn first(&self, goal: &str) -> Result<Filed, RunError> {
+    pub(crate) fn first(&self, goal: &str) -> Result<Filed, RunError> {
         let goal = clean(goal)?;
         let swarm = self.swarm;
         let res = swarm.transact(self.retry, self.who, self.clock, |snap, now| {
@@ -78,7 +78,7 @@ impl Filer<'_> {
     /// the judge's `stop`, and with the same goal (to go on with it). The cycle that runs, or the stopped one, is
     /// ended by a `continue` record of this op; the old goal's root plans and their sub-plans that are not done are
     /// cancelled (their holders are fenced off; the work tasks they filed are not touched).
-    pub fn replace(&self, goal: &str) -> Result<Filed, RunError> {
+    pub(crate) fn replace(&self, goal: &str) -> Result<Filed, RunError> {
         let goal = clean(goal)?;
         let swarm = self.swarm;
         let res = swarm.transact(self.retry, self.who, self.clock, |snap, now| {
@@ -123,6 +123,6 @@ fn clean(goal: &str) -> Result<String, RunError> {
 }
 
 /// The swarm's goal and whether (and by which cycle's verdict) the judge stopped it, for `status`.
-pub fn state(store: &Store, commit: gix::ObjectId) -> (Option<String>, Option<CycleRecord>) {
+pub(crate) fn state(store: &Store, commit: gix::ObjectId) -> (Option<String>, Option<CycleRecord>) {
     (super::goal(store, commit), super::last_cycle(store, commit))
 }

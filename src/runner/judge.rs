@@ -14,13 +14,13 @@ use crate::ops::{self, Board};
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, Default)]
-pub struct JudgeOptions {
+pub(crate) struct JudgeOptions {
     pub mode: Mode,
 }
 
 /// Read a verdict from the agent's output: the last `verdict: continue|stop` line (with the `reasons:` text
 /// before it), or a ```toml block with `verdict` and `reasons`.
-pub fn parse_verdict(output: &str) -> Option<(Verdict, String)> {
+pub(crate) fn parse_verdict(output: &str) -> Option<(Verdict, String)> {
     #[derive(Deserialize)]
     struct Block {
         verdict: Verdict,
@@ -88,7 +88,7 @@ fn cycle_view(r: &Runner<'_>, full: &Snapshot) -> CycleView {
     CycleView { n, started, done: finished_since(Status::Done), failed: finished_since(Status::Failed), live }
 }
 
-pub fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
+pub(crate) fn run(r: &mut Runner<'_>, opts: &JudgeOptions) -> Result<(RunEnd, u64), RunError> {
     r.setup()?;
     let res = run_loop(r, opts);
     r.teardown();

@@ -7,27 +7,27 @@
 
 mod baseline;
 mod claim;
-pub mod contained;
-pub mod desk;
+pub(crate) mod contained;
+pub(crate) mod desk;
 mod event;
-pub mod git;
-pub mod goal;
-pub mod judge;
+pub(crate) mod git;
+pub(crate) mod goal;
+pub(crate) mod judge;
 mod landing;
-pub mod outbox;
+pub(crate) mod outbox;
 mod places;
-pub mod planner;
-pub mod planted;
-pub mod prompts;
+pub(crate) mod planner;
+pub(crate) mod planted;
+pub(crate) mod prompts;
 mod propose;
-pub mod rebase;
+pub(crate) mod rebase;
 mod slot;
 mod snapshot;
 mod spent;
-pub mod status;
+pub(crate) mod status;
 mod text;
 mod wait;
-pub mod worker;
+pub(crate) mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,21 +44,21 @@ use crate::time::Timestamp;
 use crate::{Committed, Reach, Retry, Swarm, TxnError};
 use crate::{Identity, Snapshot};
 
-pub use crate::config::{Role, RunSettings};
-pub use event::{Event, Mode, RunEnd, RunError};
-pub use places::{Places, live_runner, worktrees};
+pub(crate) use crate::config::{Role, RunSettings};
+pub(crate) use event::{Event, Mode, RunEnd, RunError};
+pub(crate) use places::{Places, live_runner, worktrees};
 use places::{clear_own_worktree, lock_pid_file, runner_alive};
 pub(crate) use places::{remove_runner_worktree, sweep_legacy_worktrees};
-pub use spent::Spent;
+pub(crate) use spent::Spent;
 pub(crate) use text::{board_text, reason_from, redact_secrets, task_lines};
-pub use text::{commit_ident, counts, goal, handoffs, last_cycle, scrub};
+pub(crate) use text::{commit_ident, counts, goal, handoffs, last_cycle, scrub};
 use wait::sleep_unless;
 pub(crate) use wait::{MAX_POLL, MIN_POLL, watch_refs};
 
-pub use crate::model::{CycleRecord, Verdict};
+pub(crate) use crate::model::{CycleRecord, Verdict};
 
 /// Everything a runner needs.
-pub struct Runner<'a> {
+pub(crate) struct Runner<'a> {
     pub swarm: &'a Swarm,
     pub agent: String,
     pub who: Identity,
@@ -100,7 +100,7 @@ pub struct Runner<'a> {
 pub(crate) use crate::ops::cycle::budget_spent as cycle_budget_spent;
 
 /// What a runner is started with; the rest of a [`Runner`] is derived from it ([`Runner::new`]).
-pub struct Start<'a> {
+pub(crate) struct Start<'a> {
     pub swarm: &'a Swarm,
     pub agent: String,
     pub who: Identity,
@@ -120,7 +120,7 @@ impl<'a> Runner<'a> {
     /// A runner of agent `start.agent` in the clone of `start.swarm`, telling its events to `events`: its home in the
     /// clone's git directory, the identity its commits get where the repository has none, the digests the clone
     /// trusts.
-    pub fn new(start: Start<'a>, events: &'a mut dyn FnMut(Event)) -> Runner<'a> {
+    pub(crate) fn new(start: Start<'a>, events: &'a mut dyn FnMut(Event)) -> Runner<'a> {
         let Start { swarm, agent, who, clock, retry, stop, remote_env, exec, check, git_config, desk, env } = start;
         Runner {
             swarm,
@@ -163,12 +163,12 @@ impl Runner<'_> {
         status::clear(&self.home, &self.agent);
     }
 
-    pub fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
     /// Where this clone's runners keep their work trees and run files.
-    pub fn places(&self) -> Places {
+    pub(crate) fn places(&self) -> Places {
         Places::of(&self.common_dir(), &self.env)
     }
 
@@ -176,16 +176,16 @@ impl Runner<'_> {
         self.home.join("logs").join(format!("{}.log", self.agent))
     }
 
-    pub fn run_dir(&self) -> PathBuf {
+    pub(crate) fn run_dir(&self) -> PathBuf {
         self.places().run_dir(&self.agent)
     }
 
-    pub fn common_dir(&self) -> PathBuf {
+    pub(crate) fn common_dir(&self) -> PathBuf {
         self.swarm.local.repo.common_dir().to_path_buf()
     }
 
     /// One op through the transaction loop, as this runner's agent.
-    pub fn transact<T>(
+    pub(crate) fn transact<T>(
         &self,
         op: impl FnMut(&Snapshot, &Actor) -> Result<(Change, T), DomainError>,
     ) -> Result<Committed<T>, TxnError> {
@@ -206,7 +206,7 @@ impl Runner<'_> {
     /// The agent of `role` (`--exec`, else the config), ready to run here: its program installed, a preset's
     /// flags chosen for the CLI's version ([`agent::prepare`]). Called before the first claim, so that an agent
     /// that cannot start is found before it costs anyone an attempt.
-    pub fn backend(&self, config: &Config, role: Role) -> Result<agent::Prepared, RunError> {
+    pub(crate) fn backend(&self, config: &Config, role: Role) -> Result<agent::Prepared, RunError> {
         let backend = match &self.exec {
             Some(exec) => Backend::Command { exec: exec.clone() },
             None => crate::config::backend_for(&self.git_config.apply(config), role)
@@ -232,7 +232,7 @@ impl Runner<'_> {
         }
     }
 
-    pub fn settings(&self, config: &Config) -> Result<RunSettings, RunError> {
+    pub(crate) fn settings(&self, config: &Config) -> Result<RunSettings, RunError> {
         config.check().map_err(RunError::Settings)?;
         let mut s = RunSettings::from_config(&self.git_config.apply(config)).map_err(RunError::Settings)?;
         if let Some(c) = &self.check {
@@ -299,7 +299,7 @@ impl Runner<'_> {
     }
 
     /// Prepare this runner's folders: logs, run files, and no stray work tree of a runner that died.
-    pub fn setup(&mut self) -> Result<(), RunError> {
+    pub(crate) fn setup(&mut self) -> Result<(), RunError> {
         let places = self.places();
         for d in [self.home.join("logs"), self.run_dir(), places.trees()] {
             std::fs::create_dir_all(&d).map_err(|e| RunError::Setup(format!("cannot create {}: {e}", d.display())))?;
@@ -388,7 +388,7 @@ impl Runner<'_> {
     }
 
     /// The newest state (every task when `full`), read through an outage of the remote (`Retry::outage`).
-    pub fn read(&self, full: bool) -> Result<Snapshot, RunError> {
+    pub(crate) fn read(&self, full: bool) -> Result<Snapshot, RunError> {
         Ok(self.swarm.riding_out(&self.retry, || self.swarm.read(full))?)
     }
 
@@ -594,7 +594,7 @@ impl Runner<'_> {
     }
 
     /// Give a claim back (on a signal); errors are reported, not raised: the lease runs out anyway.
-    pub fn release(&mut self, task: &str, epoch: u64) {
+    pub(crate) fn release(&mut self, task: &str, epoch: u64) {
         let id = task.to_string();
         let usage = self.spent.of(task, epoch);
         match self.transact(|snap, actor| ops::release(&snap.board, actor, &id, Some(epoch), usage)) {

@@ -14,7 +14,7 @@ use crate::ops::{self, DomainError};
 const MAX_OUTBOX: usize = crate::model::MAX_TASK_FILE_BYTES as usize * 4;
 
 /// Add `proposals` to the outbox at `path` (what `git swarm add` does inside an agent run).
-pub fn append(path: &Path, proposals: &[Proposal]) -> Result<(), String> {
+pub(crate) fn append(path: &Path, proposals: &[Proposal]) -> Result<(), String> {
     let mut all = match crate::agent::files::read_text(path, MAX_OUTBOX) {
         Some(text) => plan::parse_task_file(&text).map_err(|e| format!("{}: {e}", path.display()))?,
         None => Vec::new(),

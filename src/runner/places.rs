@@ -14,7 +14,7 @@ use crate::agent;
 /// (Claude Code denies writes there while its permission checks are on, Codex's sandbox makes it read-only), so an
 /// agent in a work tree under `.git/swarm/` could not write its own files.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Places {
+pub(crate) struct Places {
     pub home: PathBuf,
     pub base: PathBuf,
 }
@@ -27,7 +27,7 @@ impl Places {
     /// every process of the clone whatever its environment (a runner under another `HOME`, `sudo`, a moved clone),
     /// so that each finds what the others left. Where it cannot be made (a `HOME` that is not writable), the git
     /// directory's `swarm/` is used instead.
-    pub fn of(common_dir: &Path, env: &crate::environment::Environment) -> Places {
+    pub(crate) fn of(common_dir: &Path, env: &crate::environment::Environment) -> Places {
         let home = common_dir.join("swarm");
         let record = home.join("worktree-base");
         if let Ok(text) = std::fs::read_to_string(&record) {
@@ -51,7 +51,7 @@ impl Places {
     }
 
     /// [`Places::of`] with the cache folder given (`None`: none is known).
-    pub fn under(common_dir: &Path, cache: Option<&Path>) -> Places {
+    pub(crate) fn under(common_dir: &Path, cache: Option<&Path>) -> Places {
         let home = common_dir.join("swarm");
         let base = match cache {
             Some(c) => c.join("git-swarm").join("worktrees").join(clone_key(common_dir)),
@@ -61,19 +61,19 @@ impl Places {
     }
 
     /// The work trees, and the pid file of each runner beside its tree.
-    pub fn trees(&self) -> PathBuf {
+    pub(crate) fn trees(&self) -> PathBuf {
         self.base.join("trees")
     }
 
-    pub fn worktree(&self, agent: &str) -> PathBuf {
+    pub(crate) fn worktree(&self, agent: &str) -> PathBuf {
         self.trees().join(agent)
     }
 
-    pub fn pid_file(&self, agent: &str) -> PathBuf {
+    pub(crate) fn pid_file(&self, agent: &str) -> PathBuf {
         self.trees().join(format!("{agent}.pid"))
     }
 
-    pub fn run_dir(&self, agent: &str) -> PathBuf {
+    pub(crate) fn run_dir(&self, agent: &str) -> PathBuf {
         self.base.join("run").join(agent)
     }
 }
@@ -101,7 +101,7 @@ fn clone_key(common_dir: &Path) -> String {
 
 /// The runners' work trees: name (the runner's agent id), path, and whether the runner that owns it still runs
 /// (its pid file names a live process other than this one).
-pub fn worktrees(places: &Places) -> Vec<(String, PathBuf, bool)> {
+pub(crate) fn worktrees(places: &Places) -> Vec<(String, PathBuf, bool)> {
     let dir = places.trees();
     let Ok(entries) = std::fs::read_dir(&dir) else { return vec![] };
     let mut out: Vec<_> = entries
@@ -159,7 +159,7 @@ const PID_LOCK_CLEAN_UP: Duration = Duration::from_secs(120);
 
 /// The pid of the runner `name` of this clone, when one runs (another process holds its pid file locked; `0` when
 /// the file does not say which). The CLI refuses its holder ops under such an id: they are the runner's to make.
-pub fn live_runner(places: &Places, name: &str) -> Option<u32> {
+pub(crate) fn live_runner(places: &Places, name: &str) -> Option<u32> {
     runner_alive(places, name)
         .then(|| std::fs::read_to_string(places.pid_file(name)).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0))
 }

@@ -22,7 +22,7 @@ use crate::ops::{self, Board, DomainError};
 
 /// Options of `git swarm run planner`.
 #[derive(Debug, Clone, Default)]
-pub struct PlannerOptions {
+pub(crate) struct PlannerOptions {
     pub goal: Option<String>,
     /// `--replace-goal`: a goal other than the swarm's (or any goal on a stopped swarm) replaces it, as `git swarm
     /// goal` would, instead of being refused.
@@ -31,7 +31,7 @@ pub struct PlannerOptions {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct PlannerStats {
+pub(crate) struct PlannerStats {
     pub rounds: u64,
     pub proposed: u64,
     pub plans_done: u64,
@@ -55,7 +55,7 @@ struct Block {
 /// The tasks of the planner's output: the **last** fenced ```toml block that holds `[[task]]` tables (an agent that
 /// echoes its prompt repeats the prompt's example first), or an empty block, "nothing more to do" (`Some([])`).
 /// Other toml blocks (a quoted `Cargo.toml`) are not proposals and are passed over. `Ok(None)`: no such block.
-pub fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
+pub(crate) fn parse_proposals(output: &str) -> Result<Option<Vec<Proposal>>, String> {
     let mut found: Option<Vec<Proposal>> = None;
     let mut last_error = None;
     for block in fenced_blocks(output, "toml") {
@@ -156,7 +156,7 @@ fn depth(board: &Board, task: &Task) -> u32 {
     d
 }
 
-pub fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, PlannerStats), RunError> {
+pub(crate) fn run(r: &mut Runner<'_>, opts: &PlannerOptions) -> Result<(RunEnd, PlannerStats), RunError> {
     r.setup()?;
     let snap = r.read(false)?;
     r.check_trust(&snap, Role::Planner)?;

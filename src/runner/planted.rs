@@ -25,7 +25,7 @@ pub(crate) struct Guard {
 impl Guard {
     /// Take the files as they are now: the common dir's `config` and `info/attributes`, and the derived files of
     /// `.git/swarm/cache`. For an agent that runs uncontained (`[run] sandbox = "off"`).
-    pub fn take(common_dir: &Path) -> Guard {
+    pub(crate) fn take(common_dir: &Path) -> Guard {
         let files = [common_dir.join("config"), common_dir.join("info").join("attributes")]
             .into_iter()
             .map(|p| (p.clone(), read(&p)))
@@ -44,7 +44,7 @@ impl Guard {
     }
 
     /// Put back every file that changed since [`Guard::take`]; one message per file put back.
-    pub fn restore(&self) -> Vec<String> {
+    pub(crate) fn restore(&self) -> Vec<String> {
         let mut said = Vec::new();
         if let Some((dir, before)) = &self.cache
             && fingerprints(dir) != *before

@@ -5,7 +5,7 @@ use gix::ObjectId;
 use crate::Store;
 
 /// A prompt by name, built in.
-pub fn builtin(name: &str) -> Option<&'static str> {
+pub(crate) fn builtin(name: &str) -> Option<&'static str> {
     Some(match name {
         "worker" => include_str!("../../prompts/worker.md"),
         "conflict" => include_str!("../../prompts/conflict.md"),
@@ -21,7 +21,7 @@ const MAX_PROMPT_BYTES: u64 = 256 * 1024;
 
 /// The prompt `name`: `prompts/<name>.md` of the state at `commit` when it is there and readable, else the
 /// built-in one. A file that cannot be read is reported in the second value and the built-in one used.
-pub fn load(store: &Store, commit: ObjectId, name: &str) -> (String, Option<String>) {
+pub(crate) fn load(store: &Store, commit: ObjectId, name: &str) -> (String, Option<String>) {
     let fallback = builtin(name).unwrap_or_default().to_string();
     let path = crate::state::prompt_path(name);
     match store.read_text(commit, &path, MAX_PROMPT_BYTES) {
@@ -36,7 +36,7 @@ pub fn load(store: &Store, commit: ObjectId, name: &str) -> (String, Option<Stri
 /// Fill the `{{name}}` placeholders in one pass (a value that itself holds `{{x}}` stays as it is). Values are
 /// board text: a closing tag of a data block inside a value (`</task-data>`) is defused so that the text cannot
 /// end its block early. Unknown placeholders are left as they are.
-pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+pub(crate) fn render(template: &str, vars: &[(&str, &str)]) -> String {
     let mut out = String::with_capacity(template.len() + vars.iter().map(|v| v.1.len()).sum::<usize>());
     let mut rest = template;
     while let Some(start) = rest.find("{{") {

@@ -27,7 +27,7 @@ type Leaf = (EntryMode, ObjectId);
 /// landing of claim `epoch` of `task` (`hooks::trailer::stamp`: every `Swarm-*` line of its own goes). `Ok(None)`:
 /// not a case for this (see the module doc).
 #[allow(clippy::too_many_arguments)]
-pub fn rebase_in_process(
+pub(crate) fn rebase_in_process(
     store: &Store,
     onto: ObjectId,
     base: ObjectId,

@@ -9,7 +9,7 @@ use crate::usage::Usage;
 /// What a runner's claims have spent so far, attempt by attempt (agent runs and conflict runs), and the budgets of
 /// the settings it read last.
 #[derive(Debug, Default)]
-pub struct Spent {
+pub(crate) struct Spent {
     attempts: std::sync::Mutex<std::collections::BTreeMap<(String, u64), Attempt>>,
     pub(super) budgets: std::sync::Mutex<(crate::usage::Limit, crate::usage::Limit)>,
 }
@@ -24,7 +24,7 @@ struct Attempt {
 
 impl Spent {
     /// What the attempt `epoch` of `task` has spent so far (its finished runs and the one going on).
-    pub fn of(&self, task: &str, epoch: u64) -> Option<Usage> {
+    pub(crate) fn of(&self, task: &str, epoch: u64) -> Option<Usage> {
         let map = self.attempts.lock().ok()?;
         let a = map.get(&(task.to_string(), epoch))?;
         let live = a.live.as_ref().and_then(|l| l.lock().ok().and_then(|u| *u));
@@ -33,7 +33,7 @@ impl Spent {
 
     /// A run of the attempt starts: what it spends is watched, and it stops at the task's budget (what the task's
     /// ended attempts spent, `prior`, counts).
-    pub fn watch(
+    pub(crate) fn watch(
         &self,
         task: &str,
         epoch: u64,
@@ -52,7 +52,7 @@ impl Spent {
     }
 
     /// The run is over: what it reported joins the attempt's.
-    pub fn ended(&self, task: &str, epoch: u64, usage: Option<Usage>) {
+    pub(crate) fn ended(&self, task: &str, epoch: u64, usage: Option<Usage>) {
         if let Ok(mut map) = self.attempts.lock()
             && let Some(a) = map.get_mut(&(task.to_string(), epoch))
         {
@@ -62,14 +62,14 @@ impl Spent {
     }
 
     /// The attempt is over (recorded on the board, or lost).
-    pub fn forget(&self, task: &str, epoch: u64) {
+    pub(crate) fn forget(&self, task: &str, epoch: u64) {
         if let Ok(mut map) = self.attempts.lock() {
             map.remove(&(task.to_string(), epoch));
         }
     }
 
     /// The task budget and the cycle budget of the settings read last.
-    pub fn budgets(&self) -> (crate::usage::Limit, crate::usage::Limit) {
+    pub(crate) fn budgets(&self) -> (crate::usage::Limit, crate::usage::Limit) {
         self.budgets.lock().map(|b| *b).unwrap_or_default()
     }
 }

@@ -20,7 +20,7 @@ use crate::time::Timestamp;
 /// What a task's holder is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Its agent runs (a worker's task, a planner's plan).
     Agent,
     /// The agent runs again to resolve a rebase conflict.
@@ -34,7 +34,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Phase::Agent => "agent",
             Phase::Conflict => "conflict",
@@ -47,7 +47,7 @@ impl Phase {
 
 /// One agent slot's task, as its runner last wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Live {
+pub(crate) struct Live {
     pub agent: String,
     pub task: String,
     pub epoch: u64,
@@ -63,7 +63,7 @@ pub struct Live {
 
 /// [`Live`] with what the board adds: the last line the agent printed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LocalRun {
+pub(crate) struct LocalRun {
     #[serde(flatten)]
     pub live: Live,
     /// The last line of the agent's output (scrubbed, one line, at most [`LAST_LINE`] characters), while its agent
@@ -127,7 +127,7 @@ pub(crate) fn clear(home: &Path, agent: &str) {
 
 /// What the live runners of the clone whose runner folders are `places` do now, by agent id. Files of runners that
 /// are gone (killed before they could remove theirs) are left out.
-pub fn read_all(places: &Places) -> Vec<LocalRun> {
+pub(crate) fn read_all(places: &Places) -> Vec<LocalRun> {
     let Ok(entries) = std::fs::read_dir(dir(&places.home)) else { return vec![] };
     let mut runs: Vec<LocalRun> = entries
         .flatten()

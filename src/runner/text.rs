@@ -13,7 +13,7 @@ use crate::{Snapshot, Store};
 
 /// The record of the last cycle, if any judge has spoken: the highest-numbered `cycles/<n>.toml` that reads (a
 /// broken newer file must not hide a `stop` before it; the judge's next record replaces it).
-pub fn last_cycle(store: &Store, commit: ObjectId) -> Option<CycleRecord> {
+pub(crate) fn last_cycle(store: &Store, commit: ObjectId) -> Option<CycleRecord> {
     let files = store.list_dir(commit, crate::state::CYCLES_DIR).ok()?;
     let mut numbered: Vec<(u64, bool, ObjectId)> = files
         .iter()
@@ -33,7 +33,7 @@ pub fn last_cycle(store: &Store, commit: ObjectId) -> Option<CycleRecord> {
 }
 
 /// The goal of the swarm (`goal.md`), if one was set.
-pub fn goal(store: &Store, commit: ObjectId) -> Option<String> {
+pub(crate) fn goal(store: &Store, commit: ObjectId) -> Option<String> {
     match store.read_text(commit, GOAL_PATH, 256 * 1024) {
         Ok(Some(Ok(t))) => Some(t),
         _ => None,
@@ -41,7 +41,7 @@ pub fn goal(store: &Store, commit: ObjectId) -> Option<String> {
 }
 
 /// `notes/<id>.md` of the state at `commit`: the hand-offs, newest task first, at most `budget` bytes in all.
-pub fn handoffs(store: &Store, snap: &Snapshot, only_parent: Option<&str>, budget: usize) -> String {
+pub(crate) fn handoffs(store: &Store, snap: &Snapshot, only_parent: Option<&str>, budget: usize) -> String {
     let Ok(files) = store.list_dir(snap.commit, crate::state::NOTES_DIR) else { return String::new() };
     let mut notes: Vec<(Timestamp, String, String)> = Vec::new();
     for (name, id) in files {
@@ -100,7 +100,7 @@ pub(crate) fn task_lines(board: &Board, budget: usize, extra: impl Fn(&Task) -> 
 }
 
 /// Counts of tasks by status.
-pub fn counts(board: &Board) -> [(Status, usize); 5] {
+pub(crate) fn counts(board: &Board) -> [(Status, usize); 5] {
     let mut c = Status::ALL.map(|s| (s, 0usize));
     for st in board.tasks.values().map(|s| s.task.status).chain(board.closed.values().map(|c| c.status)) {
         if let Some(e) = c.iter_mut().find(|(s, _)| *s == st) {
@@ -116,7 +116,7 @@ pub fn counts(board: &Board) -> [(Status, usize); 5] {
 /// `GIT_CONFIG_GLOBAL=/dev/null`), and on a fresh machine there is none at all: the agent's own commit must work.
 ///
 /// A variable the runner's own environment `env` sets already (a CI job that exports an identity) is left as it is.
-pub fn commit_ident(repo: &gix::Repository, agent: &str, env: &Environment) -> Vec<(String, String)> {
+pub(crate) fn commit_ident(repo: &gix::Repository, agent: &str, env: &Environment) -> Vec<(String, String)> {
     let cfg = repo.config_snapshot();
     let get = |k: &str| cfg.string(k).map(|v| v.to_string()).filter(|v| !v.trim().is_empty());
     let name = get("user.name").unwrap_or_else(|| agent.to_string());
@@ -175,7 +175,7 @@ pub(crate) fn redact_secrets(text: &str) -> String {
 /// Redact secrets from everything a runner writes into the state ref: files (hand-offs, verdicts), the summary,
 /// results and failure reasons, and the text of tasks the change files (a planner's proposals, the judge's next
 /// cycle). Text people wrote into tasks that exist already is left as it is.
-pub fn scrub(mut ch: Change) -> Change {
+pub(crate) fn scrub(mut ch: Change) -> Change {
     for text in ch.files.values_mut() {
         *text = redact_secrets(text);
     }

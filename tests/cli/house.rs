@@ -79,8 +79,9 @@ fn code_of(text: &str) -> String {
 }
 
 /// The engine's `pub` functions, constants and statics are its API: each is named by code outside it — the binary,
-/// the tests, the examples — not by a comment. (The binary is a crate of its own with no library: there the
-/// compiler finds what nothing uses, and `pub` means nothing more than `pub(crate)`.)
+/// the tests, the examples — not by a comment. Whether a `pub` item can be reached from outside at all is the
+/// compiler's (`unreachable_pub`, on in both crates); whether anything outside names it is this test's. (The binary
+/// is a crate of its own with no library: there the compiler finds what nothing uses.)
 #[test]
 fn every_pub_function_and_constant_of_the_engine_is_used_outside_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

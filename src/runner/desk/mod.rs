@@ -36,7 +36,7 @@ use batch::*;
 
 /// Shared by the agents of one runner process.
 #[derive(Default)]
-pub struct Desk {
+pub(crate) struct Desk {
     queue: Mutex<Queue>,
     /// Woken when a request joins (a leader gathering its batch waits on it).
     joined: Condvar,
@@ -86,7 +86,7 @@ impl Desk {
 
 /// What a desk published so far.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Figures {
+pub(crate) struct Figures {
     /// Updates of the state ref the desk made (each one atomic, with the target branch when it landed code).
     pub batches: u64,
     pub landings: u64,
@@ -113,7 +113,7 @@ impl Desk {
 }
 
 /// An agent's use of a desk: while it lasts, a leader may wait for its request ([`Desk::enter`]).
-pub struct Member(Arc<Desk>);
+pub(crate) struct Member(Arc<Desk>);
 
 impl Drop for Member {
     fn drop(&mut self) {

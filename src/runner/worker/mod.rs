@@ -32,14 +32,14 @@ use finish::*;
 
 /// Options of `git swarm run worker`.
 #[derive(Debug, Clone, Default)]
-pub struct WorkerOptions {
+pub(crate) struct WorkerOptions {
     pub mode: Mode,
     pub max_tasks: Option<u64>,
 }
 
 /// What a worker did.
 #[derive(Debug, Clone, Default)]
-pub struct WorkerStats {
+pub(crate) struct WorkerStats {
     pub landed: u64,
     pub failed: u64,
     pub lost: u64,
@@ -70,7 +70,7 @@ enum TaskEnd {
     Interrupted,
 }
 
-pub fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
+pub(crate) fn run(r: &mut Runner<'_>, opts: &WorkerOptions) -> Result<(RunEnd, WorkerStats), RunError> {
     // While it runs, the desk's leaders may wait for this agent's requests.
     let _member = r.desk.as_ref().map(super::desk::Desk::enter);
     r.setup()?;
