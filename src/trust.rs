@@ -1,13 +1,13 @@
 //! What a clone trusts its runners to run (security.md S1, S2, S4).
 //!
 //! `refs/swarm/<name>` is not protected the way a branch is: whoever can push it can set the command every runner
-//! executes (`[roles.*] exec`, a preset), a check (`[run] check`), an `http` endpoint and the variable whose value
-//! goes there, the prompts (`prompts/*.md`), the branch agents' code lands on. So a runner runs only settings its
-//! clone trusts: the [`Document`] of those settings — one line each, in a fixed order — has a SHA-256 digest, and
-//! the clone records the digests it trusts in its git config (`swarm.trusted`, one entry each). `git swarm trust`
-//! shows the document and records it; `init --config` and `config set` record what they write; a workflow file
-//! pins its digest in `GIT_SWARM_TRUST` (the file is under branch protection, the state ref is not). What is local
-//! (`--exec`, `--check`, `git config swarm.*`) needs no trust.
+//! executes (`[roles.*] exec`, a preset), a check (`[run] check`), a setup (`[run] setup`), an `http` endpoint and
+//! the variable whose value goes there, the prompts (`prompts/*.md`), the branch agents' code lands on. So a runner
+//! runs only settings its clone trusts: the [`Document`] of those settings — one line each, in a fixed order — has
+//! a SHA-256 digest, and the clone records the digests it trusts in its git config (`swarm.trusted`, one entry
+//! each). `git swarm trust` shows the document and records it; `init --config` and `config set` record what they
+//! write; a workflow file pins its digest in `GIT_SWARM_TRUST` (the file is under branch protection, the state ref
+//! is not). What is local (`--exec`, `--check`, `git config swarm.*`) needs no trust.
 
 use gix::ObjectId;
 
@@ -39,6 +39,9 @@ impl Document {
                 "check",
                 "check_baseline",
                 "check_report",
+                "check_clean",
+                "setup",
+                "setup_when",
                 "sandbox",
                 "network",
                 "sandbox_read",

@@ -205,6 +205,8 @@ pub(crate) struct Stat {
     pub(crate) size: u64,
     pub(crate) mtime: (i64, i64),
     pub(crate) ctime: (i64, i64),
+    /// Who owns it.
+    pub(crate) uid: u32,
 }
 
 impl Stat {
@@ -216,6 +218,7 @@ impl Stat {
             size: u64::try_from(s.st_size).unwrap_or(0),
             mtime: (s.st_mtime, s.st_mtime_nsec),
             ctime: (s.st_ctime, s.st_ctime_nsec),
+            uid: s.st_uid,
         }
     }
 
@@ -377,6 +380,63 @@ impl Dir {
         let shown = || self.path.join(name);
         nix::unistd::fchownat(self.fd.as_fd(), name, u, g, AtFlags::AT_SYMLINK_NOFOLLOW)
             .map_err(|e| refused(&shown(), e))?;
+        self.stat(name).map_err(|e| refused(&shown(), e))
+    }
+
+    /// Move the entry `name` of this folder, whatever it is (a link is moved as a link, a folder with everything
+    /// in it), to `name` in the folder `to` on the same filesystem, where nothing may be (`RENAME_NOREPLACE`).
+    pub(crate) fn move_to(&self, name: &OsStr, to: &Dir) -> Result<(), Refused> {
+        nix::fcntl::renameat2(self.fd.as_fd(), name, to.fd.as_fd(), name, nix::fcntl::RenameFlags::RENAME_NOREPLACE)
+            .map_err(|e| refused(&to.path.join(name), e))
+    }
+
+    /// Hold the entry `name` of this folder (`O_PATH`, no link followed, nothing opened for reading: a FIFO is not
+    /// waited on): its inode cannot be given to another file while the descriptor lives. Its stat with it.
+    pub(crate) fn hold(&self, name: &OsStr) -> Result<(OwnedFd, Stat), Refused> {
+        let shown = || self.path.join(name);
+        let fd = nix::fcntl::openat(
+            self.fd.as_fd(),
+            name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| refused(&shown(), e))?;
+        let st = nix::sys::stat::fstat(fd.as_fd()).map_err(|e| refused(&shown(), e))?;
+        Ok((fd, Stat::of(&st)))
+    }
+
+    /// Remove the entry `name` of this folder, whatever it is: a folder with everything in it, each below reached
+    /// from its parent's descriptor (no link followed at any depth). Nothing there is fine.
+    pub(crate) fn remove(&self, name: &OsStr) -> Result<(), Refused> {
+        use nix::unistd::{UnlinkatFlags, unlinkat};
+        let shown = || self.path.join(name);
+        match self.kind(name) {
+            None => Ok(()),
+            Some(Kind::Dir) => {
+                let sub = self.dir(Path::new(name))?;
+                for e in sub.entries()? {
+                    sub.remove(&e.name)?;
+                }
+                unlinkat(self.fd.as_fd(), name, UnlinkatFlags::RemoveDir).map_err(|e| refused(&shown(), e))
+            }
+            Some(_) => unlinkat(self.fd.as_fd(), name, UnlinkatFlags::NoRemoveDir).map_err(|e| refused(&shown(), e)),
+        }
+    }
+
+    /// Set the modification time of the entry `name` of this folder (a link itself, never what it points at) to
+    /// `mtime`, its access time to now; its stat afterwards.
+    pub(crate) fn set_mtime(&self, name: &OsStr, mtime: (i64, i64)) -> Result<Stat, Refused> {
+        use nix::sys::time::TimeSpec;
+        let shown = || self.path.join(name);
+        let at = TimeSpec::new(mtime.0, mtime.1);
+        nix::sys::stat::utimensat(
+            self.fd.as_fd(),
+            name,
+            &TimeSpec::UTIME_NOW,
+            &at,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .map_err(|e| refused(&shown(), e))?;
         self.stat(name).map_err(|e| refused(&shown(), e))
     }
 

@@ -96,6 +96,21 @@ pub(super) fn report_path(key: &str, p: &str) -> Result<String, String> {
     Ok(p.trim().to_string())
 }
 
+/// `[run] setup_when`: paths inside the work tree (relative, no `..`), each a file whose change re-runs `setup`.
+pub(super) fn setup_files(key: &str, v: Option<Vec<String>>, default: Vec<String>) -> Result<Vec<String>, String> {
+    let Some(v) = v else { return Ok(default) };
+    v.iter()
+        .map(|p| {
+            report_path(key, p).map_err(|_| {
+                format!(
+                    "{key}: '{}' is not a path inside the work tree: give files relative to its top, like \"uv.lock\"",
+                    crate::escape::line(p)
+                )
+            })
+        })
+        .collect()
+}
+
 /// `[run] batch_window`: milliseconds count, zero turns it off, at most a minute.
 pub(super) fn window(key: &str, s: &str) -> Result<Duration, String> {
     let bad = |why: String| format!("{key} = '{}': {why}", crate::escape::line(s));

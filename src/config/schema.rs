@@ -10,7 +10,9 @@
 use std::time::Duration;
 
 use super::Kind;
-use super::checks::{Empty, duration, empty, network, pushes, report_path, sandbox_paths, tokens, usd, window};
+use super::checks::{
+    Empty, duration, empty, network, pushes, report_path, sandbox_paths, setup_files, tokens, usd, window,
+};
 use crate::agent::http::Api;
 use crate::agent::sandbox::Mode;
 use crate::time::DurationText;
@@ -147,6 +149,17 @@ settings! {
         /// Where the check writes its JUnit XML report, relative to the work tree (a file, or a folder of `*.xml`):
         /// per-test results for the baseline.
         check_report: String => Option<String> = None, "", |key, v, _| v.map(|p| report_path(key, &p)).transpose();
+        /// Run the check in a work tree made from nothing (what the repository ignores not carried from the last
+        /// run: no build output, no dependencies) — slower, and free of whatever an earlier run left (docs/check.md).
+        check_clean: bool => bool = false, "false";
+        /// A command run in the work tree before the agent when the tree is new to this runner or a file of
+        /// `setup_when` changed since its last run (`npm ci`, `uv sync`, `cargo fetch`); trusted like `check`.
+        setup: String => Option<String> = None, "", |_, v, _| Ok(v.filter(|c| !c.trim().is_empty()));
+        /// Files (paths relative to the work tree) whose change re-runs `setup` (`["package-lock.json", "uv.lock"]`);
+        /// empty: only a new work tree does.
+        setup_when: Vec<String> => Vec<String> = vec![], "[]", setup_files;
+        /// The time limit of one run of `setup`.
+        setup_timeout: DurationText => Duration = Duration::from_secs(10 * 60), "\"10m\"", duration;
         /// Whether agent runs are contained: `"auto"` (when this machine can), `"required"` (or the runner refuses
         /// to start) or `"off"` (docs/agents.md).
         sandbox: String => Mode = Mode::Auto, "\"auto\"", |_, v, d| v.map_or(Ok(d), |m| Mode::parse(&m));

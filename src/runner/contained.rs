@@ -190,7 +190,12 @@ impl Runner<'_> {
         hide.extend([common.clone(), places.base.clone()]);
         let mut readable = vec![common.join("objects")];
         readable.extend(settings.read.iter().cloned());
-        let mut writable = vec![slot.tree.clone(), slot.run.clone()];
+        // The swarm's own caches and the toolchains a fresh home lacks (`runner::caches`).
+        let var = |k: &str| self.env.get(k).and_then(|v| v.to_str().map(str::to_string));
+        let (cache_env, caches) = super::caches::environment(&places.base, home.as_deref(), &var, owner);
+        let mut env = env;
+        env.extend(cache_env);
+        let mut writable = vec![slot.tree.clone(), slot.run.clone(), caches];
         writable.extend(settings.write.iter().cloned());
         let env_of = |k: &str| self.env.get(k).map(std::ffi::OsStr::to_os_string);
         let spec =

@@ -232,10 +232,22 @@ fn judge_once(
     let tip = r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(&branch))?;
     let check = match (&settings.check, tip) {
         (Some(cmd), Some(t)) => {
-            slot.checkout(&r.swarm.local.repo, t, r.agent_owner(), &[]).map_err(RunError::Setup)?;
+            let checkout = slot
+                .checkout(&r.swarm.local.repo, t, r.agent_owner(), &[], !settings.check_clean)
+                .map_err(RunError::Setup)?;
+            let mut said = Vec::new();
+            let setup = r.set_up(&slot, &checkout, t, settings, config, &format!("cycle-{}", view.n), &mut said);
+            for e in said {
+                r.emit(e);
+            }
             let guard = r.guard();
-            let out = super::landing::run_check(r, &slot, t, cmd, settings.task_timeout, config, &|| true);
-            let (ok, tail) = (out.passed, out.tail);
+            let (ok, tail) = match setup {
+                Ok(_) => {
+                    let out = super::landing::run_check(r, &slot, t, cmd, settings.task_timeout, config, &|| true);
+                    (out.passed, out.tail)
+                }
+                Err(f) => (false, [f.tail, vec![f.reason]].concat()),
+            };
             for p in guard.restore() {
                 r.emit(Event::Warning(p));
             }
@@ -269,7 +281,7 @@ fn judge_once(
     env.push(("GIT_SWARM_CYCLE".into(), view.n.to_string()));
     r.emit(Event::AgentStarted { task: format!("cycle-{}", view.n), what: "judge" });
     // The judge reads a work tree at the target's tip, made afresh (an empty one with no target yet).
-    slot.checkout(&r.swarm.local.repo, tip.unwrap_or(r.swarm.local.repo.empty_tree().id), r.agent_owner(), &[])
+    slot.checkout(&r.swarm.local.repo, tip.unwrap_or(r.swarm.local.repo.empty_tree().id), r.agent_owner(), &[], true)
         .map_err(RunError::Setup)?;
     let out = r.run_agent(
         &backend,

@@ -6,6 +6,7 @@
 //! directory), never in the user's. It does no terminal I/O: what happens is reported as [`Event`]s to the caller.
 
 mod baseline;
+mod caches;
 mod claim;
 pub(crate) mod contained;
 pub(crate) mod desk;
@@ -21,12 +22,14 @@ pub(crate) mod planted;
 pub(crate) mod prompts;
 mod propose;
 pub(crate) mod rebase;
+mod setup;
 mod slot;
 mod snapshot;
 mod spent;
 pub(crate) mod status;
 mod text;
 mod wait;
+mod warm;
 pub(crate) mod worker;
 
 use std::path::PathBuf;

@@ -73,6 +73,12 @@ impl Places {
         self.trees().join(format!("{agent}.pid"))
     }
 
+    /// Warm work trees on their way: a slot's last tree while its next is made (`aside/<agent>`), and the trees of
+    /// runners that exited, parked for the next runner of this clone (`parked/`; docs/check.md, *Warm work trees*).
+    pub(crate) fn warm(&self) -> PathBuf {
+        self.base.join("warm")
+    }
+
     pub(crate) fn run_dir(&self, agent: &str) -> PathBuf {
         self.base.join("run").join(agent)
     }

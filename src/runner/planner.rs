@@ -473,7 +473,7 @@ fn run_round_agent(
     let branch = format!("refs/heads/{}", config.target);
     let tip = r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(&branch))?;
     let empty = r.swarm.local.repo.empty_tree().id;
-    slot.checkout(&r.swarm.local.repo, tip.unwrap_or(empty), r.agent_owner(), &[]).map_err(RunError::Setup)?;
+    slot.checkout(&r.swarm.local.repo, tip.unwrap_or(empty), r.agent_owner(), &[], true).map_err(RunError::Setup)?;
     let mut env = r.base_env(Role::Planner);
     env.push(("GIT_SWARM_PARENT".into(), id.to_string()));
     env.push(("GIT_SWARM_TASK_ID".into(), id.to_string()));

@@ -27,6 +27,8 @@ use gix::ObjectId;
 use gix::bstr::{BString, ByteSlice};
 
 use super::snapshot::Known;
+
+mod park;
 use crate::agent::files::{self, Dir};
 
 /// One agent's places ([`super::Places`]) and the runner's index for them.
@@ -38,6 +40,10 @@ pub(crate) struct Slot {
     pub(crate) run: PathBuf,
     /// The runner's own: `index`, the objects an agent's run brought (on their way in).
     private: PathBuf,
+    /// Where the last work tree waits while the next is made (`<cache>/warm/aside/<agent>`), and where the trees
+    /// of runners that exited are parked for the next (`<cache>/warm/parked`): [`super::warm`].
+    aside: PathBuf,
+    parked: PathBuf,
     /// The clone's git directory.
     common: PathBuf,
     /// Where git's user excludes file is unless `core.excludesFile` says ([`crate::hooks::agent::excludes_text`]).
@@ -71,9 +77,16 @@ impl Slot {
             tree: places.worktree(agent),
             run: places.run_dir(agent),
             private: common.join("swarm").join("slots").join(agent),
+            aside: places.warm().join("aside").join(agent),
+            parked: places.warm().join("parked"),
             common: common.to_path_buf(),
             config_home,
         }
+    }
+
+    /// What the slot's last `[run] setup` was run for ([`super::setup`]).
+    pub(crate) fn setup_key(&self) -> PathBuf {
+        self.private.join("setup-key")
     }
 
     fn index(&self) -> PathBuf {
@@ -87,18 +100,24 @@ impl Slot {
         cmd
     }
 
-    /// Make the work tree afresh at `what` (a commit or a tree): the old one removed, a new folder made, `what`
-    /// written into it by the runner's git (no sparse checkout) and given to `owner`
-    /// (a root runner's agents run as nobody). `conflicts`: paths whose index entry becomes their stages, so that
-    /// the agent's `git status` shows them unmerged.
+    /// Make the work tree afresh at `what` (a commit or a tree): the old one set aside, a new folder made, `what`
+    /// written into it by the runner's git (no sparse checkout) and given to `owner` (a root runner's agents run
+    /// as nobody). `conflicts`: paths whose index entry becomes their stages, so that the agent's `git status`
+    /// shows them unmerged. `warm`: what the repository ignores is then carried from the old tree (or, for a
+    /// slot's first tree, from one a runner that exited parked) into the new one ([`super::warm`]); what is left
+    /// of the old tree is removed.
     pub(crate) fn checkout(
         &self,
         repo: &gix::Repository,
         what: ObjectId,
         owner: Option<(u32, u32)>,
         conflicts: &[Conflicted],
+        warm: bool,
     ) -> Result<Checkout, String> {
         crate::agent::contain::kill_working_in(&self.tree);
+        let aside = warm.then(|| self.set_aside()).flatten();
+        // What the last checkout wrote, and when it was done: files of it nobody changed since keep their times.
+        let before = aside.as_ref().and_then(|_| self.last_checkout());
         files::remove_all(&self.tree)
             .map_err(|e| format!("cannot remove the work tree {}: {e}", self.tree.display()))?;
         let parent = self.tree.parent().unwrap_or(Path::new("/"));
@@ -123,9 +142,17 @@ impl Slot {
             ));
         }
         let dir = Dir::open(&self.tree).map_err(|e| e.to_string())?;
-        let known = Known::record(&dir, &self.index(), owner)?;
+        if let (Some(aside), Some(before)) = (&aside, &before) {
+            self.keep_times(aside, &dir, before);
+        }
+        let mut known = Known::record(&dir, &self.index(), owner)?;
+        let _ = files::remove_all(&self.stamp());
+        let _ = files::create(&self.stamp(), b"");
         if !conflicts.is_empty() {
             self.stage(conflicts)?;
+        }
+        if let Some(aside) = aside {
+            known.carried = self.carry(&aside, &dir, owner);
         }
         let tree = tree_of(repo, what)?;
         Ok(Checkout { tree, known })
@@ -228,6 +255,8 @@ impl Slot {
         }
         copy_refs(&self.common.join("refs"), &git.join("refs"))?;
         let link = self.tree.join(".git");
+        // What a run before this one in the same tree left there (`[run] setup` before the agent): replaced.
+        Dir::open(&self.tree).and_then(|d| d.remove(OsStr::new(".git"))).map_err(|e| e.to_string())?;
         files::create(&link, format!("gitdir: {}\n", git.display())).map_err(|e| err(e, &link))?;
         if let Some((uid, gid)) = owner {
             Dir::open(&self.tree).and_then(|d| d.chown(OsStr::new(".git"), uid, gid)).map_err(|e| e.to_string())?;
@@ -283,12 +312,16 @@ impl Slot {
         Ok(n)
     }
 
-    /// Remove the work tree, the run folder and the runner's index (when the runner is done).
+    /// Remove the run folder and the runner's index, and park the work tree for the next runner of this clone
+    /// (when the runner is done): [`park::MAX_PARKED`] trees at most, the oldest removed.
     pub(crate) fn remove(&self) {
         crate::agent::contain::kill_working_in(&self.tree);
-        let _ = files::remove_all(&self.tree);
+        if !self.park() {
+            let _ = files::remove_all(&self.tree);
+        }
         let _ = files::remove_all(&self.run);
         let _ = files::remove_all(&self.private);
+        let _ = files::remove_all(&self.aside);
     }
 }
 

@@ -35,9 +35,13 @@ pub(crate) const MAX_FILE: usize = 1 << 30;
 /// The largest `.gitignore` read (a bigger one is read this far).
 const MAX_IGNORE_FILE: usize = 1 << 20;
 
-/// What the runner put into a work tree, by path: the file's stat then and its blob.
+/// What the runner put into a work tree: by path, the file's stat then and its blob; and what it carried into the
+/// tree from the last one ([`super::warm`]), which is never taken.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Known(HashMap<BString, (Stat, ObjectId)>);
+pub(crate) struct Known {
+    files: HashMap<BString, (Stat, ObjectId)>,
+    pub(crate) carried: super::warm::Carried,
+}
 
 impl Known {
     /// Record every file of the index at `index` (the runner's own, of the checkout it just made into `tree`) as
@@ -53,11 +57,11 @@ impl Known {
         }
         let mut known = HashMap::with_capacity(ids.len());
         walk_record(tree, &mut Vec::new(), &ids, owner, &mut known)?;
-        Ok(Known(known))
+        Ok(Known { files: known, carried: Default::default() })
     }
 
     fn blob(&self, path: &[u8], now: &Stat) -> Option<ObjectId> {
-        self.0.get(path.as_bstr()).filter(|(then, _)| then == now).map(|(_, id)| *id)
+        self.files.get(path.as_bstr()).filter(|(then, _)| then == now).map(|(_, id)| *id)
     }
 }
 
@@ -181,16 +185,7 @@ impl Walk<'_> {
         }
         let old = self.tracked_entries(tracked)?;
         // This folder's `.gitignore` rules, for what is below it (data: read bounded, never followed).
-        let pushed = match d.read(Path::new(".gitignore"), MAX_IGNORE_FILE) {
-            Ok((bytes, _)) => {
-                let source = self.base.join(rel.to_path_lossy()).join(".gitignore");
-                self.search
-                    .add_patterns_buffer(&bytes, source, Some(&self.base), gix::ignore::search::Ignore::default())
-                    .map_err(|e| format!("cannot read {}/.gitignore: {e}", rel.as_bstr()))?;
-                true
-            }
-            Err(_) => false,
-        };
+        let pushed = push_gitignore(&mut self.search, d, &self.base, rel)?;
         let mut out: Vec<gix::objs::tree::Entry> = Vec::new();
         for e in entries {
             let name = e.name.as_bytes();
@@ -253,6 +248,11 @@ impl Walk<'_> {
             return Ok(None);
         }
         let was = old.get(name.as_bstr()).copied();
+        if was.is_none() && self.known.carried.contains(&e.stat) {
+            // Carried from an earlier run's tree (build output, dependencies): never part of this one's work,
+            // whatever the agent un-ignored or moved since.
+            return Ok(None);
+        }
         if was.is_some_and(|(m, _)| m.is_commit()) {
             // A submodule: kept as the commit records it (added after the loop).
             return Ok(None);
@@ -336,6 +336,22 @@ impl Walk<'_> {
     fn keep_below(&self, path: &str) -> bool {
         self.keep.is_some() && crate::hooks::agent::is_agent_artifact(&format!("{path}/x"))
     }
+}
+
+/// Add the `.gitignore` of the folder `d` (at `rel` below the top `base`) to `search`, read as data (bounded,
+/// never followed): whether there was one (the caller pops it when it leaves the folder).
+pub(crate) fn push_gitignore(
+    search: &mut gix::ignore::Search,
+    d: &Dir,
+    base: &Path,
+    rel: &[u8],
+) -> Result<bool, String> {
+    let Ok((bytes, _)) = d.read(Path::new(".gitignore"), MAX_IGNORE_FILE) else { return Ok(false) };
+    let source = base.join(rel.to_path_lossy()).join(".gitignore");
+    search
+        .add_patterns_buffer(&bytes, source, Some(base), gix::ignore::search::Ignore::default())
+        .map_err(|e| format!("cannot read {}/.gitignore: {e}", rel.as_bstr()))?;
+    Ok(true)
 }
 
 /// A name git accepts for a tree entry (`fsck::name_refused`: not empty, `.` or `..`, no `/`, not `.git` in any case
@@ -460,7 +476,10 @@ mod tests {
         let stat = root.entries().expect("entries")[0].stat;
         // What the runner recorded for it: a blob id that is not its content's (so a read would show).
         let recorded = w.repo.write_blob(b"recorded").expect("blob").detach();
-        let known = Known([(BString::from("a.txt"), (stat, recorded))].into_iter().collect());
+        let known = Known {
+            files: [(BString::from("a.txt"), (stat, recorded))].into_iter().collect(),
+            carried: Default::default(),
+        };
         let taken = take(&w.repo, &root, w.repo.empty_tree().id, &Ignores::default(), None, &known).expect("take");
         assert_eq!(files(&w.repo, taken.tree), [("a.txt".to_string(), "100644:recorded".to_string())]);
         // A write changes the change time: read again.
@@ -484,5 +503,31 @@ mod tests {
         std::fs::write(w.tree.join("ok.txt"), "x").expect("w");
         let taken = take_all(&w, w.repo.empty_tree().id, &Ignores::default());
         assert_eq!(files(&w.repo, taken.tree), [("ok.txt".to_string(), "100644:x".to_string())]);
+    }
+
+    #[test]
+    fn what_was_carried_is_never_taken_wherever_it_is_moved_and_however_it_is_unignored() {
+        let w = world();
+        let old = w.tree.with_file_name("old");
+        std::fs::create_dir_all(old.join("target")).expect("dir");
+        std::fs::write(old.join("target/planted.rs"), "from an earlier task").expect("w");
+        std::fs::write(w.tree.join(".gitignore"), "target/\n").expect("w");
+        let uid = nix::unistd::geteuid().as_raw();
+        let carried =
+            super::super::warm::carry(&Dir::open(&old).expect("old"), &Dir::open(&w.tree).expect("new"), "", uid)
+                .expect("carry");
+        let known = Known { files: HashMap::new(), carried };
+        // The agent un-ignores it, moves it, and adds a file of its own beside it.
+        std::fs::write(w.tree.join(".gitignore"), "").expect("w");
+        std::fs::rename(w.tree.join("target"), w.tree.join("moved")).expect("mv");
+        std::fs::write(w.tree.join("mine.rs"), "the agent's").expect("w");
+        let root = Dir::open(&w.tree).expect("open");
+        let taken = take(&w.repo, &root, w.repo.empty_tree().id, &Ignores::default(), None, &known).expect("take");
+        let names: Vec<String> = files(&w.repo, taken.tree).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(names, [".gitignore", "mine.rs"], "the carried folder is never the work");
+        // Without the record of what was carried it would have been taken: the test can fail.
+        let taken =
+            take(&w.repo, &root, w.repo.empty_tree().id, &Ignores::default(), None, &Known::default()).expect("take");
+        assert!(files(&w.repo, taken.tree).iter().any(|(p, _)| p == "moved/planted.rs"));
     }
 }

@@ -33,3 +33,4 @@ mod security;
 mod snapshots;
 mod spend;
 mod stop;
+mod warm;

@@ -112,7 +112,24 @@ impl<'a, 'r> Landing<'a, 'r> {
     ) -> Result<(crate::check::CheckRun, Vec<String>, bool), Abort> {
         let (r, keeper) = (self.r, self.keeper);
         let report = self.job.settings.check_report.clone();
-        self.slot.checkout(&r.swarm.local.repo, commit, r.agent_owner(), &[]).map_err(Abort::Fail)?;
+        let warm = !self.job.settings.check_clean;
+        let checkout =
+            self.slot.checkout(&r.swarm.local.repo, commit, r.agent_owner(), &[], warm).map_err(Abort::Fail)?;
+        if let Some(rep) = report.as_deref() {
+            // A report an earlier run left (carried with what the repository ignores) is no result of this one.
+            super::super::warm::remove_report(&self.slot.tree, rep).map_err(Abort::Fail)?;
+        }
+        // The change's own tree fails its setup (the target passed it before the agent ran): the check fails.
+        let (job, task) = (self.job, &self.task.id);
+        if let Err(f) = r.set_up(self.slot, &checkout, commit, job.settings, job.config, task, &mut self.events) {
+            if f.cannot_run {
+                return Err(Abort::CannotStart(RunError::Setup(f.reason)));
+            }
+            let mut tail = f.tail;
+            tail.push(f.reason);
+            let run = crate::check::CheckRun { passed: false, tests: None, failed: None };
+            return Ok((run, tail, false));
+        }
         // The check runs the change's code (its tests, its Makefile): uncontained, what it plants in `.git` is put
         // back too.
         let guard = r.guard();
@@ -162,26 +179,7 @@ pub(crate) fn run_check(
     keep_going: &dyn Fn() -> bool,
 ) -> Checked {
     let setup = |why: String| Checked { passed: false, tail: vec![why.clone()], setup: Some(why), cannot_start: false };
-    let contained = match r.contain_run(slot, Role::Worker, None, config, Some(commit), None) {
-        Ok(c) => c,
-        Err(e) => return setup(e.to_string()),
-    };
-    let mut env = r.commit_ident.clone();
-    env.extend(contained.env.iter().cloned());
-    let inv = crate::agent::Invocation {
-        cwd: &slot.tree,
-        prompt: "",
-        prompt_file: slot.run.join("check-input.txt"),
-        env,
-        log: None,
-        timeout: Some(timeout),
-        grace: Duration::from_secs(5),
-        report: crate::agent::report::Report::Nothing,
-        live: None,
-        budget: None,
-        contain: Some(contained.contain),
-    };
-    match crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || keep_going()) {
+    match run_contained(r, slot, commit, cmd, timeout, config, None, keep_going) {
         Ok(out) => {
             let cannot_start = crate::agent::could_not_start(&out);
             let mut tail = out.tail;
@@ -190,8 +188,42 @@ pub(crate) fn run_check(
             }
             Checked { passed: out.exit.success(), tail, setup: None, cannot_start }
         }
-        Err(e) => setup(e.to_string()),
+        Err(e) => setup(e),
     }
+}
+
+/// Run the trusted command `cmd` (the check, `[run] setup`) in the slot's work tree, checked out at `commit`,
+/// contained as the worker's agent is (it runs the change's code), for at most `timeout`, its output into `log`.
+/// `Err`: it could not be run at all.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_contained(
+    r: &Runner<'_>,
+    slot: &Slot,
+    commit: ObjectId,
+    cmd: &str,
+    timeout: Duration,
+    config: &crate::model::Config,
+    log: Option<std::path::PathBuf>,
+    keep_going: &dyn Fn() -> bool,
+) -> Result<crate::agent::Outcome, String> {
+    let contained = r.contain_run(slot, Role::Worker, None, config, Some(commit), None).map_err(|e| e.to_string())?;
+    let mut env = r.commit_ident.clone();
+    env.extend(contained.env.iter().cloned());
+    let inv = crate::agent::Invocation {
+        cwd: &slot.tree,
+        prompt: "",
+        prompt_file: slot.run.join("check-input.txt"),
+        env,
+        log,
+        timeout: Some(timeout),
+        grace: Duration::from_secs(5),
+        report: crate::agent::report::Report::Nothing,
+        live: None,
+        budget: None,
+        contain: Some(contained.contain),
+    };
+    crate::agent::run(&Backend::Command { exec: cmd.to_string() }, &inv, &mut || keep_going())
+        .map_err(|e| e.to_string())
 }
 
 /// What a run of the check came to.

@@ -129,7 +129,7 @@ pub(crate) fn resolve_conflict(
         );
         let left: Vec<super::super::slot::Conflicted> =
             stop.conflicts.iter().filter(|c| open.iter().any(|(p, _)| *p == c.path)).cloned().collect();
-        let checkout = slot.checkout(&r.swarm.local.repo, current, r.agent_owner(), &left).map_err(Abort::Fail)?;
+        let checkout = slot.checkout(repo, current, r.agent_owner(), &left, true).map_err(Abort::Fail)?;
         let mut env = r.base_env(Role::Worker);
         env.push(("GIT_SWARM_TASK_ID".into(), task.id.clone()));
         env.push(("GIT_SWARM_TASK_TITLE".into(), task.title.clone()));

@@ -24,7 +24,7 @@ mod check;
 mod conflict;
 mod lease;
 
-pub(crate) use check::run_check;
+pub(crate) use check::{run_check, run_contained};
 pub(crate) use lease::LeaseKeeper;
 
 /// One landing of a worker's attempt: its work in `wt`, built on `base`, and what its tries share. `txn` calls

@@ -175,9 +175,22 @@ fn work_on(r: &mut Runner<'_>, mut h: Held, claim_next: bool) -> Result<(TaskEnd
             return roll_forward(r, &h, code, None, None, claim_next, config.lease, Instant::now());
         }
     }
-    // A work tree made afresh by the runner at the target's tip (whatever was in it before is removed: nothing of
-    // an earlier task, and no process of an earlier run still working in it).
-    let checkout = slot.checkout(&r.swarm.local.repo, base, r.agent_owner(), &[]).map_err(RunError::Setup)?;
+    // A work tree made afresh by the runner at the target's tip (nothing of an earlier task but what the repository
+    // ignores, carried: `runner::warm`; no process of an earlier run still working in it).
+    let checkout = slot.checkout(&r.swarm.local.repo, base, r.agent_owner(), &[], true).map_err(RunError::Setup)?;
+    // The target itself fails its setup: no task can be worked on here; the claim goes back unspent.
+    let mut said = Vec::new();
+    let setup = r.set_up(&slot, &checkout, base, &settings, &config, &h.task.id, &mut said);
+    for e in said {
+        r.emit(e);
+    }
+    if let Err(f) = setup {
+        let hint = if f.cannot_run { "fix the runner's set-up" } else { "fix the setup command, or the target" };
+        return Err(RunError::Setup(format!(
+            "{} on {}'s tip {base} ({hint}, then start the runner again; no attempt was spent)",
+            f.reason, config.target
+        )));
+    }
     let outcome = run_worker_agent(r, &backend, &settings, &snap, &mut h, &slot, base, &config)?;
     let job = Job { settings: &settings, config: &config, state: snap.commit, backend: &backend };
     finish(r, &job, &mut h, &slot, &checkout, base, &branch, outcome, claim_next)
