@@ -143,7 +143,7 @@ pub(crate) fn run_command(
     // Let the readers drain the pipes; a grandchild that escaped the group may hold one open, so not for ever.
     run.drain(Some(Duration::from_secs(2)));
     let exit = exit_of(ended);
-    let tail = shared.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
+    let tail: Vec<String> = shared.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
     let stdout = shared.stdout.lock().map(|s| String::from_utf8_lossy(&s).into_owned()).unwrap_or_default();
     let stdout_tail = shared
         .stdout_tail
@@ -156,7 +156,22 @@ pub(crate) fn run_command(
     {
         *l = Some(u);
     }
-    Ok(Outcome { exit, stdout, tail, stdout_tail, elapsed: started.elapsed(), usage })
+    let sandbox_hint = sandbox_hint(exec, inv, &exit, &tail);
+    Ok(Outcome { exit, stdout, tail, stdout_tail, elapsed: started.elapsed(), usage, sandbox_hint })
+}
+
+/// After a sandboxed run that failed: what the sandbox hid of its command, when its output says something was
+/// missing ([`visible::after_run`]; with the runner's environment, which the agent's `PATH` is taken from).
+fn sandbox_hint(exec: &str, inv: &Invocation<'_>, exit: &Exit, tail: &[String]) -> Option<String> {
+    let c = inv.contain.as_ref()?;
+    let (_, spec) = c.sandbox.as_ref()?;
+    if exit.success() || matches!(exit, Exit::Stopped) {
+        return None;
+    }
+    let env = |k: &str| -> Option<std::ffi::OsString> {
+        inv.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.into()).or_else(|| c.runner_env.get(k).map(Into::into))
+    };
+    visible::after_run(spec, c.runner_env.home(), exec, inv.cwd, &env, tail)
 }
 
 /// Where a run's process group is written (`<run dir>.pgid`, beside the run's folder, which the agent may write):

@@ -18,6 +18,7 @@ mod prepare;
 pub(crate) mod preset;
 pub(crate) mod report;
 pub(crate) mod sandbox;
+pub(crate) mod visible;
 
 use command::*;
 pub(crate) use command::{kill_leftover, pgid_file_of};
@@ -74,6 +75,7 @@ mod prepare_tests {
             stdout_tail: String::new(),
             elapsed: Duration::from_secs(secs),
             usage: None,
+            sandbox_hint: None,
         };
         assert!(could_not_start(&out(127, 0, "sh: 1: claud: not found")));
         assert!(could_not_start(&out(126, 1, "sh: 1: ./agent.sh: Permission denied")));
@@ -186,6 +188,19 @@ pub(crate) struct Outcome {
     pub elapsed: Duration,
     /// What the run reported it spent (`None`: it reported nothing).
     pub usage: Option<crate::usage::Usage>,
+    /// A sandboxed run that failed saying something was missing, when the sandbox hides a path its command needs:
+    /// the hint naming it and the setting that shows it ([`visible::after_run`]).
+    pub sandbox_hint: Option<String>,
+}
+
+impl Outcome {
+    /// The last lines it printed, and the hint of what the sandbox hid of it when there is one (a line of the
+    /// runner's, in parentheses): what a failure reason is made from.
+    pub(crate) fn tail_and_hint(&self) -> Vec<String> {
+        let mut tail = self.tail.clone();
+        tail.extend(self.sandbox_hint.as_ref().map(|h| format!("(hint: {h})")));
+        tail
+    }
 }
 
 /// Most stdout kept in memory (planner blocks and verdicts are far smaller).
@@ -224,6 +239,7 @@ pub(crate) fn run(
             stdout_tail,
             elapsed: Duration::ZERO,
             usage: None,
+            sandbox_hint: None,
         });
     }
     // Into the run's fresh folder, where nothing can be yet: never through what an agent left at the path.
@@ -258,7 +274,8 @@ pub(crate) fn run(
             }
             let tail = last_lines(&text, TAIL_LINES);
             let stdout_tail = text.clone();
-            Ok(Outcome { exit: Exit::Code(0), stdout: text, tail, stdout_tail, elapsed: started.elapsed(), usage })
+            let elapsed = started.elapsed();
+            Ok(Outcome { exit: Exit::Code(0), stdout: text, tail, stdout_tail, elapsed, usage, sandbox_hint: None })
         }
     }
 }

@@ -44,6 +44,9 @@ pub(super) fn run(ctx: &mut Ctx, args: DoctorArgs) -> CliResult<()> {
             (Severity::Error, _) => "error",
         };
         ctx.out.line(format!("{tag:<5} {:<9} {}", f.check, crate::escape::line(&f.message)));
+        for d in &f.details {
+            ctx.out.line(format!("      {:<9} {}", "", crate::escape::line(d)));
+        }
         if let Some(what) = &f.fixed {
             ctx.out.line(format!("      {:<9} → {}", "", crate::escape::line(what)));
         } else if let Some(h) = &f.hint {

@@ -11,6 +11,7 @@ pub(super) fn agents(
     local: &crate::config::Local,
     run_dir: &std::path::Path,
     env: &Environment,
+    sandboxed: Option<&Sandboxed>,
 ) -> Vec<Finding> {
     const C: &str = "agents";
     let config = local.apply(config);
@@ -22,11 +23,14 @@ pub(super) fn agents(
             Ok(None) => Finding::new(C, Severity::Info, format!("{role}: no agent configured"))
                 .hint(format!("set [roles.{role}] (or [roles.default]) in swarm.toml, or pass --exec to the runner")),
             Ok(Some(b)) => match crate::agent::prepare(&b, run_dir, &probes, env) {
-                Ok(p) => {
-                    let untested = matches!(b, crate::agent::Backend::Preset(p) if p.untested);
-                    let note = if untested { " — this preset is not tested against its CLI" } else { "" };
-                    Finding::new(C, Severity::Ok, format!("{role}: {} will run here{note}", p.label))
-                }
+                Ok(p) => match sandboxed.and_then(|s| s.hides(C, &p.backend, &format!("{role}: {}", p.label))) {
+                    Some(hidden) => hidden,
+                    None => {
+                        let untested = matches!(b, crate::agent::Backend::Preset(p) if p.untested);
+                        let note = if untested { " — this preset is not tested against its CLI" } else { "" };
+                        Finding::new(C, Severity::Ok, format!("{role}: {} will run here{note}", p.label))
+                    }
+                },
                 // An error: a runner of this role would exit before its first claim. (A role nobody configured is
                 // only noted above; a clone that only watches can pass `--exec` to the roles it runs.)
                 Err(e) => Finding::new(C, Severity::Error, format!("{role}: {e}")).hint(e.hint),
@@ -81,15 +85,102 @@ pub(super) fn sandbox(config: &crate::model::Config, local: &crate::config::Loca
     }
 }
 
+/// What a sandboxed run of this clone would see ([`crate::agent::visible`]), when its runners sandbox their agents
+/// (`[run] sandbox` not `"off"`, and bubblewrap starts here): the mounts of a run as `contain_run` makes them, less
+/// the run's own work tree and folder (writable, made for each run).
+pub(super) struct Sandboxed {
+    view: crate::agent::visible::View,
+    /// The clone's work tree, where a `./relative` path of a command is looked up (the run's own tree holds it).
+    tree: PathBuf,
+    env: Vec<(String, std::ffi::OsString)>,
+}
+
+impl Sandboxed {
+    pub(super) fn of(
+        swarm: &Swarm,
+        config: &crate::model::Config,
+        local: &crate::config::Local,
+        env: &Environment,
+    ) -> Option<Sandboxed> {
+        use crate::agent::sandbox::{Mode, Spec, support};
+        let s = crate::runner::RunSettings::from_config(&local.apply(config)).ok()?;
+        if s.sandbox == Mode::Off || !support(env).is_ready() {
+            return None;
+        }
+        let home = env.home();
+        let paths = |v: &[String]| -> Vec<PathBuf> {
+            v.iter().filter_map(|p| crate::runner::contained::expand(p, home)).collect()
+        };
+        let common = swarm.local.repo.common_dir().to_path_buf();
+        let tree = swarm.local.repo.workdir().map_or_else(|| common.clone(), Path::to_path_buf);
+        let places = crate::runner::Places::of(&common, env);
+        let mut hide: Vec<PathBuf> = swarm.local.repo.workdir().map(Path::to_path_buf).into_iter().collect();
+        hide.extend([common.clone(), places.base.clone()]);
+        let mut readable = vec![common.join("objects")];
+        readable.extend(paths(&s.sandbox_read));
+        let env_of = |k: &str| env.get(k).map(std::ffi::OsStr::to_os_string);
+        let spec = Spec::new(&tree, home, &hide, &paths(&s.sandbox_write), &readable, s.network, None, &env_of);
+        let view = crate::agent::visible::View::of(&spec, home);
+        let env = ["PATH", "VIRTUAL_ENV"]
+            .iter()
+            .filter_map(|k| env.get(k).map(|v| (k.to_string(), v.to_os_string())))
+            .collect();
+        Some(Sandboxed { view, tree, env })
+    }
+
+    /// An error naming what the sandbox hides of `backend`'s command (`what`: the role and its agent, or the
+    /// check), if it hides a path the command starts or names; `None` for a model API or a command it shows.
+    fn hides(&self, check: &'static str, backend: &crate::agent::Backend, what: &str) -> Option<Finding> {
+        let crate::agent::Backend::Command { exec } = backend else { return None };
+        let env = |k: &str| self.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let at = crate::agent::visible::Lookup { cwd: &self.tree, env: &env };
+        let unseen = crate::agent::visible::unseen(&self.view, exec, &at);
+        let first = unseen.first()?;
+        let more = match unseen.len() {
+            1 => String::new(),
+            n => format!(
+                " (and {} more: {})",
+                n - 1,
+                unseen[1..].iter().map(|u| u.path.display().to_string()).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        Some(Finding::new(check, Severity::Error, format!("{what} cannot start in the sandbox: {first}{more}")).hint(
+            format!(
+                "move it where the sandbox shows it (not under a hidden folder), or add its folder to [run] \
+                     sandbox_read: {}",
+                crate::agent::visible::show_command(&first.path)
+            ),
+        ))
+    }
+
+    /// What the sandbox shows and hides, as one finding: a line each in its details.
+    pub(super) fn finding(&self) -> Finding {
+        let mut f = Finding::new(
+            "sandbox",
+            Severity::Info,
+            "what a sandboxed run sees besides its own work tree and run folder (writable):",
+        );
+        f.details = self.view.lines();
+        f
+    }
+}
+
 /// Whether `[run] check` can start here: its program found on `PATH` (the suite is not run). `None` without a check,
 /// or when the program cannot be told without running it (a script, a relative path).
 pub(super) fn check_program(
     config: &crate::model::Config,
     local: &crate::config::Local,
     env: &Environment,
+    sandboxed: Option<&Sandboxed>,
 ) -> Option<Finding> {
     let s = crate::runner::RunSettings::from_config(&local.apply(config)).ok()?;
     let check = s.check?;
+    let exec = crate::agent::Backend::Command { exec: check.clone() };
+    if let Some(f) =
+        sandboxed.and_then(|s| s.hides("check", &exec, &format!("[run] check `{}`", crate::escape::line(&check))))
+    {
+        return Some(f);
+    }
     Some(match crate::agent::missing_program(&check, env) {
         Some(p) => Finding::new(
             "check",

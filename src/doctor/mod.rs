@@ -47,11 +47,14 @@ pub(crate) struct Finding {
     pub fixed: Option<String>,
     /// What to do when it was not fixed.
     pub hint: Option<String>,
+    /// More of what it found, a line each (what the sandbox shows and hides).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
 }
 
 impl Finding {
     fn new(check: &'static str, severity: Severity, message: impl Into<String>) -> Finding {
-        Finding { check, severity, message: message.into(), fixed: None, hint: None }
+        Finding { check, severity, message: message.into(), fixed: None, hint: None, details: Vec::new() }
     }
     fn hint(mut self, h: impl Into<String>) -> Finding {
         self.hint = Some(h.into());
@@ -125,10 +128,12 @@ pub(crate) fn examine(swarm: &Swarm, with: &Examine<'_>) -> Result<Vec<Finding>,
     if let Ok(Some(snap)) = swarm.try_read(false) {
         let (config, local, env) = (&snap.board.config, with.local, with.env);
         let run_dir = crate::runner::Places::of(swarm.local.repo.common_dir(), env).run_dir("doctor");
-        out.extend(agents(config, local, &run_dir, env));
+        let sandboxed = Sandboxed::of(swarm, config, local, env);
+        out.extend(agents(config, local, &run_dir, env, sandboxed.as_ref()));
         out.push(sandbox(config, local, env));
+        out.extend(sandboxed.as_ref().map(Sandboxed::finding));
         out.extend(git_version());
-        out.extend(check_program(config, local, env));
+        out.extend(check_program(config, local, env, sandboxed.as_ref()));
         out.extend(baseline(config, local));
         out.extend(forge(config, env));
     }

@@ -621,9 +621,15 @@ pub(crate) fn cannot_start(role: Role, agent: &agent::Prepared, out: &agent::Out
         error: agent::CannotStart {
             what: agent.label.clone(),
             why: format!("it {} ({})", out.exit, redact_secrets(&crate::escape::line(&last))),
-            hint: "the command or a program it runs is missing here; fix it, then start the runner again (the task \
-                   was given back with no attempt spent)"
-                .into(),
+            hint: match &out.sandbox_hint {
+                // What the sandbox hides of it, not a program missing on this machine.
+                Some(hidden) => {
+                    format!("{hidden}; then start the runner again (the task was given back with no attempt spent)")
+                }
+                None => "the command or a program it runs is missing here; fix it, then start the runner again (the \
+                         task was given back with no attempt spent)"
+                    .into(),
+            },
         },
     })
 }

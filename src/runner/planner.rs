@@ -419,7 +419,7 @@ fn plan_round(
     }
     if !out.exit.success() {
         let for_good = matches!(out.exit, Exit::OverBudget(_));
-        let reason = super::reason_from(&format!("the planner agent {}", out.exit), &out.tail);
+        let reason = super::reason_from(&format!("the planner agent {}", out.exit), &out.tail_and_hint());
         return fail_round(r, id, epoch, for_good, reason);
     }
     match parse_proposals(&backend.answer(&out)) {

@@ -317,3 +317,109 @@ fn the_agents_git_keeps_its_excludes_whatever_the_runners_git_config_environment
         assert!(!tree.contains(".claude/"), "{run}: {tree}");
     }
 }
+
+/// A folder under `/tmp`, which every sandbox hides (its own `/tmp` is private): where a person might have put an
+/// agent's script or a check's venv (issue 37), and what no sandboxed run can start.
+fn under_tmp() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("git-swarm-hidden").tempdir_in("/tmp").expect("a folder under /tmp")
+}
+
+fn executable(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+}
+
+/// `doctor` judges each role's agent and the check by what the sandbox shows (issue 37): an agent script and a check
+/// under `/tmp` are errors that name the folder and the setting that shows it ("will run here" before), one finding
+/// lists what the sandbox shows and hides, and with the folder in `[run] sandbox_read` both pass.
+#[test]
+fn doctor_names_an_agent_script_and_a_check_the_sandbox_hides() {
+    if !sandbox_or_skip("doctor_names_an_agent_script_and_a_check_the_sandbox_hides") {
+        return;
+    }
+    let hidden = under_tmp();
+    let dir = hidden.path();
+    executable(&dir.join("agent.sh"), "#!/bin/sh\necho work > work.txt\n");
+    executable(&dir.join("check.sh"), "#!/bin/sh\nexit 0\n");
+    let env = Env::new();
+    let config = format!(
+        "[run]\ncheck = \"{}/check.sh\"\n[roles.worker]\nexec = \"sh {}/agent.sh\"\n",
+        dir.display(),
+        dir.display()
+    );
+    let (_, clones) = env.swarm_with_config(path_url, 1, &config);
+    let c = &clones[0];
+    let out = env.sw(c, &["doctor", "--json"]).code(1);
+    let findings = out.json()["findings"].as_array().cloned().unwrap_or_default();
+    let errors: Vec<&serde_json::Value> = findings.iter().filter(|f| f["severity"] == "error").collect();
+    let script = dir.join("agent.sh").display().to_string();
+    let named = |who: &str, path: &str| {
+        errors.iter().find(|f| {
+            let m = f["message"].as_str().unwrap_or_default();
+            m.starts_with(who) && m.contains("cannot start in the sandbox") && m.contains(path)
+        })
+    };
+    let worker = named("worker:", &script).unwrap_or_else(|| panic!("no error for the worker: {findings:?}"));
+    assert!(worker["message"].as_str().unwrap_or_default().contains("/tmp is private in the sandbox"), "{worker}");
+    let hint = worker["hint"].as_str().unwrap_or_default();
+    assert!(
+        hint.contains(&format!("git swarm config set run.sandbox_read {}", dir.display()))
+            && hint.contains("where the sandbox shows it"),
+        "{hint}"
+    );
+    named("[run] check", &dir.join("check.sh").display().to_string())
+        .unwrap_or_else(|| panic!("no error for the check: {findings:?}"));
+    // What the sandbox shows and hides: one finding, its lines in `details`, and under it in the human output.
+    let seen = findings
+        .iter()
+        .find(|f| f["check"] == "sandbox" && f["severity"] == "info")
+        .unwrap_or_else(|| panic!("no finding of what the sandbox shows: {findings:?}"));
+    let details: Vec<&str> = seen["details"].as_array().into_iter().flatten().filter_map(|d| d.as_str()).collect();
+    assert!(details.iter().any(|d| d.starts_with("hides: ") && d.contains("/tmp (private)") && d.contains('~')));
+    assert!(
+        details.iter().any(|d| d.starts_with("read-only: ")) && details.iter().any(|d| d.starts_with("writable: "))
+    );
+    let human = env.sw(c, &["doctor"]).code(1).stdout;
+    assert!(human.contains("      hides: ") && human.contains("/tmp (private)"), "{human}");
+    // Shown again by [run] sandbox_read: both start in the sandbox.
+    env.sw(c, &["config", "set", "run.sandbox_read", &dir.display().to_string()]).ok();
+    let out = env.sw(c, &["doctor", "--json"]);
+    assert!(!out.stdout.contains("cannot start in the sandbox"), "{}", out.stdout);
+    assert!(out.stdout.contains("will run here"), "{}", out.stdout);
+}
+
+/// An agent and a check under a folder the sandbox hides cannot start in any run (issue 37): the runner's hint names
+/// the hidden path, the rule that hides it and `[run] sandbox_read` — not a program missing on this machine — and
+/// no attempt is spent.
+#[test]
+fn an_agent_or_a_check_the_sandbox_hides_gets_a_hint_naming_it() {
+    if !sandbox_or_skip("an_agent_or_a_check_the_sandbox_hides_gets_a_hint_naming_it") {
+        return;
+    }
+    let hidden = under_tmp();
+    let dir = hidden.path();
+    executable(&dir.join("agent.sh"), "#!/bin/sh\necho work > work.txt\n");
+    executable(&dir.join("check.sh"), "#!/bin/sh\nexit 0\n");
+    let env = Env::new();
+    let config = format!("[roles.worker]\nexec = \"{}/agent.sh\"\n", dir.display());
+    let (_, clones) = env.swarm_with_config(path_url, 1, &config);
+    let c = &clones[0];
+    let id = env.sw(c, &["add", "some work"]).ok().line();
+    let says = |stderr: &str, path: &str| {
+        stderr.contains(&format!("the sandbox hides {path}"))
+            && stderr.contains("/tmp is private in the sandbox")
+            && stderr.contains("[run] sandbox_read")
+    };
+    let agent = env.sw(c, &["--agent", "w", "run", "worker", "--once"]).code(1);
+    assert!(says(&agent.stderr, &dir.join("agent.sh").display().to_string()), "{}", agent.stderr);
+    // The agent moved where the sandbox shows it; the check stays under /tmp.
+    let script = env.path("agent.sh");
+    executable(&script, "#!/bin/sh\necho work > work.txt\n");
+    env.sw(c, &["config", "set", "roles.worker.exec", &format!("sh {}", script.display())]).ok();
+    env.sw(c, &["config", "set", "run.check", &format!("{}/check.sh", dir.display())]).ok();
+    let check = env.sw(c, &["--agent", "w", "run", "worker", "--once"]).code(1);
+    assert!(check.stderr.contains("cannot start here"), "{}", check.stderr);
+    assert!(says(&check.stderr, &dir.join("check.sh").display().to_string()), "{}", check.stderr);
+    let t = env.sw(c, &["show", &id, "--json"]).ok().json();
+    assert_eq!((t["status"].as_str(), t["attempts"].as_u64()), (Some("open"), Some(0)), "{t}");
+}

@@ -470,6 +470,11 @@ fn every_raw_file_access_near_agents_is_audited() {
         ("src/agent/preset.rs", 2, "a CLI's `--version` probe; programs on the runner's PATH"),
         ("src/agent/sandbox.rs", 5, "system folders (/etc/resolv.conf, /home), the mounts' sources and their modes"),
         (
+            "src/agent/visible.rs",
+            4,
+            "stat and realpath only, never a content read or written: a command's program and paths, the PATH entries, the runner's home",
+        ),
+        (
             "src/hooks/agent.rs",
             11,
             "the hook files written into a work tree the runner just made; the user's excludes; the hook handler's own files (it runs as the agent)",

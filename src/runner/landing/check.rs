@@ -186,6 +186,7 @@ pub(crate) fn run_check(
             if !out.exit.success() {
                 tail.push(format!("(the check {})", out.exit));
             }
+            tail.extend(out.sandbox_hint.map(|h| format!("(hint: {h})")));
             Checked { passed: out.exit.success(), tail, setup: None, cannot_start }
         }
         Err(e) => setup(e),

@@ -154,7 +154,7 @@ pub(super) fn run_worker_agent(
     if handoff.is_none() {
         handoff = backend.last_message.read(&out.stdout_tail).filter(|t| !t.trim().is_empty());
     }
-    Ok(AgentRun::Exited { exit: out.exit, tail: out.tail, at, handoff })
+    Ok(AgentRun::Exited { tail: out.tail_and_hint(), exit: out.exit, at, handoff })
 }
 
 /// How much of a hand-off file is read (what is kept of it is less: 64 KiB).
