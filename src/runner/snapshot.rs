@@ -32,8 +32,6 @@ use crate::agent::files::{Dir, Kind, Stat};
 
 /// The largest file taken into a task's work (a bigger one is left out and said).
 pub(crate) const MAX_FILE: usize = 1 << 30;
-/// The largest `.gitignore` read (a bigger one is read this far).
-const MAX_IGNORE_FILE: usize = 1 << 20;
 
 /// What the runner put into a work tree: by path, the file's stat then and its blob; and what it carried into the
 /// tree from the last one ([`super::warm`]), which is never taken.
@@ -185,7 +183,7 @@ impl Walk<'_> {
         }
         let old = self.tracked_entries(tracked)?;
         // This folder's `.gitignore` rules, for what is below it (data: read bounded, never followed).
-        let pushed = push_gitignore(&mut self.search, d, &self.base, rel)?;
+        let pushed = super::warm::push_gitignore(&mut self.search, d, &self.base, rel)?;
         let mut out: Vec<gix::objs::tree::Entry> = Vec::new();
         for e in entries {
             let name = e.name.as_bytes();
@@ -336,22 +334,6 @@ impl Walk<'_> {
     fn keep_below(&self, path: &str) -> bool {
         self.keep.is_some() && crate::hooks::agent::is_agent_artifact(&format!("{path}/x"))
     }
-}
-
-/// Add the `.gitignore` of the folder `d` (at `rel` below the top `base`) to `search`, read as data (bounded,
-/// never followed): whether there was one (the caller pops it when it leaves the folder).
-pub(crate) fn push_gitignore(
-    search: &mut gix::ignore::Search,
-    d: &Dir,
-    base: &Path,
-    rel: &[u8],
-) -> Result<bool, String> {
-    let Ok((bytes, _)) = d.read(Path::new(".gitignore"), MAX_IGNORE_FILE) else { return Ok(false) };
-    let source = base.join(rel.to_path_lossy()).join(".gitignore");
-    search
-        .add_patterns_buffer(&bytes, source, Some(base), gix::ignore::search::Ignore::default())
-        .map_err(|e| format!("cannot read {}/.gitignore: {e}", rel.as_bstr()))?;
-    Ok(true)
 }
 
 /// A name git accepts for a tree entry (`fsck::name_refused`: not empty, `.` or `..`, no `/`, not `.git` in any case

@@ -91,7 +91,7 @@ struct Walk {
 impl Walk {
     fn folder(&mut self, old: &Dir, new: &Dir, rel: &mut Vec<u8>) -> Result<(), String> {
         // The new commit's rules for this folder, as the runner's git just wrote them.
-        let pushed = super::snapshot::push_gitignore(&mut self.search, new, &self.base, rel)?;
+        let pushed = push_gitignore(&mut self.search, new, &self.base, rel)?;
         let res = self.entries(old, new, rel);
         if pushed {
             self.search.patterns.pop();
@@ -151,6 +151,25 @@ impl Walk {
             }
         }
     }
+}
+
+/// The largest `.gitignore` read (a bigger one is read this far).
+const MAX_IGNORE_FILE: usize = 1 << 20;
+
+/// Add the `.gitignore` of the folder `d` (at `rel` below the top `base`) to `search`, read as data (bounded,
+/// never followed): whether there was one (the caller pops it when it leaves the folder).
+pub(crate) fn push_gitignore(
+    search: &mut gix::ignore::Search,
+    d: &Dir,
+    base: &Path,
+    rel: &[u8],
+) -> Result<bool, String> {
+    let Ok((bytes, _)) = d.read(Path::new(".gitignore"), MAX_IGNORE_FILE) else { return Ok(false) };
+    let source = base.join(rel.to_path_lossy()).join(".gitignore");
+    search
+        .add_patterns_buffer(&bytes, source, Some(base), gix::ignore::search::Ignore::default())
+        .map_err(|e| format!("cannot read {}/.gitignore: {e}", rel.as_bstr()))?;
+    Ok(true)
 }
 
 /// A top-level name an agent CLI keeps for itself ([`crate::hooks::agent::is_agent_artifact`]).

@@ -73,7 +73,7 @@ fn attempts(test: &str) -> Vec<Who> {
 const RUNNER_KIB: u64 = 4 << 20;
 
 /// The variables every agent of these tests gets (named in `[roles.worker] env`, as a user would name them).
-const AGENT_VARS: &[&str] = &["RUNNER_HOME", "REMOTE", "PROBES", "CARGO_HOME", "DOCKER_CONFIG"];
+const AGENT_VARS: &[&str] = &["RUNNER_HOME", "REMOTE", "PROBES", "CARGO_HOME", "DOCKER_CONFIG", "PERSON_CARGO"];
 
 /// What a hostile agent says before it tries anything: its report, and `say <door> <what it got>`.
 const PRELUDE: &str = "set -u\nr=\"${REPORT:-report.txt}\"\nsay() { printf '%s: %s\\n' \"$1\" \"$2\" >> \"$r\"; }\n";
@@ -603,12 +603,13 @@ exit 0
 /// test's folder, readable to every uid as a shared toolchain folder is), holding `credentials.toml` and
 /// `config.json` with tokens; a role's `env` passes the variables to the agent, which reads the files. Hiding homes
 /// did not hide these. What held: the sandbox blanks the credential files of the tools the runner's environment
-/// names, wherever they are (`agent::sandbox::credential_paths`).
+/// names, wherever they are (`agent::sandbox::credential_paths`); since issue 37 the run's own `CARGO_HOME` is the
+/// swarm's cache besides.
 #[test]
 fn credential_files_named_by_the_environment_are_blank_wherever_they_are() {
     const AGENT: &str = r#"
 say cargo-home "${CARGO_HOME:-unset}"
-say cargo "$(cat "$CARGO_HOME/credentials.toml" "$CARGO_HOME/credentials" 2>&1 | tr '\n' ' ')"
+say cargo "$(cat "$PERSON_CARGO/credentials.toml" "$PERSON_CARGO/credentials" 2>&1 | tr '\n' ' ')"
 say docker "$(cat "$DOCKER_CONFIG/config.json" 2>&1 | tr '\n' ' ')"
 echo work > work.txt
 exit 0
@@ -631,12 +632,15 @@ exit 0
         });
         let (cargo, docker) = (w.env.path("cargo-home"), w.env.path("docker-config"));
         w.vars.push(("CARGO_HOME".into(), cargo.display().to_string()));
+        w.vars.push(("PERSON_CARGO".into(), cargo.display().to_string()));
         w.vars.push(("DOCKER_CONFIG".into(), docker.display().to_string()));
         let out = w.run(&["run", "worker", "--once"], 120);
         let label = who.label();
         assert_eq!(out.code, 0, "{label}: {}", out.stderr);
         let report = w.landed("report.txt");
-        assert_eq!(door(&report, "cargo-home"), cargo.display().to_string(), "{label}: {report}");
+        // A sandboxed run's CARGO_HOME is the swarm's own cache (issue 37); the person's, read by its path, is blank.
+        assert!(door(&report, "cargo-home").ends_with("/caches/cargo"), "{label}: {report}");
+        assert_eq!(door(&report, "cargo").trim(), "", "{label}: {report}");
         for token in ["cio-token-0000", "cio-old-token-0000", "docker-token-0000"] {
             assert!(!report.contains(token), "{label}: the agent read {token}: {report}");
         }
