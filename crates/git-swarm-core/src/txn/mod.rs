@@ -263,43 +263,82 @@ mod tests {
 
     #[test]
     fn a_writer_above_its_share_of_the_last_minute_gives_way_in_proportion_and_nobody_else_does() {
+        // Now is the newest op: the others race it.
+        const NOW: u64 = 100_000;
         // 4 writers, an update every 100 ms (newest first), 40 ops: `a` took 20, the others 20 between them.
         let others = ["b", "c", "d"];
         let ops: Vec<(u64, &str)> = (0..40u64)
             .map(|i| (100_000 - i * 100, if i % 2 == 0 { "a" } else { others[(i as usize / 2) % 3] }))
             .collect();
         // `a`: 20 of 40 with a share of 10, twice its share: one interval (100 ms) of giving way.
-        assert_eq!(share_window(&ops, "a"), Duration::from_millis(100));
+        assert_eq!(share_window(&ops, "a", NOW), Duration::from_millis(100));
         // The others are below their share, and a writer not seen at all is too: no pause.
         for me in ["b", "c", "d", "e"] {
-            assert_eq!(share_window(&ops, me), Duration::ZERO, "{me}");
+            assert_eq!(share_window(&ops, me, NOW), Duration::ZERO, "{me}");
         }
         // One writer alone never waits, however many its ops.
         let alone: Vec<(u64, &str)> = (0..40u64).map(|i| (100_000 - i * 100, "a")).collect();
-        assert_eq!(share_window(&alone, "a"), Duration::ZERO);
+        assert_eq!(share_window(&alone, "a", NOW), Duration::ZERO);
         // Too few ops to judge a share by (fewer than two a writer): no pause.
-        assert_eq!(share_window(&ops[..7], "a"), Duration::ZERO);
+        assert_eq!(share_window(&ops[..7], "a", NOW), Duration::ZERO);
         // Ops older than the minute before the newest do not count: `a`'s old streak is forgotten.
         let mut old = ops.clone();
         old.extend((0..100u64).map(|i| (30_000 - i * 10, "a")));
-        assert_eq!(share_window(&old, "a"), share_window(&ops, "a"));
+        assert_eq!(share_window(&old, "a", NOW), share_window(&ops, "a", NOW));
         // A writer that took 17 of the newest 32 ops beside 15 others with one each: 17·16/32 − 1 = 7.5 intervals
         // of 10 ms; older ops, however many of them its own, do not count.
         let names: Vec<String> = (0..15).map(|i| format!("o{i}")).collect();
         let mut hog: Vec<(u64, &str)> = (0..32u64)
             .map(|i| (100_000 - i * 10, if i % 2 == 0 || i == 31 { "h" } else { names[(i as usize - 1) / 2].as_str() }))
             .collect();
-        let w = share_window(&hog, "h");
+        let w = share_window(&hog, "h", NOW);
         hog.extend((0..500u64).map(|i| (99_000 - i, "h")));
-        assert_eq!(share_window(&hog, "h"), w);
+        assert_eq!(share_window(&hog, "h", NOW), w);
         assert!((w.as_secs_f64() - 0.075).abs() < 1e-9, "{w:?}");
         // A planner's burst of adds before one worker went on alone: the worker does not wait for it.
         let mut after_burst: Vec<(u64, &str)> = (0..40u64).map(|i| (100_000 - i * 50, "worker")).collect();
         after_burst.extend((0..200u64).map(|i| (98_000 - i, "planner")));
-        assert_eq!(share_window(&after_burst, "worker"), Duration::ZERO);
+        assert_eq!(share_window(&after_burst, "worker", NOW), Duration::ZERO);
         // A runner's desk publishing for its agents in turn: no agent of it is above its share.
         let desk: Vec<(u64, &str)> =
             (0..64u64).map(|i| (100_000 - i * 100, ["p-1", "p-2", "p-3", "p-4"][i as usize % 4])).collect();
-        assert!(["p-1", "p-2", "p-3", "p-4"].iter().all(|me| share_window(&desk, me).is_zero()));
+        assert!(["p-1", "p-2", "p-3", "p-4"].iter().all(|me| share_window(&desk, me, NOW).is_zero()));
+    }
+    proptest::proptest! {
+        /// Whatever the history, a writer none of whose rivals wrote within the last few round trips (or none of
+        /// whose rivals' ops is among the newest) never waits before its first attempt.
+        #[test]
+        fn no_pause_without_a_rival_racing_now(
+            ops in proptest::collection::vec((0u64..120_000, 0usize..4), 0..64),
+            now in 0u64..130_000,
+        ) {
+            let names = ["me", "b", "c", "d"];
+            let mut ops: Vec<(u64, &str)> = ops.into_iter().map(|(t, w)| (t, names[w])).collect();
+            ops.sort_by_key(|o| std::cmp::Reverse(o.0));
+            let quiet = ops.iter().all(|o| o.1 == "me" || now.saturating_sub(o.0) > RACING_NOW.as_millis() as u64);
+            if quiet {
+                proptest::prop_assert_eq!(share_window(&ops, "me", now), Duration::ZERO);
+            }
+        }
+    }
+
+    /// Issue 38: a lone writer after others wrote — the history of the minute is no contention.
+    #[test]
+    fn a_writer_whose_rivals_went_quiet_never_waits() {
+        // 20 ops of `a`, two people's adds a second apart, then `a` again: the measured case.
+        let mut ops: Vec<(u64, &str)> = (0..20u64).map(|i| (100_000 - i * 20, "a")).collect();
+        ops.insert(0, (101_000, "person-2"));
+        ops.insert(1, (100_500, "person-1"));
+        ops.insert(0, (101_050, "a"));
+        ops.insert(0, (101_070, "a"));
+        // Seconds after the adds, with `a`'s own ops the newest: no pause, however many the adds.
+        assert_eq!(share_window(&ops, "a", 104_000), Duration::ZERO);
+        // A rival that wrote just now, among the newest: a real race, the share rule holds.
+        let mut racing = ops.clone();
+        racing.insert(0, (101_090, "b"));
+        racing.insert(0, (101_095, "a"));
+        assert!(share_window(&racing, "a", 101_100) > Duration::ZERO);
+        // The same history, the rival quiet for longer than a few round trips: no pause.
+        assert_eq!(share_window(&racing, "a", 101_095 + 2_500), Duration::ZERO);
     }
 }

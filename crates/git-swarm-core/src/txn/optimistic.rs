@@ -106,7 +106,7 @@ impl Swarm {
             if !guard.shared {
                 guard.shared = true;
                 let me = change.writer.as_deref().unwrap_or(&change.agent);
-                let pause = self.share_pause(snap.commit, me, retry.max_pause);
+                let pause = self.share_pause(snap.commit, me, now, retry.max_pause);
                 if !pause.is_zero() {
                     sleep_unless_stopped(pause);
                     profile::add(Phase::Backoff, pause);

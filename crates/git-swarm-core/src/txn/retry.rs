@@ -40,10 +40,10 @@ impl Swarm {
     /// the losers pause (the capture effect: at 16 racing CLI agents, one took 73 of 200 tasks and another waited
     /// 22 s for a claim); the ref's history says who took how many of the last minute's updates, so the writers
     /// above their share stand back, in proportion, and nobody else pays. No server, no clock of this machine.
-    pub(crate) fn share_pause(&self, tip: ObjectId, me: &str, max: Duration) -> Duration {
+    pub(crate) fn share_pause(&self, tip: ObjectId, me: &str, now: Timestamp, max: Duration) -> Duration {
         let Ok(ops) = self.store().log(tip, SHARE_WINDOW) else { return Duration::ZERO };
         let ops: Vec<(u64, &str)> = ops.iter().map(|e| (e.time.0, e.publisher().unwrap_or_default())).collect();
-        let ceiling = share_window(&ops, me).min(max / 4);
+        let ceiling = share_window(&ops, me, now.0).min(max / 4);
         Duration::from_micros(fastrand::u64(0..=ceiling.as_micros() as u64))
     }
 }
@@ -144,17 +144,28 @@ impl Retry {
 /// (a planner's burst of `add`s a minute ago) no longer counts, so that one writer left alone never waits.
 pub(super) const SHARE_WINDOW: usize = 32;
 
+/// How recent another writer's op must be for [`share_window`] to count it as racing now: a few round trips of a
+/// push over the network.
+pub(super) const RACING_NOW: Duration = Duration::from_secs(2);
+
 /// The longest pause of agent `me` before its first attempt, from the ref's newest ops (`(time in ms, the agent
 /// that published it)`, newest first): with `c` writers among the `n` ops of the newest [`SHARE_WINDOW`] within
 /// the minute before the newest, and `m` of them `me`'s, `m·c/n − 1` times the mean interval between those updates
 /// (at most `c − 1` of them) when `me` has more than its share `n/c`; nothing when it has not, when one writer is
-/// alone, or when they hold fewer than two ops a writer (too little to judge a share by).
-pub(crate) fn share_window(ops: &[(u64, &str)], me: &str) -> Duration {
+/// alone, or when they hold fewer than two ops a writer (too little to judge a share by) — and nothing unless
+/// another writer races `me` **now** (issue 38): one of the newest `c` ops is another writer's, at most
+/// [`RACING_NOW`] before `now` (ms; a clock ahead of ours counts as now). The history of the last minute alone is
+/// no contention: a writer whose rivals went quiet never waits.
+pub(crate) fn share_window(ops: &[(u64, &str)], me: &str, now: u64) -> Duration {
     let since = ops.first().map_or(0, |o| o.0.saturating_sub(60_000));
     let recent: Vec<&(u64, &str)> = ops.iter().take(SHARE_WINDOW).filter(|o| o.0 >= since).collect();
     let writers: std::collections::BTreeSet<&str> = recent.iter().map(|o| o.1).collect();
     let (n, c) = (recent.len(), writers.len());
     if c < 2 || n < 2 * c {
+        return Duration::ZERO;
+    }
+    let racing = recent.iter().take(c).any(|o| o.1 != me && now.saturating_sub(o.0) <= RACING_NOW.as_millis() as u64);
+    if !racing {
         return Duration::ZERO;
     }
     let mine = recent.iter().filter(|o| o.1 == me).count();
