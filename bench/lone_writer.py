@@ -94,6 +94,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--remote", choices=["path", "file"], default="file")
     a = ap.parse_args()
+    a.bin = os.path.abspath(a.bin)
     if not os.access(a.bin, os.X_OK):
         sys.exit(f"bench: no binary at {a.bin} (cargo build --release, or --bin)")
     ratios, befores, afters = [], [], []

@@ -179,6 +179,7 @@ def main():
     ap.add_argument("--sandbox", default="auto", choices=["auto", "off"])
     ap.add_argument("--write-doc", action="store_true")
     a = ap.parse_args()
+    a.bin = os.path.abspath(a.bin)
     if not os.access(a.bin, os.X_OK):
         sys.exit(f"bench: no binary at {a.bin} (cargo build --release, or --bin)")
     cargo_home = person_cargo_home()
