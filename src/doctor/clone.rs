@@ -114,12 +114,11 @@ impl Sandboxed {
         let common = swarm.local.repo.common_dir().to_path_buf();
         let tree = swarm.local.repo.workdir().map_or_else(|| common.clone(), Path::to_path_buf);
         let places = crate::runner::Places::of(&common, env);
-        let mut hide: Vec<PathBuf> = swarm.local.repo.workdir().map(Path::to_path_buf).into_iter().collect();
-        hide.extend([common.clone(), places.base.clone()]);
-        let mut readable = vec![common.join("objects")];
-        readable.extend(paths(&s.sandbox_read));
+        let workdir = swarm.local.repo.workdir();
+        let (read, write) = (paths(&s.sandbox_read), paths(&s.sandbox_write));
+        let (hide, readable, writable) = crate::runner::contained::mounts(&places, &common, workdir, &read, &write);
         let env_of = |k: &str| env.get(k).map(std::ffi::OsStr::to_os_string);
-        let spec = Spec::new(&tree, home, &hide, &paths(&s.sandbox_write), &readable, s.network, None, &env_of);
+        let spec = Spec::new(&tree, home, &hide, &writable, &readable, s.network, None, &env_of);
         let view = crate::agent::visible::View::of(&spec, home);
         let env = ["PATH", "VIRTUAL_ENV"]
             .iter()

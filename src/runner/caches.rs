@@ -31,7 +31,7 @@ pub(crate) fn environment(
     env: &dyn Fn(&str) -> Option<String>,
     owner: Option<(u32, u32)>,
 ) -> (Vec<(String, String)>, PathBuf) {
-    let root = base.join("caches");
+    let root = root(base);
     let uid = owner.map_or_else(|| nix::unistd::geteuid().as_raw(), |(u, _)| u);
     let person_cargo = env("CARGO_HOME").map(PathBuf::from).or_else(|| home.map(|h| h.join(".cargo")));
     make(base, &root, person_cargo.as_deref(), uid, owner);
@@ -60,6 +60,11 @@ pub(crate) fn environment(
         }
     }
     (out, root)
+}
+
+/// The swarm's caches of the clone whose cache folder is `base`.
+pub(crate) fn root(base: &Path) -> PathBuf {
+    base.join("caches")
 }
 
 /// The variables that name a folder of their own in `XDG_CACHE_HOME`.

@@ -182,21 +182,15 @@ impl Runner<'_> {
         }
         let common = self.common_dir();
         let places = self.places();
-        // Hidden: the user's checkout (its untracked files), the clone's git directory (its config may hold a
-        // credential; its hooks, refs and the runner's files are no agent's business), every runner's work trees
-        // and run folders. Shown again: the clone's objects (read-only: the alternates of the agent's git
-        // directory), this run's work tree and folder.
-        let mut hide: Vec<PathBuf> = self.swarm.local.repo.workdir().map(Path::to_path_buf).into_iter().collect();
-        hide.extend([common.clone(), places.base.clone()]);
-        let mut readable = vec![common.join("objects")];
-        readable.extend(settings.read.iter().cloned());
         // The swarm's own caches and the toolchains a fresh home lacks (`runner::caches`).
         let var = |k: &str| self.env.get(k).and_then(|v| v.to_str().map(str::to_string));
-        let (cache_env, caches) = super::caches::environment(&places.base, home.as_deref(), &var, owner);
+        let (cache_env, _) = super::caches::environment(&places.base, home.as_deref(), &var, owner);
         let mut env = env;
         env.extend(cache_env);
-        let mut writable = vec![slot.tree.clone(), slot.run.clone(), caches];
-        writable.extend(settings.write.iter().cloned());
+        let workdir = self.swarm.local.repo.workdir();
+        let (hide, readable, shown) = mounts(&places, &common, workdir, &settings.read, &settings.write);
+        let mut writable = vec![slot.tree.clone(), slot.run.clone()];
+        writable.extend(shown);
         let env_of = |k: &str| self.env.get(k).map(std::ffi::OsStr::to_os_string);
         let spec =
             Spec::new(&slot.tree, home.as_deref(), &hide, &writable, &readable, settings.network, owner, &env_of);
@@ -243,6 +237,28 @@ impl Runner<'_> {
     pub(crate) fn outbox_file(&self) -> PathBuf {
         self.run_dir().join("outbox.toml")
     }
+}
+
+/// What a sandboxed run of the clone (git directory `common`, work tree `workdir`) has hidden, shown read-only and
+/// shown writable besides its own work tree and run folder. Hidden: the user's checkout (its untracked files), the
+/// clone's git directory (its config may hold a credential; its hooks, refs and the runner's files are no agent's
+/// business), every runner's work trees and run folders. Shown again: the clone's objects (read-only: the
+/// alternates of the agent's git directory) and `read`; the swarm's caches (`runner::caches`) and `write`. What
+/// `contain_run` mounts and `doctor` shows.
+pub(crate) fn mounts(
+    places: &super::Places,
+    common: &Path,
+    workdir: Option<&Path>,
+    read: &[PathBuf],
+    write: &[PathBuf],
+) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
+    let mut hide: Vec<PathBuf> = workdir.map(Path::to_path_buf).into_iter().collect();
+    hide.extend([common.to_path_buf(), places.base.clone()]);
+    let mut readable = vec![common.join("objects")];
+    readable.extend(read.iter().cloned());
+    let mut writable = vec![super::caches::root(&places.base)];
+    writable.extend(write.iter().cloned());
+    (hide, readable, writable)
 }
 
 /// Copy `from` (a regular file of the runner's home, or a folder of them) to `to` (in a fresh run folder), private
