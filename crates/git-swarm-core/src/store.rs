@@ -19,6 +19,7 @@ pub(crate) use crate::state::{CONFIG_PATH, CYCLES_DIR, README_PATH, SPEND_PATH, 
 use crate::time::Timestamp;
 use crate::trailer::Mark;
 
+mod batch;
 mod layout;
 mod log;
 mod read;

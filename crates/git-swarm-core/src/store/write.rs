@@ -1,5 +1,6 @@
 //! Writing a change as blobs, trees and one commit; copying objects between stores; packing loose objects.
 
+use super::batch::Batch;
 use super::*;
 
 impl Store {
@@ -25,43 +26,34 @@ impl Store {
         // `..`) in `tasks/` would stop every op. The paths we write are built from validated ids; what others put
         // there is carried along untouched (and reported by reads).
         let mut editor = self.repo.edit_tree(base_tree).git(|| "cannot edit the state tree".into())?.detach();
+        // Every new object goes into one batch: a big write (20,000 tasks filed at once) becomes one pack.
+        let mut batch = Batch::new(self);
+        let mut place = |editor: &mut gix::objs::tree::Editor<'_>, path: &str, text: String| {
+            let id = batch.put(gix::objs::Kind::Blob, text.into_bytes())?;
+            editor.upsert(path.split('/'), EntryKind::Blob, id).git(|| format!("cannot place {path}"))?;
+            Ok::<_, StoreError>(())
+        };
         if let Some(cfg) = config {
-            let text = toml::to_string(cfg).git(|| "cannot write swarm.toml".into())?;
-            let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
-            editor
-                .upsert(CONFIG_PATH.split('/'), EntryKind::Blob, id.detach())
-                .git(|| "cannot edit the state tree".into())?;
+            place(&mut editor, CONFIG_PATH, toml::to_string(cfg).git(|| "cannot write swarm.toml".into())?)?;
             if base.is_none() {
-                let id = self.repo.write_blob(STATE_README.as_bytes()).git(|| "cannot write a blob".into())?;
-                editor
-                    .upsert(README_PATH.split('/'), EntryKind::Blob, id.detach())
-                    .git(|| "cannot edit the state tree".into())?;
+                place(&mut editor, README_PATH, STATE_README.to_string())?;
             }
         }
         for path in &change.removes {
             editor.remove(path.split('/')).git(|| format!("cannot remove {path}"))?;
         }
         if let Some(spend) = &change.spend {
-            let text = toml::to_string(spend).git(|| "cannot write spend.toml".into())?;
-            let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
-            editor
-                .upsert(SPEND_PATH.split('/'), EntryKind::Blob, id.detach())
-                .git(|| "cannot edit the state tree".into())?;
+            place(&mut editor, SPEND_PATH, toml::to_string(spend).git(|| "cannot write spend.toml".into())?)?;
         }
         for (path, text) in &change.files {
-            let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
-            editor.upsert(path.split('/'), EntryKind::Blob, id.detach()).git(|| format!("cannot place {path}"))?;
+            place(&mut editor, path, text.clone())?;
         }
         for w in &change.writes {
             let text = toml::to_string(&w.task).git(|| format!("cannot serialize task {}", w.task.id))?;
-            let id = self.repo.write_blob(text.as_bytes()).git(|| "cannot write a blob".into())?;
-            editor
-                .upsert(w.path.split('/'), EntryKind::Blob, id.detach())
-                .git(|| format!("cannot place {}", w.path))?;
+            place(&mut editor, &w.path, text)?;
         }
-        let tree = editor
-            .write(|tree| self.repo.write_object(tree).map(gix::Id::detach))
-            .git(|| "cannot write the state tree".into())?;
+        let tree = editor.write(|tree| batch.put_object(tree))?;
+        batch.finish()?;
         let parents: Vec<ObjectId> = base.map(|s| s.commit).into_iter().collect();
         self.write_commit(tree, &parents, &commit_message(change), who, now)
     }
@@ -97,18 +89,18 @@ impl Store {
     /// Stops at every object `to` has already (a repository that has a commit has its history). Returns how many
     /// objects were copied.
     pub(crate) fn copy_reachable(&self, to: &Store, tip: ObjectId) -> Result<usize, StoreError> {
-        use gix::objs::Write as _;
         let hash = self.repo.object_hash();
         // Depth first, each object written only after everything it points to: a copy cut short leaves no object
-        // in `to` whose children are missing (a later copy stops at objects `to` has, and would trust it).
+        // in `to` whose children are missing (a later copy stops at objects `to` has, and would trust it). Many
+        // objects go into one pack, which appears whole or not at all.
+        let mut batch = Batch::new(to);
         let mut stack = vec![(tip, false)];
         let mut seen = std::collections::HashSet::new();
         let mut copied = 0;
         while let Some((id, children_done)) = stack.pop() {
             if children_done {
                 let obj = self.repo.find_object(id).git(|| format!("cannot read object {id}"))?;
-                let written =
-                    to.repo.objects.write_buf(obj.kind, &obj.data).git(|| format!("cannot write object {id}"))?;
+                let written = batch.put(obj.kind, obj.detach().data)?;
                 if written != id {
                     return Err(StoreError::Git {
                         context: format!("copying object {id}"),
@@ -143,6 +135,7 @@ impl Store {
                 gix::objs::Kind::Blob => {}
             }
         }
+        batch.finish()?;
         Ok(copied)
     }
 
