@@ -56,7 +56,7 @@ pub(crate) use spent::Spent;
 pub(crate) use text::{board_text, reason_from, redact_secrets, task_lines};
 pub(crate) use text::{commit_ident, counts, goal, handoffs, last_cycle, scrub};
 use wait::sleep_unless;
-pub(crate) use wait::{MAX_POLL, MIN_POLL, watch_refs};
+pub(crate) use wait::{MAX_POLL, MIN_POLL, SHARED_READ, watch_refs};
 
 pub(crate) use crate::model::{CycleRecord, Verdict};
 
@@ -392,15 +392,44 @@ impl Runner<'_> {
 
     /// The newest state (every task when `full`), read through an outage of the remote (`Retry::outage`).
     pub(crate) fn read(&self, full: bool) -> Result<Snapshot, RunError> {
-        Ok(self.swarm.riding_out(&self.retry, || self.swarm.read(full))?)
+        if full {
+            return Ok(self.swarm.riding_out(&self.retry, || self.swarm.read(full))?);
+        }
+        self.read_shared(crate::Reads::Live)
+    }
+
+    /// The newest state as `reads` reads it, its tip shared with the other agents of this process when one of them
+    /// fetched it a moment ago ([`desk::Desk::shared_tip`]).
+    fn read_shared(&self, reads: crate::Reads<'_>) -> Result<Snapshot, RunError> {
+        let read = || {
+            let tip = self.state_tip(SHARED_READ)?;
+            self.swarm.read_for_tip(reads, tip, self.clock)
+        };
+        Ok(self.swarm.riding_out(&self.retry, read)?)
+    }
+
+    /// The state ref's tip, at most `every` old when another agent of this process fetched it.
+    fn state_tip(&self, every: Duration) -> Result<Option<ObjectId>, TxnError> {
+        match &self.desk {
+            Some(desk) => desk.shared_tip(&self.swarm.ref_name(), every, || self.swarm.tip()),
+            None => self.swarm.tip(),
+        }
+    }
+
+    /// The tip of the branch `refname` on the remote, shared as [`Runner::state_tip`] is.
+    pub(crate) fn branch_tip(&self, refname: &str) -> Result<Option<ObjectId>, TxnError> {
+        let fetch = || self.swarm.riding_out(&self.retry, || self.swarm.fetch_branch(refname));
+        match &self.desk {
+            Some(desk) => desk.shared_tip(refname, SHARED_READ, fetch),
+            None => fetch(),
+        }
     }
 
     /// The newest state with its settings and none of its tasks (a read of `swarm.toml`, not of the board): what
     /// a runner needs to start. 1,000 agents starting at once over 64 processes each read a 2,000-task board
     /// twice before their first claim, about 50 s of this machine's two cores (`bench/internet.py`).
     pub(crate) fn read_settings(&self) -> Result<Snapshot, RunError> {
-        let settings = || self.swarm.read_for(crate::Reads::Tasks(&[]), self.clock);
-        Ok(self.swarm.riding_out(&self.retry, settings)?)
+        self.read_shared(crate::Reads::Tasks(&[]))
     }
 
     /// The judge's last verdict, when it is `stop`.
@@ -460,11 +489,7 @@ impl Runner<'_> {
                 None => sleep_unless(&self.stop, nap),
             }
             // Through an outage, as every read of a runner (an idle agent's poll met one and ended its runner).
-            let poll = || self.swarm.riding_out(&self.retry, || self.swarm.tip());
-            let tip = match &self.desk {
-                Some(desk) => desk.poll_tip(nap, poll)?,
-                None => poll()?,
-            };
+            let tip = self.swarm.riding_out(&self.retry, || self.state_tip(nap))?;
             match (tip, wake) {
                 (Some(t), _) if t == seen => {}
                 (Some(t), Some(wake)) if !self.worth_waking(t, wake) => seen = t,

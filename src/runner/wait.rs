@@ -6,6 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub(crate) const MIN_POLL: Duration = Duration::from_millis(200);
+/// How old a tip another agent of the same process fetched may be for a read (`Runner::read`, the target's tip
+/// before a work tree is made): agents that start or finish together share one fetch.
+pub(crate) const SHARED_READ: Duration = Duration::from_millis(250);
 
 pub(crate) const MAX_POLL: Duration = Duration::from_secs(10);
 

@@ -121,6 +121,7 @@ pub(crate) fn publish(
             // What this clone saw of the target is what the batch landed (see `Swarm::landed_on_target`).
             if let (Ok(Ok(_)), Some(code)) = (&res, built) {
                 r.swarm.landed_on_target(&target, code);
+                desk.published(&target, code);
             }
             res
         };
@@ -145,6 +146,9 @@ fn round_again(
 ) -> bool {
     match res {
         Ok(Ok(c)) => {
+            if let Some(commit) = c.commit {
+                desk.published(&r.swarm.ref_name(), commit);
+            }
             let (landed, claimed) = c.value;
             if let Ok(mut f) = desk.figures.lock() {
                 f.batches += u64::from(c.commit.is_some());

@@ -42,31 +42,41 @@ pub(crate) struct Desk {
     joined: Condvar,
     /// What the desk published: batches, and the landings and claims in them (for the runner's summary).
     pub figures: Mutex<Figures>,
-    /// The state ref's tip as an agent of this process last fetched it, and when ([`Desk::poll_tip`]).
-    polled: Mutex<Option<(Instant, Option<ObjectId>)>>,
+    /// Each ref's tip (the state ref, a target branch) as an agent of this process last fetched or published it,
+    /// and when ([`Desk::shared_tip`]).
+    tips: Mutex<BTreeMap<String, (Instant, Option<ObjectId>)>>,
     /// The last state an idle agent of this process judged, and whether it held work ([`Desk::worth_waking`]).
     judged: Mutex<Option<(ObjectId, bool)>>,
 }
 
 impl Desk {
-    /// The state ref's tip for an idle agent of this process that polls every `every`: the one another agent of
-    /// the process fetched within that time, else `fetch`'s (which the others then wait for and share). Idle
-    /// agents of one process poll the remote once between them, not once each: at the end of a drain, with the
-    /// ref moving every round trip, 32 idle agents of a process fetched 5 times a second each.
-    pub(crate) fn poll_tip(
+    /// The tip of `refname` for an agent of this process that takes one at most `every` old: the one another agent
+    /// of the process fetched (or published) within that time, else `fetch`'s, which the others wait for and share.
+    /// Idle agents of one process poll the remote once between them, not once each (at the end of a drain, with the
+    /// ref moving every round trip, 32 idle agents of a process fetched 5 times a second each); agents that start
+    /// together read the settings and the target once between them (8 agents made 53 fetches to land 8 tasks, 40 of
+    /// them the same reads at the same moment). A tip a moment old is safe for any read: every write is a
+    /// compare-and-swap that a moved ref refuses.
+    pub(crate) fn shared_tip(
         &self,
+        refname: &str,
         every: Duration,
         fetch: impl FnOnce() -> Result<Option<ObjectId>, TxnError>,
     ) -> Result<Option<ObjectId>, TxnError> {
-        let mut polled = self.polled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((at, tip)) = *polled
+        let mut tips = lock(&self.tips);
+        if let Some(&(at, tip)) = tips.get(refname)
             && at.elapsed() < every
         {
             return Ok(tip);
         }
         let tip = fetch()?;
-        *polled = Some((Instant::now(), tip));
+        tips.insert(refname.to_string(), (Instant::now(), tip));
         Ok(tip)
+    }
+
+    /// `refname` is at `tip` now: this process just moved it there.
+    pub(crate) fn published(&self, refname: &str, tip: ObjectId) {
+        lock(&self.tips).insert(refname.to_string(), (Instant::now(), Some(tip)));
     }
 
     /// Whether the state `tip` holds something for an idle agent of this process to do: `judge`'s answer, asked
@@ -534,5 +544,37 @@ mod tests {
         lock(&desk.queue).waiting.clear();
         desk.absorb(&batch, Some(main));
         assert_eq!(agents(&batch), ["a", "b", "d"]);
+    }
+
+    #[test]
+    fn agents_that_read_together_share_one_fetch_and_a_publish_is_read_back() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let desk = Desk::default();
+        let fetches = AtomicUsize::new(0);
+        let a = ObjectId::from_hex(b"1111111111111111111111111111111111111111").expect("an id");
+        let b = ObjectId::from_hex(b"2222222222222222222222222222222222222222").expect("an id");
+        let fetch = |id| {
+            fetches.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(20));
+            Ok(Some(id))
+        };
+        let every = Duration::from_secs(60);
+        // Eight agents at once: one fetches, the others wait for it and take its tip.
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| assert_eq!(desk.shared_tip("refs/swarm/x", every, || fetch(a)).expect("tip"), Some(a)));
+            }
+        });
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+        // Another ref is fetched on its own.
+        assert_eq!(desk.shared_tip("refs/heads/main", every, || fetch(b)).expect("tip"), Some(b));
+        assert_eq!(fetches.load(Ordering::SeqCst), 2);
+        // What this process published is the tip, with no fetch.
+        desk.published("refs/swarm/x", b);
+        assert_eq!(desk.shared_tip("refs/swarm/x", every, || fetch(a)).expect("tip"), Some(b));
+        assert_eq!(fetches.load(Ordering::SeqCst), 2);
+        // Older than the reader takes: fetched again.
+        assert_eq!(desk.shared_tip("refs/swarm/x", Duration::ZERO, || fetch(a)).expect("tip"), Some(a));
+        assert_eq!(fetches.load(Ordering::SeqCst), 3);
     }
 }

@@ -290,7 +290,7 @@ fn fail(e: impl std::fmt::Display) -> Abort {
 
 /// `branch` of the target fetched, and checked against what this clone saw of it ([`target_checked`]).
 pub(super) fn fetch_target(r: &mut Runner<'_>, branch: &str) -> Result<Option<ObjectId>, RunError> {
-    let Some(tip) = r.swarm.riding_out(&r.retry, || r.swarm.fetch_branch(branch))? else { return Ok(None) };
+    let Some(tip) = r.branch_tip(branch)? else { return Ok(None) };
     if let Some(w) = target_checked(r, branch, tip)? {
         r.emit(w);
     }

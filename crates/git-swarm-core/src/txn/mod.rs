@@ -165,18 +165,27 @@ impl Swarm {
 
     /// The newest state as an op reads it ([`Reads`]).
     pub fn read_for(&self, reads: Reads<'_>, clock: &dyn Fn() -> Timestamp) -> Result<Snapshot, TxnError> {
-        let (ids, every_name) = match reads {
-            Reads::Live => return self.read(false),
-            Reads::Tasks(ids) => (ids, false),
-            Reads::TasksAndNames(ids) => (ids, true),
-            Reads::Next(kind) => {
-                let tip = profile::time(Phase::Fetch, || self.tip())?.ok_or_else(|| self.not_initialized())?;
-                // The clock of the choice is read after the fetch.
-                return Ok(profile::time(Phase::Read, || self.store().read_next(tip, kind, clock()))?);
-            }
-        };
-        let tip = profile::time(Phase::Fetch, || self.tip())?.ok_or_else(|| self.not_initialized())?;
-        Ok(profile::time(Phase::Read, || self.store().read_tasks(tip, ids, every_name))?)
+        let tip = profile::time(Phase::Fetch, || self.tip())?;
+        self.read_for_tip(reads, tip, clock)
+    }
+
+    /// [`Swarm::read_for`] at a tip fetched by [`Swarm::tip`] a moment ago (the agents of one process share one
+    /// fetch); `None`, a swarm that does not exist, is an error.
+    pub fn read_for_tip(
+        &self,
+        reads: Reads<'_>,
+        tip: Option<ObjectId>,
+        clock: &dyn Fn() -> Timestamp,
+    ) -> Result<Snapshot, TxnError> {
+        let tip = tip.ok_or_else(|| self.not_initialized())?;
+        let store = self.store();
+        Ok(profile::time(Phase::Read, || match reads {
+            Reads::Live => store.read(tip, false),
+            Reads::Tasks(ids) => store.read_tasks(tip, ids, false),
+            Reads::TasksAndNames(ids) => store.read_tasks(tip, ids, true),
+            // The clock of the choice is read after the fetch.
+            Reads::Next(kind) => store.read_next(tip, kind, clock()),
+        })?)
     }
 
     fn not_initialized(&self) -> TxnError {
