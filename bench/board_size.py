@@ -12,7 +12,8 @@ rounds (the order of the sizes rotates each round, so that the machine's noise f
 2. the same with `claim` of the next ready task (no id: chosen from the store's index of every live task): goal ≤ 1.5×;
 3. a runner (`git swarm run worker --max-tasks 3`, a shell agent that writes one file) landing three tasks;
 4. `status`, `list --json`, `board --json`, `board --html` and `watch --once`: time and peak memory;
-5. filing 20,000 tasks with one `add --file` against 100 single `add`s (the per-task rate, extrapolated).
+5. filing 20,000 tasks with one `add --file` against 100 single `add`s (the per-task rate, extrapolated), and as a
+   chain of dependencies forwards and backwards, by plain path and over `file://` (goal ≤ 2 s each).
 
 Figures are medians of same-run samples; ratios are against the 100-task board of the same transport. The table goes
 to stdout and, for a full run, into docs/performance.md between `<!-- bench-size:begin -->` and
@@ -64,11 +65,18 @@ def peak_kib(args, cwd, env):
     return int(p.stderr.strip().splitlines()[-1])
 
 
-def task_file(n, prefix):
+def task_file(n, prefix, chain=None):
+    """n tasks; `chain` "forwards" (each waits for the one before) or "backwards" (for the one after)."""
+    def deps(i):
+        if chain == "forwards" and i > 0:
+            return f'deps = ["{prefix}{i - 1}"]\n'
+        if chain == "backwards" and i < n - 1:
+            return f'deps = ["{prefix}{i + 1}"]\n'
+        return ""
     return "".join(
         f'[[task]]\nkey = "{prefix}{i}"\ntitle = "Benchmark task {i}"\n'
         f'body = "@write out/{prefix}{i}.txt done\\nDo the thing number {i}: a paragraph of the size a planner writes '
-        f'for a worker, naming the files to touch, how to check the result, and what not to do."\n\n'
+        f'for a worker, naming the files to touch, how to check the result, and what not to do."\n{deps(i)}\n'
         for i in range(n)
     )
 
@@ -200,6 +208,16 @@ def main():
         t0 = time.monotonic()
         sh([binary, "--agent", "planner", "add", "--file", "-"], cwd=c, env=w.env, stdin=task_file(big, "x"))
         batch = time.monotonic() - t0
+        # The same filing as a chain of dependencies, forwards and backwards, by plain path and over file://
+        # (goal ≤ 2 s each: issue 38). Each on the small board, keys of its own.
+        chains = {}
+        for kind in ("path", "file"):
+            for chain in ("forwards", "backwards"):
+                text = task_file(big, f"{kind[0]}{chain[0]}", chain)
+                t0 = time.monotonic()
+                sh([binary, "--agent", "planner", "add", "--file", "-"], cwd=boards[sizes[0]][kind], env=w.env,
+                   stdin=text)
+                chains[(kind, chain)] = time.monotonic() - t0
         elapsed = time.monotonic() - started
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -238,6 +256,13 @@ def main():
         f"| filing {big:,} tasks: one `add --file` vs {singles} single `add`s × {big // singles} | plain path | "
         + f"{batch:.1f} s vs {single * big:.0f} s (extrapolated) | | | {fmt_ratio(batch / (single * big))} | – |"
     )
+    for kind in ("path", "file"):
+        f, b = chains[(kind, "forwards")], chains[(kind, "backwards")]
+        ok = "**met**" if max(f, b) <= 2.0 else "(missed)"
+        lines.append(
+            f"| filing {big:,} tasks as a chain of dependencies, forwards; backwards (one `add --file`) | "
+            f"{'`file://`' if kind == 'file' else 'plain path'} | {f:.2f} s; {b:.2f} s | | | {ok} | ≤ 2 s |"
+        )
     head = (
         f"Measured {time.strftime('%Y-%m-%d')} with `python3 bench/board_size.py{' --quick' if a.quick else ''}` "
         f"({os.cpu_count()} cores, {elapsed:.0f} s): medians of {rounds} interleaved rounds; ratios are the biggest "

@@ -164,13 +164,13 @@ impl Swarm {
     }
 
     /// The newest state as an op reads it ([`Reads`]).
-    pub fn read_for(&self, reads: Reads<'_>, clock: &dyn Fn() -> Timestamp) -> Result<Snapshot, TxnError> {
+    pub(crate) fn read_for(&self, reads: Reads<'_>, clock: &dyn Fn() -> Timestamp) -> Result<Snapshot, TxnError> {
         let tip = profile::time(Phase::Fetch, || self.tip())?;
         self.read_for_tip(reads, tip, clock)
     }
 
-    /// [`Swarm::read_for`] at a tip fetched by [`Swarm::tip`] a moment ago (the agents of one process share one
-    /// fetch); `None`, a swarm that does not exist, is an error.
+    /// The state as an op reads it ([`Reads`]) at a tip fetched by [`Swarm::tip`] a moment ago (the agents of one
+    /// process share one fetch); `None`, a swarm that does not exist, is an error.
     pub fn read_for_tip(
         &self,
         reads: Reads<'_>,

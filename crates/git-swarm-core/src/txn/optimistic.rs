@@ -17,7 +17,7 @@ impl Swarm {
     }
 
     /// [`Swarm::transact`] for an op that reads only part of the board: each attempt reads it with
-    /// [`Swarm::read_for`].
+    /// [`Swarm::read_for_tip`].
     pub fn transact_on<T>(
         &self,
         reads: Reads<'_>,
