@@ -84,9 +84,9 @@ def task_file(n, prefix, chain=None):
 class World(runner.World):
     """The hermetic world of bench/runner.py (its own HOME and git config), boards of many tasks in it."""
 
-    def board(self, n):
+    def board(self, n, name=None):
         """A packed bare remote with n open tasks; returns {"file": clone, "path": clone}."""
-        base = os.path.join(self.root, f"b{n}")
+        base = os.path.join(self.root, name or f"b{n}")
         bare = os.path.join(base, "remote.git")
         seed = os.path.join(base, "seed")
         sh(["git", "init", "-q", "--bare", bare], env=self.env)
@@ -209,14 +209,15 @@ def main():
         sh([binary, "--agent", "planner", "add", "--file", "-"], cwd=c, env=w.env, stdin=task_file(big, "x"))
         batch = time.monotonic() - t0
         # The same filing as a chain of dependencies, forwards and backwards, by plain path and over file://
-        # (goal ≤ 2 s each: issue 38). Each on the small board, keys of its own.
+        # (goal ≤ 2 s each: issue 38). Each on a board of its own with the smallest board's tasks, so that no
+        # filing first fetches the tasks another one filed.
         chains = {}
         for kind in ("path", "file"):
             for chain in ("forwards", "backwards"):
-                text = task_file(big, f"{kind[0]}{chain[0]}", chain)
+                fresh = w.board(sizes[0], name=f"chain-{kind}-{chain}")[kind]
+                text = task_file(big, "c", chain)
                 t0 = time.monotonic()
-                sh([binary, "--agent", "planner", "add", "--file", "-"], cwd=boards[sizes[0]][kind], env=w.env,
-                   stdin=text)
+                sh([binary, "--agent", "planner", "add", "--file", "-"], cwd=fresh, env=w.env, stdin=text)
                 chains[(kind, chain)] = time.monotonic() - t0
         elapsed = time.monotonic() - started
     finally:
