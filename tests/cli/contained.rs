@@ -283,8 +283,9 @@ fn a_planted_pick_index_never_sends_a_claim_idle() {
     let mut lines = body.lines();
     let head = lines.next().unwrap_or_default();
     let format = head.split('\t').next().unwrap_or_default();
-    let mut planted = format!("{format}\t{tree}\n");
-    planted.extend(lines.filter(|l| !l.starts_with("L\t")).map(|l| format!("{l}\n")));
+    // No claims, no open tasks (both sections empty), only the finished tasks of the last section.
+    let mut planted = format!("{format}\t{tree}\t0\t0\n");
+    planted.extend(lines.filter(|l| !l.starts_with("L\t") && l.ends_with("\tc")).map(|l| format!("{l}\n")));
     std::fs::write(&index, format!("{:08x}\n{planted}", crc32fast::hash(planted.as_bytes()))).expect("plant");
     let claimed = env.sw(c, &["--agent", "w2", "claim"]).ok().line();
     assert_eq!(claimed, id, "the planted index sent the claim idle");

@@ -28,7 +28,7 @@ pub(crate) use deps::dependency_cycle;
 pub use deps::{blocked_by_failure, blocked_for_good, cancel, cancel_blocked, cancel_task};
 pub use holder::{Failing, done, done_found, fail, release, renew, report, role_of, spent_briefly};
 pub(crate) use holder::{check_holder, close_usage, done_landed, spend_after};
-pub(crate) use pick::{Deps, Pickable, pick};
+pub(crate) use pick::{Deps, Pickable, pick, rank, takeable};
 pub use pick::{is_ready, ready, waiting_on};
 // What the rooms of `ops` share among themselves.
 use holder::*;

@@ -26,7 +26,7 @@ use crate::ops::{self, Deps, Pickable};
 use crate::time::Timestamp;
 
 /// What the index must say it is: another format or version of git swarm is not trusted.
-const FORMAT: &str = concat!("git-swarm pick index 1, ", env!("CARGO_PKG_VERSION"));
+const FORMAT: &str = concat!("git-swarm pick index 2, ", env!("CARGO_PKG_VERSION"));
 const FILE: &str = "pick-index-live.txt";
 /// Task files a read through the index may parse before the index is written anew: a line a task is cheap to
 /// write (~5 ms for 20,000), and every file that changed since the index is parsed by every claim.
@@ -34,19 +34,49 @@ const REWRITE_AFTER: usize = 16;
 /// Claims that run out this soon after the read are read too, as candidates of the op's later clock.
 pub(crate) const EXPIRING: Duration = Duration::from_secs(60);
 
-/// An index read back: lines borrowed from the file's bytes, both lists in id order.
+/// An index read back, lazily: a claim on a board of 20,000 open tasks reads the lines of the few that are not
+/// open, the open ones best first only as far as the first ready one, and finds a dep's status by bisection.
+///
+/// The file: a header line (the format, the `tasks/` tree, the byte lengths of the first two sections), then
+/// 1. a line for each live task that is not open (claims: as many as there are agents), in id order;
+/// 2. a line for each open task, by kind, then in the order a claim chooses ([`ops::rank`]);
+/// 3. `<id>\t<status>\t<l|c>` for every task, live (`l`) or finished (`c`), in id order.
 struct Index<'a> {
     tree: ObjectId,
-    live: Vec<Pickable<'a>>,
-    closed: Vec<(&'a str, Status)>,
+    /// Section 1, decoded.
+    held: Vec<Pickable<'a>>,
+    /// Section 2, decoded by [`live_line`] as a claim reads on.
+    open: &'a str,
+    /// Section 3.
+    ids: &'a str,
 }
 
-impl Index<'_> {
+impl<'a> Index<'a> {
     fn status(&self, id: &str) -> Option<Status> {
-        if let Ok(i) = self.live.binary_search_by(|p| p.id.cmp(id)) {
-            return Some(self.live[i].status);
+        let line = find_line(self.ids, id)?;
+        line.split('\t').nth(1)?.parse().ok()
+    }
+
+    /// Every live task, decoded; `None` when a line is not one.
+    fn live(&self) -> Option<Vec<Pickable<'a>>> {
+        let mut all = self.held.clone();
+        for line in self.open.lines() {
+            all.push(live_line(line)?);
         }
-        self.closed.binary_search_by(|(c, _)| (*c).cmp(id)).ok().map(|i| self.closed[i].1)
+        Some(all)
+    }
+
+    /// Every finished task; `None` when a line is not one.
+    fn closed(&self) -> Option<Vec<(&'a str, Status)>> {
+        let mut all = Vec::new();
+        for line in self.ids.lines() {
+            let mut f = line.split('\t');
+            let (id, status, place) = (f.next()?, f.next()?, f.next()?);
+            if place == "c" {
+                all.push((id, status.parse().ok()?));
+            }
+        }
+        Some(all)
     }
 }
 
@@ -111,11 +141,36 @@ impl Store {
             None => index.status(id),
         };
         let unchanged = |p: &Pickable<'_>| changes.gone.is_empty() || !changes.gone.contains(p.id);
-        let every = || index.live.iter().copied().filter(unchanged).chain(changes.live.iter().map(Pickable::of));
-        let (best, swept) = ops::pick(every(), status_of, kind, now, max_attempts);
+        // The claims and the changed tasks, every one: the spent claims, the expiring ones, and the best of them.
+        let few = || index.held.iter().copied().filter(unchanged).chain(changes.live.iter().map(Pickable::of));
+        let (mut best, swept) = ops::pick(few(), status_of, kind, now, max_attempts);
+        // Then the open tasks, best first: the first ready one is chosen if it ranks before those.
+        let beat = best.and_then(|id| few().find(|p| p.id == id));
+        let mut last: Option<Pickable<'_>> = None;
+        for line in index.open.lines() {
+            let Some(p) = live_line(line) else { return Ok(None) };
+            // Out of order, or not open: not an index this store wrote.
+            if p.status != Status::Open || last.is_some_and(|q| open_order(&q, &p).is_gt()) {
+                return Ok(None);
+            }
+            last = Some(p);
+            if p.kind != kind || !unchanged(&p) {
+                if kind_key(p.kind) > kind_key(kind) {
+                    break;
+                }
+                continue;
+            }
+            if beat.is_some_and(|b| ops::rank(&p, &b).is_gt()) {
+                break;
+            }
+            if ops::takeable(&p, max_attempts, now) && p.deps.iter().all(|d| status_of(d) == Some(Status::Done)) {
+                best = Some(p.id);
+                break;
+            }
+        }
         let soon = now.plus(EXPIRING);
         let expiring =
-            every().filter(|p| p.kind == kind && p.status == Status::Claimed && !p.expired(now) && p.expired(soon));
+            few().filter(|p| p.kind == kind && p.status == Status::Claimed && !p.expired(now) && p.expired(soon));
         let mut want: Vec<&str> = best.into_iter().chain(swept).collect();
         want.extend(expiring.map(|p| p.id));
         want.sort_unstable();
@@ -123,13 +178,17 @@ impl Store {
         let mut snap = self.read_tasks(commit, &want, false)?;
         snap.board.picked = Some((kind, now));
         if changes.live.len() + changes.closed.len() >= REWRITE_AFTER {
-            let mut live: Vec<Pickable<'_>> = every().collect();
-            live.sort_unstable_by(|a, b| a.id.cmp(b.id));
-            let mut closed: Vec<(&str, Status)> =
-                index.closed.iter().copied().filter(|(c, _)| !changes.gone.contains(*c)).collect();
-            closed.extend(changes.closed.iter().map(|(c, st)| (c.as_str(), *st)));
-            closed.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            self.write_index(tree, live, closed);
+            match (index.live(), index.closed()) {
+                (Some(live), Some(closed)) => {
+                    let mut live: Vec<Pickable<'_>> = live.into_iter().filter(unchanged).collect();
+                    live.extend(changes.live.iter().map(Pickable::of));
+                    let mut closed: Vec<(&str, Status)> =
+                        closed.into_iter().filter(|(c, _)| !changes.gone.contains(*c)).collect();
+                    closed.extend(changes.closed.iter().map(|(c, st)| (c.as_str(), *st)));
+                    self.write_index(tree, live, closed);
+                }
+                _ => self.forget_index(),
+            }
         }
         Ok(Some(snap))
     }
@@ -171,7 +230,7 @@ impl Store {
     /// a line cannot hold (a space, a tab, a line break: only a hand-made file has one) writes none.
     fn write_index(&self, tree: ObjectId, live: Vec<Pickable<'_>>, closed: Vec<(&str, Status)>) {
         let Some(path) = self.index_path() else { return };
-        match encode(tree, &live, &closed) {
+        match encode(tree, live, closed) {
             Some(body) => {
                 let _ = kept::write_whole(&path, body.as_bytes());
             }
@@ -195,94 +254,144 @@ fn time(t: Option<Timestamp>) -> String {
     t.map_or_else(|| "-".to_string(), |t| t.0.to_string())
 }
 
-fn encode(tree: ObjectId, live: &[Pickable<'_>], closed: &[(&str, Status)]) -> Option<String> {
-    let mut out = format!("{FORMAT}\t{}\n", tree.to_hex());
-    for p in live {
-        if !plain(p.id) || !p.deps.iter().all(plain) {
-            return None;
-        }
-        let deps: Vec<&str> = p.deps.iter().collect();
-        let kind = match p.kind {
-            Kind::Work => 'w',
-            Kind::Plan => 'p',
-        };
-        let _ = writeln!(
-            out,
-            "L\t{}\t{kind}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-            p.id,
-            p.status.as_str(),
-            p.priority,
-            time(p.created_at),
-            p.attempts,
-            p.epoch,
-            time(p.lease_until),
-            deps.join(" ")
-        );
+fn kind_key(kind: Kind) -> u8 {
+    match kind {
+        Kind::Work => 0,
+        Kind::Plan => 1,
     }
-    for (id, status) in closed {
+}
+
+/// The order of section 2: by kind, then as a claim chooses.
+fn open_order(a: &Pickable<'_>, b: &Pickable<'_>) -> std::cmp::Ordering {
+    kind_key(a.kind).cmp(&kind_key(b.kind)).then_with(|| ops::rank(a, b))
+}
+
+fn encode(tree: ObjectId, mut live: Vec<Pickable<'_>>, closed: Vec<(&str, Status)>) -> Option<String> {
+    let mut ids: Vec<(&str, Status, char)> = live.iter().map(|p| (p.id, p.status, 'l')).collect();
+    ids.extend(closed.iter().map(|&(id, st)| (id, st, 'c')));
+    ids.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    // One line an id: a twin is read in full.
+    if ids.windows(2).any(|w| w[0].0 == w[1].0) {
+        return None;
+    }
+    let (mut open, mut held): (Vec<_>, Vec<_>) = live.drain(..).partition(|p| p.status == Status::Open);
+    held.sort_unstable_by(|a, b| a.id.cmp(b.id));
+    open.sort_unstable_by(open_order);
+    let mut sections = [String::new(), String::new(), String::new()];
+    for (out, list) in sections.iter_mut().zip([&held, &open]) {
+        for p in list {
+            if !plain(p.id) || !p.deps.iter().all(plain) {
+                return None;
+            }
+            let deps: Vec<&str> = p.deps.iter().collect();
+            let kind = match p.kind {
+                Kind::Work => 'w',
+                Kind::Plan => 'p',
+            };
+            let _ = writeln!(
+                out,
+                "L\t{}\t{kind}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                p.id,
+                p.status.as_str(),
+                p.priority,
+                time(p.created_at),
+                p.attempts,
+                p.epoch,
+                time(p.lease_until),
+                deps.join(" ")
+            );
+        }
+    }
+    for (id, status, place) in ids {
         if !plain(id) {
             return None;
         }
-        let _ = writeln!(out, "C\t{id}\t{}", status.as_str());
+        let _ = writeln!(sections[2], "{id}\t{}\t{place}", status.as_str());
     }
-    Some(out)
+    let [held, open, ids] = sections;
+    Some(format!("{FORMAT}\t{}\t{}\t{}\n{held}{open}{ids}", tree.to_hex(), held.len(), open.len()))
 }
 
-/// An index from the bytes of its file; `None` for anything but a whole file of this format, both lists in id
-/// order with no id twice.
-fn decode(bytes: &[u8]) -> Option<Index<'_>> {
-    let text = std::str::from_utf8(kept::whole_body(bytes)?).ok()?;
-    let mut lines = text.lines();
-    let (format, tree) = lines.next()?.split_once('\t')?;
-    if format != FORMAT {
+/// A line of section 1 or 2; `None` for anything else.
+fn live_line(line: &str) -> Option<Pickable<'_>> {
+    let time = |s: &str| if s == "-" { Some(None) } else { s.parse().ok().map(|ms| Some(Timestamp(ms))) };
+    let mut f = line.split('\t');
+    if f.next()? != "L" {
         return None;
     }
-    // A line of a live task is about 40 bytes.
-    let live = Vec::with_capacity(text.len() / 40);
-    let mut index = Index { tree: ObjectId::from_hex(tree.as_bytes()).ok()?, live, closed: Vec::new() };
-    let time = |s: &str| if s == "-" { Some(None) } else { s.parse().ok().map(|ms| Some(Timestamp(ms))) };
-    for line in lines {
-        let mut f = line.split('\t');
-        match f.next()? {
-            "L" => {
-                let id = f.next().filter(|id| plain(id))?;
-                let kind = match f.next()? {
-                    "w" => Kind::Work,
-                    "p" => Kind::Plan,
-                    _ => return None,
-                };
-                let p = Pickable {
-                    id,
-                    kind,
-                    status: f.next()?.parse().ok()?,
-                    priority: f.next()?.parse().ok()?,
-                    created_at: time(f.next()?)?,
-                    attempts: f.next()?.parse().ok()?,
-                    epoch: f.next()?.parse().ok()?,
-                    lease_until: time(f.next()?)?,
-                    deps: Deps::Spaced(f.next()?),
-                };
-                if f.next().is_some() || index.live.last().is_some_and(|q| q.id >= id) {
-                    return None;
-                }
-                index.live.push(p);
-            }
-            "C" => {
-                let id = f.next().filter(|id| plain(id))?;
-                let status: Status = f.next()?.parse().ok()?;
-                if f.next().is_some() || index.closed.last().is_some_and(|(q, _)| *q >= id) {
-                    return None;
-                }
-                index.closed.push((id, status));
-            }
-            _ => return None,
+    let id = f.next().filter(|id| plain(id))?;
+    let kind = match f.next()? {
+        "w" => Kind::Work,
+        "p" => Kind::Plan,
+        _ => return None,
+    };
+    let p = Pickable {
+        id,
+        kind,
+        status: f.next()?.parse().ok()?,
+        priority: f.next()?.parse().ok()?,
+        created_at: time(f.next()?)?,
+        attempts: f.next()?.parse().ok()?,
+        epoch: f.next()?.parse().ok()?,
+        lease_until: time(f.next()?)?,
+        deps: Deps::Spaced(f.next()?),
+    };
+    f.next().is_none().then_some(p)
+}
+
+/// The line of `ids` (lines that start `<id>\t`, in id order) for `id`, found by bisection over its bytes.
+fn find_line<'a>(ids: &'a str, id: &str) -> Option<&'a str> {
+    let b = ids.as_bytes();
+    let key = |at: usize| {
+        let line = &b[at..];
+        let end = line.iter().position(|&c| c == b'\t' || c == b'\n').unwrap_or(line.len());
+        &line[..end]
+    };
+    // Both ends are the starts of lines (or the end).
+    let (mut lo, mut hi) = (0, b.len());
+    while hi - lo > 256 {
+        let mid = lo + (hi - lo) / 2;
+        let Some(k) = b[mid..hi].iter().position(|&c| c == b'\n') else { break };
+        let at = mid + k + 1;
+        if at >= hi {
+            break;
+        }
+        match key(at).cmp(id.as_bytes()) {
+            std::cmp::Ordering::Less => lo = at,
+            std::cmp::Ordering::Greater => hi = at,
+            std::cmp::Ordering::Equal => return ids[at..].lines().next(),
         }
     }
-    // One list per id: a live task is not also finished.
-    if index.live.iter().any(|p| index.closed.binary_search_by(|(c, _)| (*c).cmp(p.id)).is_ok()) {
+    ids.get(lo..hi)?.lines().find(|l| l.split('\t').next() == Some(id))
+}
+
+/// An index from the bytes of its file; `None` for anything but a whole file of this format whose sections are
+/// where its header says, and whose first section is in id order and holds no open task. The rest is checked as it
+/// is read ([`Store::pick_from_index`]).
+fn decode(bytes: &[u8]) -> Option<Index<'_>> {
+    let text = std::str::from_utf8(kept::whole_body(bytes)?).ok()?;
+    let (header, body) = text.split_once('\n')?;
+    let mut h = header.split('\t');
+    let (format, tree) = (h.next()?, h.next()?);
+    let (held_len, open_len): (usize, usize) = (h.next()?.parse().ok()?, h.next()?.parse().ok()?);
+    if format != FORMAT || h.next().is_some() {
         return None;
     }
-    Some(index)
+    let held_text = body.get(..held_len)?;
+    let open = body.get(held_len..held_len.checked_add(open_len)?)?;
+    let ids = body.get(held_len + open_len..)?;
+    if [held_text, open, ids].iter().any(|s| !s.is_empty() && !s.ends_with('\n')) {
+        return None;
+    }
+    let mut held: Vec<Pickable<'_>> = Vec::new();
+    for line in held_text.lines() {
+        let p = live_line(line)?;
+        if p.status == Status::Open || held.last().is_some_and(|q| q.id >= p.id) {
+            return None;
+        }
+        held.push(p);
+    }
+    Some(Index { tree: ObjectId::from_hex(tree.as_bytes()).ok()?, held, open, ids })
 }
 
 /// The index of `board`'s live tasks, for tests: what [`Store::read_next`] writes after a full read.
@@ -290,7 +399,7 @@ fn decode(bytes: &[u8]) -> Option<Index<'_>> {
 fn encode_board(tree: ObjectId, board: &crate::state::Board) -> Option<String> {
     let live: Vec<Pickable<'_>> = board.tasks.values().map(|s| Pickable::of(&s.task)).collect();
     let closed: Vec<(&str, Status)> = board.closed.iter().map(|(id, c)| (id.as_str(), c.status)).collect();
-    encode(tree, &live, &closed)
+    encode(tree, live, closed)
 }
 
 #[cfg(test)]
@@ -334,8 +443,13 @@ mod tests {
         let bytes = framed(&encode_board(tree(), &board).expect("encoded"));
         let index = decode(&bytes).expect("decoded");
         assert_eq!(index.tree, tree());
-        assert_eq!(index.live.len(), 3);
-        for (p, s) in index.live.iter().zip(board.tasks.values()) {
+        assert_eq!(index.held.iter().map(|p| p.id).collect::<Vec<_>>(), ["t-2"], "the claims, decoded");
+        let open: Vec<&str> = index.open.lines().map(|l| live_line(l).expect("a line").id).collect();
+        assert_eq!(open, ["t-1", "t-3"], "the open tasks, best first");
+        let mut live = index.live().expect("every live task");
+        live.sort_by(|a, b| a.id.cmp(b.id));
+        assert_eq!(live.len(), 3);
+        for (p, s) in live.iter().zip(board.tasks.values()) {
             let q = Pickable::of(&s.task);
             assert_eq!(
                 (p.id, p.kind, p.status, p.priority, p.created_at, p.attempts, p.epoch, p.lease_until),
@@ -343,24 +457,70 @@ mod tests {
             );
             assert_eq!(p.deps.iter().collect::<Vec<_>>(), q.deps.iter().collect::<Vec<_>>());
         }
-        assert_eq!(index.closed, vec![("t-0", Status::Done)]);
+        assert_eq!(index.closed().expect("the finished tasks"), vec![("t-0", Status::Done)]);
         assert_eq!(index.status("t-0"), Some(Status::Done));
         assert_eq!(index.status("t-2"), Some(Status::Claimed));
+        assert_eq!(index.status("t-3"), Some(Status::Open));
         assert_eq!(index.status("t-9"), None);
     }
 
     #[test]
-    fn an_index_that_is_not_whole_or_not_in_order_is_not_used() {
-        let body = encode_board(tree(), &board()).expect("encoded");
+    fn the_open_tasks_are_in_the_order_a_claim_chooses() {
+        let mut board = board();
+        for (id, priority, kind) in [("t-4", 5, Kind::Work), ("t-5", 0, Kind::Plan), ("t-6", -2, Kind::Work)] {
+            let mut s = board.tasks["t-1"].clone();
+            (s.task.id, s.task.priority, s.task.kind) = (id.into(), priority, kind);
+            s.task.created_at = s.task.created_at.map(|t| t.plus(Duration::from_secs(priority.unsigned_abs())));
+            board.tasks.insert(id.into(), s);
+        }
+        let bytes = framed(&encode_board(tree(), &board).expect("encoded"));
+        let index = decode(&bytes).expect("decoded");
+        let open: Vec<&str> = index.open.lines().map(|l| live_line(l).expect("a line").id).collect();
+        // Work first (higher priority first, then older, then by id), then plans.
+        assert_eq!(open, ["t-4", "t-1", "t-3", "t-6", "t-5"]);
+    }
+
+    #[test]
+    fn an_index_that_is_not_whole_or_not_where_its_header_says_is_not_used() {
+        let mut board = board();
+        let mut s = board.tasks["t-2"].clone();
+        s.task.id = "t-7".into();
+        board.tasks.insert("t-7".into(), s);
+        let body = encode_board(tree(), &board).expect("encoded");
         assert!(decode(&framed(&body)).is_some());
         let bytes = framed(&body);
         assert!(decode(&bytes[..bytes.len() - 3]).is_none(), "cut short");
-        assert!(decode(&framed(&body.replace(FORMAT, "git-swarm pick index 0, 0.0.0"))).is_none(), "another version");
-        let swapped = body.replacen("L\tt-1\t", "L\tt-x\t", 1).replacen("L\tt-2\t", "L\tt-1\t", 1);
-        assert!(decode(&framed(&swapped.replacen("L\tt-x\t", "L\tt-2\t", 1))).is_none(), "out of order");
-        assert!(decode(&framed(&body.replacen("C\tt-0\t", "C\tt-1\t", 1))).is_none(), "live and finished");
+        assert!(decode(&framed(&body.replace(FORMAT, "git-swarm pick index 1, 0.0.0"))).is_none(), "another version");
+        let swapped = body.replacen("L\tt-2\t", "L\tt-x\t", 1).replacen("L\tt-7\t", "L\tt-2\t", 1);
+        assert!(decode(&framed(&swapped.replacen("L\tt-x\t", "L\tt-7\t", 1))).is_none(), "claims out of order");
         assert!(decode(&framed(&body.replacen("\tclaimed\t", "\tclaimd\t", 1))).is_none(), "a bad status");
-        assert!(decode(&framed(&format!("{body}L\tt-9\tw\topen\n"))).is_none(), "a line cut short");
+        let (header, rest) = body.split_once('\n').expect("a header");
+        let (head, open_len) = header.rsplit_once('\t').expect("lengths");
+        let (head, held_len) = head.rsplit_once('\t').expect("lengths");
+        let held_len: usize = held_len.parse().expect("a length");
+        for (what, held, open) in [
+            ("a section that ends inside a line", held_len - 1, open_len.to_string()),
+            ("an open task among the claims", held_len + rest[held_len..].find('\n').expect("a line") + 1, "0".into()),
+            ("a length past the end", held_len, format!("{}", rest.len())),
+        ] {
+            let moved = format!("{head}\t{held}\t{open}\n{rest}");
+            assert!(decode(&framed(&moved)).is_none(), "{what}");
+        }
+    }
+
+    #[test]
+    fn bisection_finds_every_id_and_no_other() {
+        // Ids of many lengths with shared prefixes, as `t-1`, `t-10`, `t-100`.
+        let mut ids: Vec<String> = (0..3000).map(|i| format!("t-{}", i * 7)).collect();
+        ids.sort();
+        let text: String = ids.iter().map(|id| format!("{id}\topen\tl\n")).collect();
+        for id in &ids {
+            assert_eq!(find_line(&text, id), Some(format!("{id}\topen\tl").as_str()), "{id}");
+        }
+        for absent in ["t-1", "t-", "t-20999", "a", "u", "t-7x", ""] {
+            assert_eq!(find_line(&text, absent), None, "{absent}");
+        }
+        assert_eq!(find_line("", "t-1"), None);
     }
 
     #[test]
@@ -372,6 +532,10 @@ mod tests {
         assert!(encode_board(tree(), &board).is_none());
         let mut board = self::board();
         board.tasks.get_mut("t-1").expect("t-1").task.deps.push("a\tb".into());
+        assert!(encode_board(tree(), &board).is_none());
+        // A twin (live and finished under one id) is read in full.
+        let mut board = self::board();
+        board.closed.insert("t-1".into(), crate::state::Closed { status: Status::Done, path: "tasks/done/t-1.toml".into() });
         assert!(encode_board(tree(), &board).is_none());
     }
 }
