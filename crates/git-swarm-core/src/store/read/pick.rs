@@ -535,7 +535,9 @@ mod tests {
         assert!(encode_board(tree(), &board).is_none());
         // A twin (live and finished under one id) is read in full.
         let mut board = self::board();
-        board.closed.insert("t-1".into(), crate::state::Closed { status: Status::Done, path: "tasks/done/t-1.toml".into() });
+        board
+            .closed
+            .insert("t-1".into(), crate::state::Closed { status: Status::Done, path: "tasks/done/t-1.toml".into() });
         assert!(encode_board(tree(), &board).is_none());
     }
 }
