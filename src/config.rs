@@ -55,7 +55,7 @@ mod checks;
 mod schema;
 mod settings;
 
-pub(crate) use checks::Empty;
+pub(crate) use checks::{CheckPolicy, Empty};
 pub(crate) use schema::ForgeSettings;
 pub(crate) use schema::RunSettings;
 pub(crate) use schema::{

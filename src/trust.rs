@@ -40,6 +40,7 @@ impl Document {
                 "check_baseline",
                 "check_report",
                 "check_clean",
+                "check_policy",
                 "setup",
                 "setup_when",
                 "sandbox",

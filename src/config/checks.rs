@@ -15,6 +15,16 @@ pub(crate) enum Empty {
     Done,
 }
 
+/// `[run] check_policy`: which commits of a batch of landings the check runs on (docs/check.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CheckPolicy {
+    /// The tip of what lands together, once, on its exact base (as bors does); a failing tip is bisected to the
+    /// landing that breaks it (the default).
+    Tip,
+    /// Each landing on the one before it (its own tip on its exact base).
+    Strict,
+}
+
 /// A budget's dollars: a positive amount.
 pub(super) fn usd(key: &str, v: Option<f64>, _: Option<Usd>) -> Result<Option<Usd>, String> {
     match v {
@@ -70,6 +80,14 @@ pub(super) fn empty(key: &str, v: Option<String>, _: Empty) -> Result<Empty, Str
         None | Some("fail") => Ok(Empty::Fail),
         Some("done") => Ok(Empty::Done),
         Some(other) => Err(format!("{key} = '{other}': use \"fail\" or \"done\"")),
+    }
+}
+
+pub(super) fn check_policy(key: &str, v: Option<String>, _: CheckPolicy) -> Result<CheckPolicy, String> {
+    match v.as_deref() {
+        None | Some("tip") => Ok(CheckPolicy::Tip),
+        Some("strict") => Ok(CheckPolicy::Strict),
+        Some(other) => Err(format!("{key} = '{other}': use \"tip\" or \"strict\"")),
     }
 }
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use super::Kind;
 use super::checks::{
-    Empty, duration, empty, network, pushes, report_path, sandbox_paths, setup_files, tokens, usd, window,
+    CheckPolicy, Empty, check_policy, duration, empty, network, pushes, report_path, sandbox_paths, setup_files,
+    tokens, usd, window,
 };
 use crate::agent::http::Api;
 use crate::agent::sandbox::Mode;
@@ -152,6 +153,9 @@ settings! {
         /// Run the check in a work tree made from nothing (what the repository ignores not carried from the last
         /// run: no build output, no dependencies) — slower, and free of whatever an earlier run left (docs/check.md).
         check_clean: bool => bool = false, "false";
+        /// Which commits of a batch of landings the check runs on: `"tip"`, the batch's tip once (a failing one
+        /// bisected to the landing that breaks it), or `"strict"`, each landing on the one before it (docs/check.md).
+        check_policy: String => CheckPolicy = CheckPolicy::Tip, "\"tip\"", check_policy;
         /// A command run in the work tree before the agent when the tree is new to this runner or a file of
         /// `setup_when` changed since its last run (`npm ci`, `uv sync`, `cargo fetch`); trusted like `check`.
         setup: String => Option<String> = None, "", |_, v, _| Ok(v.filter(|c| !c.trim().is_empty()));

@@ -274,3 +274,87 @@ fn once_exit_codes_and_one_failing_agent_stops_the_others() {
         assert_eq!((t["status"].as_str(), t["attempts"].as_u64()), (Some("open"), Some(0)), "{t}\n{}", o.stderr);
     }
 }
+
+/// The check of a batch (issue 39): with `[run] check_policy = "tip"` (the default) a batch of four landings runs
+/// the check once, on its tip, where `"strict"` runs it on each landing in turn (four times).
+#[test]
+fn a_batch_runs_the_check_once_on_its_tip_where_strict_runs_it_on_each_landing() {
+    for (policy, most) in [("tip", 2), ("strict", 4)] {
+        let env = Env::new();
+        let runs = env.path("check-runs");
+        let check = format!("echo run >> '{}'", runs.display());
+        let cfg = config(&format!(
+            "[run]\nsandbox = \"off\"\ncheck = {check:?}\ncheck_policy = \"{policy}\"\nbatch_window = \"10s\""
+        ));
+        let (bare, clones) = env.swarm_with_config(path_url, 1, &cfg);
+        let c = &clones[0];
+        env.sw(c, &["trust", "--yes"]).ok();
+        for i in 0..4 {
+            add(&env, c, &format!("file {i}"), &format!("@sleep 1\n@write f{i}.txt {i}"));
+        }
+        let o = env.sw(c, &["--json", "--agent", "w", "run", "worker", "--agents", "4", "--until-idle"]).ok();
+        let list = tasks(&env, c);
+        assert!(list.iter().all(|t| t["status"] == "done"), "{policy}: {list:?}\n{}", o.stderr);
+        landed_once(&env, &bare, &list);
+        let n = std::fs::read_to_string(&runs).unwrap_or_default().lines().count();
+        match policy {
+            "tip" => assert!((1..=most).contains(&n), "{policy}: the check ran {n} times for 4 landings\n{}", o.stderr),
+            _ => assert_eq!(n, most, "{policy}: the check ran {n} times for 4 landings\n{}", o.stderr),
+        }
+    }
+}
+
+/// A batch whose tip fails the check is bisected (issue 39): only the landing that breaks it fails — checked again
+/// alone on the target's own tip, its reason quoting the check — and every other landing of the batch lands; the
+/// target's tip passes the check.
+#[test]
+fn a_batch_whose_tip_fails_the_check_is_bisected_and_only_the_breaking_landing_fails() {
+    let env = Env::new();
+    let runs = env.path("check-runs");
+    let check = format!(
+        "echo run >> '{}'; if [ -e broken.txt ]; then echo 'FAILED tests/test_it.py::test_broken'; exit 1; fi",
+        runs.display()
+    );
+    let cfg = config(&format!("max_attempts = 1\n[run]\nsandbox = \"off\"\ncheck = {check:?}\nbatch_window = \"10s\""));
+    let (bare, clones) = env.swarm_with_config(path_url, 1, &cfg);
+    let c = &clones[0];
+    env.sw(c, &["trust", "--yes"]).ok();
+    let ids: Vec<String> = (0..4)
+        .map(|i| {
+            // The breaking one finishes first and leads the batch: a bisection that blamed the tip would land none
+            // of the others together.
+            let body = if i == 2 {
+                "@sleep 0.3\n@write broken.txt x".to_string()
+            } else {
+                format!("@sleep 2\n@write f{i}.txt {i}")
+            };
+            add(&env, c, &format!("file {i}"), &body)
+        })
+        .collect();
+    let o = env.sw(c, &["--json", "--agent", "w", "run", "worker", "--agents", "4", "--until-idle"]).ok();
+    for (i, id) in ids.iter().enumerate() {
+        let t = show(&env, c, id);
+        let want = if i == 2 { "failed" } else { "done" };
+        assert_eq!(t["status"], want, "{id}: {t}\n{}", o.stderr);
+    }
+    let reason = show(&env, c, &ids[2])["failures"][0]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("test_broken"), "the reason quotes the check: {reason}");
+    landed_once(&env, &bare, &tasks(&env, c));
+    let files = env.git(&bare, &["ls-tree", "--name-only", "main"]);
+    assert_eq!(
+        files.lines().filter(|f| *f != "README.md").collect::<Vec<_>>(),
+        ["f0.txt", "f1.txt", "f3.txt"],
+        "{files}"
+    );
+    // The four in one batch: its tip, the bisection (the prefixes up to the second and the first landing), the tip
+    // without the culprit, the culprit alone — and the three others landed together.
+    let n = std::fs::read_to_string(&runs).unwrap_or_default().lines().count();
+    assert_eq!(n, 5, "the check ran {n} times\n{}", o.stderr);
+    let log = env.sw(c, &["log", "--json"]).ok().json();
+    let together = log.as_array().into_iter().flatten().any(|e| {
+        let mut dones: Vec<&Value> = if e["op"] == "done" { vec![&e["task"]] } else { vec![] };
+        dones.extend(e["also"].as_array().into_iter().flatten().filter(|a| a["op"] == "done").map(|a| &a["task"]));
+        [0, 1, 3].iter().all(|&k| dones.iter().any(|t| **t == ids[k].as_str()))
+    });
+    assert!(together, "the others did not land as one batch:\n{log}\n{}", o.stderr);
+}

@@ -189,12 +189,15 @@ fn round_again(
 /// One `prepare` of a batch on the target's tip `tip`: the work of each landing that is still in it (`lands`, to
 /// `target`) rebased onto the one before it — by the leader where that is all it takes, else by its own agent —
 /// in order. A landing that leaves the batch gets its outcome in `out`. Empty: nothing of the batch lands.
+///
+/// With `[run] check_policy = "tip"` and more than one landing, the check runs once, on the batch's tip (as bors
+/// does): the landings are rebased unchecked, then the last one's agent checks the whole ([`check_tip`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_batch(
     r: &Runner<'_>,
     batch: &[Arc<Slot>],
     mine: &Arc<Slot>,
-    mut own: Option<&mut Own<'_>>,
+    own: Option<&mut Own<'_>>,
     keep: &dyn Fn(),
     target: &str,
     lands: &[usize],
@@ -210,17 +213,66 @@ pub(crate) fn prepare_batch(
         }
         return p;
     }
-    let mut at = tip;
-    for &i in lands {
-        if out[i].is_some() {
-            continue;
+    let left: Vec<usize> = lands.iter().copied().filter(|&i| out[i].is_none()).collect();
+    let once = left.len() > 1 && left.iter().all(|&i| matches!(&batch[i].what, What::Land(s) if s.tip_check));
+    let mut agents = Agents { r, batch, mine, own, keep };
+    chain(&mut agents, &mut p, &left, tip, !once, out);
+    if once {
+        check_tip(&mut agents, &mut p, tip, out);
+    }
+    p
+}
+
+/// Who prepares and checks the landings of a batch for its leader ([`Agents`]; a test's stand-in).
+trait Checker {
+    /// Landing `i`'s work rebased onto `at` (checked there with `check`; `on_target`: `at` is the target's tip, not
+    /// the landing before it in the batch); `None`: it leaves the batch.
+    fn prepare(&mut self, i: usize, at: ObjectId, check: bool, on_target: bool) -> Option<(ObjectId, Option<Usage>)>;
+    fn verdict(&mut self, i: usize, baseline: ObjectId) -> Verdict;
+}
+
+/// The agents of a batch, as its leader asks them: the leader's own landing through `own`, the others through
+/// their slots.
+struct Agents<'b, 'o, 'r> {
+    r: &'b Runner<'r>,
+    batch: &'b [Arc<Slot>],
+    mine: &'b Arc<Slot>,
+    own: Option<&'b mut Own<'o>>,
+    keep: &'b dyn Fn(),
+}
+
+impl Checker for Agents<'_, '_, '_> {
+    fn prepare(&mut self, i: usize, at: ObjectId, check: bool, on_target: bool) -> Option<(ObjectId, Option<Usage>)> {
+        match rebased_here(self.r, &self.batch[i].what, at) {
+            Some(done) => Some(done),
+            None if Arc::ptr_eq(&self.batch[i], self.mine) => {
+                self.own.as_deref_mut().and_then(|o| o.prepare(at, check, on_target))
+            }
+            None => self.batch[i].ask(at, check, on_target, self.keep),
         }
-        let answer = match rebased_here(r, &batch[i].what, at) {
-            Some((code, usage)) => Some((code, usage)),
-            None if Arc::ptr_eq(&batch[i], mine) => own.as_deref_mut().and_then(|o| o.prepare(at)),
-            None => batch[i].ask(at, keep),
-        };
-        match answer {
+    }
+
+    fn verdict(&mut self, i: usize, baseline: ObjectId) -> Verdict {
+        if Arc::ptr_eq(&self.batch[i], self.mine) {
+            return self.own.as_deref_mut().map_or(Verdict::Out, |o| o.check(baseline));
+        }
+        self.batch[i].verdict(baseline, self.keep)
+    }
+}
+
+/// Rebase each of `lands` onto the one before it, from the tip of `p` (or `tip`), onto the end of `p`; a landing
+/// that leaves gets [`Outcome::Out`] (its agent keeps why).
+fn chain(
+    agents: &mut impl Checker,
+    p: &mut Prepared,
+    lands: &[usize],
+    tip: ObjectId,
+    check: bool,
+    out: &mut [Option<Outcome>],
+) {
+    let mut at = p.last().map_or(tip, |&(_, code, _)| code);
+    for &i in lands {
+        match agents.prepare(i, at, check, at == tip) {
             Some((code, usage)) => {
                 p.push((i, code, usage));
                 at = code;
@@ -228,7 +280,61 @@ pub(crate) fn prepare_batch(
             None => out[i] = Some(Outcome::Out),
         }
     }
-    p
+}
+
+/// Check the batch `p` (prepared unchecked on `tip`) once, on its tip, by the last landing's agent, against `tip`
+/// as the baseline; when it fails, bisect: the prefix that ends at landing k is checked by k's agent (its work as
+/// prepared is that prefix), until the first landing whose prefix fails is found. That landing leaves the batch
+/// and lands alone ([`Outcome::Alone`]: checked again on the target's own tip, where a flaky failure passes and a
+/// real one fails its attempt with the check's reason, its work kept); the landings after it are rebased again
+/// without it, and the new tip checked. What is left in `p` is a batch whose tip passed, or nothing.
+fn check_tip(agents: &mut impl Checker, p: &mut Prepared, tip: ObjectId, out: &mut [Option<Outcome>]) {
+    // `p[..good]` is known to pass (nothing: the target itself).
+    let mut good = 0;
+    while p.len() > good {
+        let last = p.len() - 1;
+        let failed = match agents.verdict(p[last].0, tip) {
+            Verdict::Passes => break,
+            Verdict::Out => last,
+            // `p[..lo]` passes and `p[..=hi]` fails.
+            Verdict::Fails => {
+                let (mut lo, mut hi) = (good, last);
+                let mut gone = None;
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    match agents.verdict(p[mid].0, tip) {
+                        Verdict::Passes => lo = mid + 1,
+                        Verdict::Fails => hi = mid,
+                        Verdict::Out => {
+                            gone = Some(mid);
+                            break;
+                        }
+                    }
+                }
+                match gone {
+                    Some(at) => at,
+                    None => {
+                        // Landing `lo` breaks the check on what passed before it.
+                        out[p[lo].0] = Some(Outcome::Alone);
+                        good = lo;
+                        rechain(agents, p, lo, tip, out);
+                        continue;
+                    }
+                }
+            }
+        };
+        // An agent that could not check leaves the batch (it keeps why); what came after it goes again without it.
+        out[p[failed].0] = Some(Outcome::Out);
+        good = good.min(failed);
+        rechain(agents, p, failed, tip, out);
+    }
+}
+
+/// Take the landing at `p[at]` out of the batch: the landings after it are rebased again onto the one before it.
+fn rechain(agents: &mut impl Checker, p: &mut Prepared, at: usize, tip: ObjectId, out: &mut [Option<Outcome>]) {
+    let rest: Vec<usize> = p[at + 1..].iter().map(|&(i, _, _)| i).collect();
+    p.truncate(at);
+    chain(agents, p, &rest, tip, false, out);
 }
 
 /// The state half of a batch on `snap`: every `done` of the landings `prepared` (with its next claim), then every
@@ -284,4 +390,130 @@ pub(crate) fn batch_change(
         }
     }
     Ok((super::super::scrub(ch), (landed, claimed)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Landings whose work is a set of tasks: a commit is the prefix it holds, the check fails on a prefix that
+    /// holds a breaking task (or, for a flaky one, when told so), and an agent may be unable to check.
+    struct Fake {
+        breaks: Vec<bool>,
+        /// Landings whose agent cannot check (its verdict is `Out`).
+        broken_tree: Vec<bool>,
+        /// Commit → the landings it holds, in order.
+        commits: Vec<Vec<usize>>,
+        /// Each landing's work as last prepared.
+        head: Vec<Option<ObjectId>>,
+        verdicts: usize,
+    }
+
+    fn oid(n: usize) -> ObjectId {
+        let mut b = [0u8; 20];
+        b[..8].copy_from_slice(&(n as u64 + 1).to_be_bytes());
+        ObjectId::from_bytes_or_panic(&b)
+    }
+
+    impl Fake {
+        fn new(breaks: Vec<bool>, broken_tree: Vec<bool>) -> Fake {
+            let n = breaks.len();
+            Fake { breaks, broken_tree, commits: vec![vec![]], head: vec![None; n], verdicts: 0 }
+        }
+        fn holds(&self, c: ObjectId) -> &[usize] {
+            let k = (0..self.commits.len()).find(|&k| oid(k) == c).expect("a commit of this batch");
+            &self.commits[k]
+        }
+    }
+
+    impl Checker for Fake {
+        fn prepare(
+            &mut self,
+            i: usize,
+            at: ObjectId,
+            check: bool,
+            on_target: bool,
+        ) -> Option<(ObjectId, Option<Usage>)> {
+            assert!(!check, "a batch checked at its tip prepares unchecked");
+            assert_eq!(on_target, at == oid(0), "only the target's tip is checked as the target");
+            let mut held = self.holds(at).to_vec();
+            held.push(i);
+            self.commits.push(held);
+            let c = oid(self.commits.len() - 1);
+            self.head[i] = Some(c);
+            Some((c, None))
+        }
+        fn verdict(&mut self, i: usize, baseline: ObjectId) -> Verdict {
+            assert_eq!(baseline, oid(0), "the baseline is the target's tip");
+            self.verdicts += 1;
+            if self.broken_tree[i] {
+                return Verdict::Out;
+            }
+            let head = self.head[i].expect("prepared before it is checked");
+            if self.holds(head).iter().any(|&k| self.breaks[k]) { Verdict::Fails } else { Verdict::Passes }
+        }
+    }
+
+    fn run(breaks: Vec<bool>, broken_tree: Vec<bool>) -> (Fake, Prepared, Vec<Option<Outcome>>) {
+        let n = breaks.len();
+        let mut fake = Fake::new(breaks, broken_tree);
+        let (mut p, mut out) = (Prepared::new(), (0..n).map(|_| None).collect::<Vec<_>>());
+        let lands: Vec<usize> = (0..n).collect();
+        chain(&mut fake, &mut p, &lands, oid(0), false, &mut out);
+        check_tip(&mut fake, &mut p, oid(0), &mut out);
+        (fake, p, out)
+    }
+
+    #[test]
+    fn a_passing_batch_is_checked_once_and_one_breaking_landing_costs_a_bisection() {
+        let (fake, p, out) = run(vec![false; 4], vec![false; 4]);
+        assert_eq!((fake.verdicts, p.len()), (1, 4));
+        assert!(out.iter().all(Option::is_none));
+        let (fake, p, out) = run(vec![false, false, true, false], vec![false; 4]);
+        // The tip, the prefixes up to the second and the third, the tip without the third.
+        assert_eq!(fake.verdicts, 4);
+        assert_eq!(p.iter().map(|&(i, _, _)| i).collect::<Vec<_>>(), [0, 1, 3]);
+        assert!(matches!(out[2], Some(Outcome::Alone)));
+    }
+
+    proptest! {
+        /// Whatever breaks the check and whoever cannot check: what is left lands on a tip that passed and holds
+        /// every landing that neither breaks the check nor left, in order; every breaking landing goes alone (to be
+        /// checked on its own), and no landing is lost — each is in the batch or has its outcome.
+        #[test]
+        fn bisection_leaves_a_passing_tip_and_loses_no_landing(
+            cases in proptest::collection::vec((any::<bool>(), 0u8..8), 1..9)
+        ) {
+            let breaks: Vec<bool> = cases.iter().map(|c| c.0).collect();
+            let broken_tree: Vec<bool> = cases.iter().map(|c| c.1 == 0).collect();
+            let n = breaks.len();
+            let (fake, p, out) = run(breaks.clone(), broken_tree.clone());
+            let landed: Vec<usize> = p.iter().map(|&(i, _, _)| i).collect();
+            if let Some(&(_, tip, _)) = p.last() {
+                prop_assert!(fake.holds(tip).iter().all(|&k| !breaks[k]), "the tip holds a breaking landing");
+                prop_assert_eq!(fake.holds(tip), landed.as_slice(), "the tip is the batch");
+            }
+            for i in 0..n {
+                let kept = landed.contains(&i);
+                prop_assert!(kept != out[i].is_some(), "landing {} is both or neither in the batch and out", i);
+                if breaks[i] {
+                    prop_assert!(!kept, "a breaking landing landed");
+                }
+                if !breaks[i] && !broken_tree[i] {
+                    prop_assert!(kept, "landing {} neither breaks the check nor left, and did not land", i);
+                }
+                if breaks[i] && !broken_tree[i] {
+                    prop_assert!(matches!(out[i], Some(Outcome::Alone)), "a breaking landing is checked alone");
+                }
+            }
+            let mut sorted = landed.clone();
+            sorted.sort_unstable();
+            prop_assert_eq!(sorted, landed);
+            // At most a tip and a bisection (log2 n) a landing that left.
+            let left = out.iter().filter(|o| o.is_some()).count();
+            let log = (usize::BITS - n.leading_zeros()) as usize;
+            prop_assert!(fake.verdicts <= 1 + left * (log + 1), "{} runs of the check", fake.verdicts);
+        }
+    }
 }

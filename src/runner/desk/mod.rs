@@ -153,6 +153,9 @@ pub(super) struct LandSpec {
     pub head: ObjectId,
     pub stamped: bool,
     pub here: bool,
+    /// The check is the batch's (`[run] check_policy = "tip"`): prepared unchecked, the work is checked as part of
+    /// the batch's tip, once.
+    pub tip_check: bool,
     /// Who commits the rebased work (the agent's identity).
     pub who: crate::Identity,
     /// What the attempt spent when the landing was handed in (its agent run is over; a conflict run, which would
@@ -188,13 +191,18 @@ struct Mail {
     /// The answer to the last `Prepare`: the commit to land (its work rebased onto the given tip) and what the
     /// attempt spent; `None` when the work leaves the batch (the agent keeps why).
     answer: Option<Option<(ObjectId, Option<Usage>)>>,
+    /// The answer to the last `Check`.
+    verdict: Option<Verdict>,
     /// The agent's thread is gone (it panicked while it waited): it answers nothing more.
     dead: bool,
 }
 
 enum ToAgent {
-    /// Rebase your work onto this commit (and check it): what is the commit to land?
-    Prepare(ObjectId),
+    /// Rebase your work onto this commit (and check it, with `check`; the target's tip, with `on_target`): what
+    /// is the commit to land?
+    Prepare { tip: ObjectId, check: bool, on_target: bool },
+    /// Check the tip of your work as last prepared (the batch up to it), against this baseline.
+    Check(ObjectId),
     /// Lead the next batch.
     Lead,
     /// Your request is over.
@@ -215,9 +223,26 @@ pub(super) enum Outcome {
     Claimed(Result<Claimed, DomainError>),
 }
 
+/// What the check of a prefix of a batch found (`ToAgent::Check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Passes,
+    Fails,
+    /// The agent could not check (a signal, a broken work tree, a check that cannot start): its work leaves the
+    /// batch, and it keeps why.
+    Out,
+}
+
+/// What the desk asks of an agent's landing: its work rebased onto a tip (checked there or not), or the check of
+/// its tip against a baseline (`Ok(Some(_))` passes, `Ok(None)` fails).
+pub(super) enum Ask {
+    Prepare { tip: ObjectId, check: bool, on_target: bool },
+    Check { baseline: ObjectId },
+}
+
 /// What the agent whose request it is does for the desk: prepare its work, say what it spent, keep its lease.
 pub(super) struct Own<'a> {
-    pub prepare: &'a mut dyn FnMut(ObjectId) -> Result<ObjectId, Abort>,
+    pub work: &'a mut dyn FnMut(Ask) -> Result<Option<ObjectId>, Abort>,
     pub usage: &'a dyn Fn() -> Option<Usage>,
     pub keep: &'a dyn Fn() -> bool,
     /// Why the work left the batch, when it did.
@@ -225,12 +250,24 @@ pub(super) struct Own<'a> {
 }
 
 impl Own<'_> {
-    fn prepare(&mut self, tip: ObjectId) -> Option<(ObjectId, Option<Usage>)> {
-        match (self.prepare)(tip) {
-            Ok(code) => Some((code, (self.usage)())),
+    fn prepare(&mut self, tip: ObjectId, check: bool, on_target: bool) -> Option<(ObjectId, Option<Usage>)> {
+        match (self.work)(Ask::Prepare { tip, check, on_target }) {
+            Ok(Some(code)) => Some((code, (self.usage)())),
+            Ok(None) => None,
             Err(a) => {
                 self.abort = Some(a);
                 None
+            }
+        }
+    }
+
+    fn check(&mut self, baseline: ObjectId) -> Verdict {
+        match (self.work)(Ask::Check { baseline }) {
+            Ok(Some(_)) => Verdict::Passes,
+            Ok(None) => Verdict::Fails,
+            Err(a) => {
+                self.abort = Some(a);
+                Verdict::Out
             }
         }
     }
@@ -249,19 +286,30 @@ impl Slot {
         self.cv.notify_all();
     }
 
-    /// The leader asks: the agent's work rebased onto `tip` (`keep`: the leader's own lease, kept while it waits —
-    /// the agent may run a check).
-    fn ask(&self, tip: ObjectId, keep: &dyn Fn()) -> Option<(ObjectId, Option<Usage>)> {
+    /// The leader asks: the agent's work rebased onto `tip`, checked there with `check` (`keep`: the leader's own
+    /// lease, kept while it waits — the agent may run a check).
+    fn ask(&self, tip: ObjectId, check: bool, on_target: bool, keep: &dyn Fn()) -> Option<(ObjectId, Option<Usage>)> {
+        self.wait_for(ToAgent::Prepare { tip, check, on_target }, keep, |m| m.answer.take()).flatten()
+    }
+
+    /// The leader asks: does the check pass on the agent's work as last prepared (against `baseline`)?
+    fn verdict(&self, baseline: ObjectId, keep: &dyn Fn()) -> Verdict {
+        self.wait_for(ToAgent::Check(baseline), keep, |m| m.verdict.take()).unwrap_or(Verdict::Out)
+    }
+
+    /// Send `msg` and wait for the answer `take` finds (`None`: the agent's thread is gone).
+    fn wait_for<T>(&self, msg: ToAgent, keep: &dyn Fn(), take: impl Fn(&mut Mail) -> Option<T>) -> Option<T> {
         let mut mail = lock(&self.mail);
         if mail.dead {
             return None;
         }
         mail.answer = None;
-        mail.to_agent = Some(ToAgent::Prepare(tip));
+        mail.verdict = None;
+        mail.to_agent = Some(msg);
         self.cv.notify_all();
         loop {
-            if let Some(a) = mail.answer.take() {
-                return a;
+            if let Some(a) = take(&mut mail) {
+                return Some(a);
             }
             if mail.dead {
                 return None;
@@ -350,9 +398,14 @@ impl Desk {
                             let _ = (o.keep)();
                         }
                     }
-                    Some(ToAgent::Prepare(tip)) => {
-                        let a = own.as_deref_mut().and_then(|o| o.prepare(tip));
+                    Some(ToAgent::Prepare { tip, check, on_target }) => {
+                        let a = own.as_deref_mut().and_then(|o| o.prepare(tip, check, on_target));
                         lock(&slot.mail).answer = Some(a);
+                        slot.cv.notify_all();
+                    }
+                    Some(ToAgent::Check(baseline)) => {
+                        let v = own.as_deref_mut().map_or(Verdict::Out, |o| o.check(baseline));
+                        lock(&slot.mail).verdict = Some(v);
                         slot.cv.notify_all();
                     }
                     Some(ToAgent::Lead) => break,
@@ -457,13 +510,17 @@ impl Publisher for Desk {
             head,
             stamped,
             here: settings.check.is_none(),
+            tip_check: settings.check.is_some() && settings.check_policy == crate::config::CheckPolicy::Tip,
             who: r.who.clone(),
             usage: r.spent.of(&id, epoch),
         };
         landing.batched = true;
         let (outcome, abort) = {
             let mut own = Own {
-                prepare: &mut |tip| landing.prepare(tip),
+                work: &mut |ask| match ask {
+                    Ask::Prepare { tip, check, on_target } => landing.prepare_as(tip, check, on_target).map(Some),
+                    Ask::Check { baseline } => landing.check_tip(baseline).map(|passes| passes.then_some(baseline)),
+                },
                 usage: &|| r.spent.of(&id, epoch),
                 keep: &|| keeper.keep(r),
                 abort: None,
@@ -511,6 +568,7 @@ mod tests {
             head: ObjectId::null(gix::hash::Kind::Sha1),
             stamped: true,
             here: true,
+            tip_check: false,
             who: crate::Identity { name: "a".into(), email: "a@example.com".into() },
             usage: None,
         };

@@ -7,9 +7,27 @@ impl<'a, 'r> Landing<'a, 'r> {
     /// Run the check on the rebased work, once per base: each lost race to a moving target runs it again, so a
     /// check slower than the gap between landings gives up after [`MAX_CHECK_RUNS`].
     pub(crate) fn check(&mut self) -> Result<(), Abort> {
-        let Some(cmd) = &self.job.settings.check else { return Ok(()) };
+        match self.verdict(self.base)? {
+            None => Ok(()),
+            // In a batch the check ran on the landings before this one too: whose code failed it is not known
+            // (and one of them may leave the batch yet). Alone, on the target's own tip, it counts.
+            Some(_) if self.batched => Err(Abort::Conflicted),
+            Some(why) => Err(Abort::Fail(why)),
+        }
+    }
+
+    /// The check of the work's tip as a batch's checker asks it (`desk::batch`): `true` when it passes, against
+    /// `baseline` (the target's tip the batch lands on) when the suite is red.
+    pub(crate) fn check_tip(&mut self, baseline: ObjectId) -> Result<bool, Abort> {
+        Ok(self.verdict(baseline)?.is_none())
+    }
+
+    /// The check's verdict on the work's tip: `None` passes, else why it fails. With `check_baseline`, the run on
+    /// `baseline` is the yardstick.
+    fn verdict(&mut self, baseline: ObjectId) -> Result<Option<String>, Abort> {
+        let Some(cmd) = &self.job.settings.check else { return Ok(None) };
         if self.checked_on == Some(self.base) {
-            return Ok(());
+            return Ok(None);
         }
         self.checks_run += 1;
         self.r.phase(&self.task.id, self.keeper.epoch, Phase::Check, None);
@@ -23,17 +41,17 @@ impl<'a, 'r> Landing<'a, 'r> {
         if cannot_start {
             // A program missing on this machine (tox not installed) fails every landing alike: the runner's set-up,
             // no attempt spent — unless it starts on the target and only the change broke it.
-            let (_, base_tail, on_base_too) = self.run_check_on(&cmd, self.base)?;
+            let (_, base_tail, on_base_too) = self.run_check_on(&cmd, baseline)?;
             if on_base_too {
                 return Err(Abort::CannotStart(RunError::Setup(format!(
                     "the check `{cmd}` cannot start here, on the target's tip {} too: {} — install what it runs \
                      where the runner runs (agents and checks run in a sandbox: `git swarm doctor` says what it \
                      sees), or change [run] check; no attempt was spent",
-                    &self.base.to_string()[..12],
+                    &baseline.to_string()[..12],
                     super::super::reason_from("", &base_tail).trim_start_matches(": ")
                 ))));
             }
-            return Err(Abort::Fail(super::super::reason_from(
+            return Ok(Some(super::super::reason_from(
                 "the check cannot start with this change (it starts on the target)",
                 &tail,
             )));
@@ -43,7 +61,7 @@ impl<'a, 'r> Landing<'a, 'r> {
             let worse = match self.job.settings.check_baseline {
                 false => Some(format!("the check failed{}", crate::check::failing_named(&run, &tail))),
                 true => {
-                    let base = self.base;
+                    let base = baseline;
                     let on_base = match self.kept(&cmd).get(base) {
                         Some(b) => b,
                         // The target's tip, checked out afresh for its own run.
@@ -86,16 +104,11 @@ impl<'a, 'r> Landing<'a, 'r> {
                 }
             };
             if let Some(what) = worse {
-                // In a batch the check ran on the landings before this one too: whose code failed it is not known
-                // (and one of them may leave the batch yet). Alone, on the target's own tip, it counts.
-                if self.batched {
-                    return Err(Abort::Conflicted);
-                }
-                return Err(Abort::Fail(super::super::reason_from(&what, &tail)));
+                return Ok(Some(super::super::reason_from(&what, &tail)));
             }
         }
         self.checked_on = Some(self.base);
-        Ok(())
+        Ok(None)
     }
 
     /// Where this check's runs are kept ([`super::super::baseline::Kept`]).

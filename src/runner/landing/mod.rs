@@ -86,15 +86,25 @@ impl<'a, 'r> Landing<'a, 'r> {
     /// the runner's landing of this claim, when the target holds this task's code already, or when the target lost
     /// done tasks' code since this clone saw it.
     pub(super) fn prepare(&mut self, tip: ObjectId) -> Result<ObjectId, Abort> {
+        self.prepare_as(tip, true, true)
+    }
+
+    /// [`Landing::prepare`] for a batch of the landing desk: with the check left to the batch when `check` is false
+    /// (`[run] check_policy = "tip"`: the batch's checker checks the tip of what lands together,
+    /// [`Landing::check_tip`]), and `tip` checked against what this clone saw of the target only when `on_target`
+    /// (else it is the landing before this one in the batch, which the target has not seen, and may never).
+    pub(super) fn prepare_as(&mut self, tip: ObjectId, check: bool, on_target: bool) -> Result<ObjectId, Abort> {
         if self.r.stopping() {
             return Err(Abort::Interrupted);
         }
         let (id, epoch) = (self.task.id.as_str(), self.keeper.epoch);
         // Nothing lands on a target that lost what this clone saw of it.
         let branch = format!("refs/heads/{}", self.job.config.target);
-        match target_checked(self.r, &branch, tip) {
-            Ok(warning) => self.events.extend(warning),
-            Err(e) => return Err(Abort::Stop(e.into())),
+        if on_target {
+            match target_checked(self.r, &branch, tip) {
+                Ok(warning) => self.events.extend(warning),
+                Err(e) => return Err(Abort::Stop(e.into())),
+            }
         }
         // The target moved since the work's base: if what moved it is this very task's code (our own landing
         // whose state half failed, or a twin's of an earlier claim), there is nothing to land — finish it.
@@ -147,7 +157,9 @@ impl<'a, 'r> Landing<'a, 'r> {
         if let Some(why) = self.secrets(tip)? {
             return Err(Abort::Held(why));
         }
-        self.check()?;
+        if check {
+            self.check()?;
+        }
         Ok(self.head)
     }
 
