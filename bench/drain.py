@@ -106,8 +106,8 @@ def ceiling(world, p, tasks, tag):
         _, cs = world.swarm(f"ceiling-{tag}-{p}-{j}", 1, "file", [(f"t{i}", "") for i in range(tasks)])
         clones += cs
     secs, busy = run_loops(world, clones, os.path.join(world.root, f"ceiling-{tag}-{p}.jsonl"), f"{p} boards")
-    for c in clones:
-        with open(os.path.join(c, "..", "a0.out")) as f:
+    for i, c in enumerate(clones):
+        with open(os.path.join(c, "..", f"a{i}.out")) as f:
             if int(f.read().split()[0]) != tasks:
                 sys.exit(f"bench: a board of the ceiling run with {p} boards was not drained")
         shutil.rmtree(os.path.dirname(c), ignore_errors=True)
