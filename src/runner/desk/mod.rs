@@ -297,16 +297,40 @@ impl Slot {
         self.wait_for(ToAgent::Check(baseline), keep, |m| m.verdict.take()).unwrap_or(Verdict::Out)
     }
 
+    /// [`Slot::verdict`] in two halves, so that several agents check at once: ask (`false`: the agent's thread is
+    /// gone), then wait.
+    fn ask_check(&self, baseline: ObjectId) -> bool {
+        self.send_ask(ToAgent::Check(baseline))
+    }
+
+    fn await_verdict(&self, keep: &dyn Fn()) -> Verdict {
+        self.wait_answer(keep, |m| m.verdict.take()).unwrap_or(Verdict::Out)
+    }
+
     /// Send `msg` and wait for the answer `take` finds (`None`: the agent's thread is gone).
     fn wait_for<T>(&self, msg: ToAgent, keep: &dyn Fn(), take: impl Fn(&mut Mail) -> Option<T>) -> Option<T> {
+        if !self.send_ask(msg) {
+            return None;
+        }
+        self.wait_answer(keep, take)
+    }
+
+    /// Put a question in the agent's mail, the last answers cleared; `false` when its thread is gone.
+    fn send_ask(&self, msg: ToAgent) -> bool {
         let mut mail = lock(&self.mail);
         if mail.dead {
-            return None;
+            return false;
         }
         mail.answer = None;
         mail.verdict = None;
         mail.to_agent = Some(msg);
         self.cv.notify_all();
+        true
+    }
+
+    /// Wait for the answer `take` finds, keeping the leader's lease meanwhile (`None`: the agent's thread is gone).
+    fn wait_answer<T>(&self, keep: &dyn Fn(), take: impl Fn(&mut Mail) -> Option<T>) -> Option<T> {
+        let mut mail = lock(&self.mail);
         loop {
             if let Some(a) = take(&mut mail) {
                 return Some(a);
