@@ -67,9 +67,9 @@ class World:
         for k in ("GIT_SWARM_AGENT", "GIT_SWARM_REMOTE", "GIT_SWARM_SWARM", "GIT_DIR", "GIT_WORK_TREE"):
             self.env.pop(k, None)
 
-    def swarm(self, name, n, url_kind, tasks, run_settings=""):
-        """A bare remote, n clones, the swarm and its tasks (`run_settings`: more lines of `[run]`). Returns
-        (bare, clones)."""
+    def swarm(self, name, n, url_kind, tasks, run_settings="", seed_from=None):
+        """A bare remote, n clones, the swarm and its tasks (`run_settings`: more lines of `[run]`; `seed_from`: a
+        folder whose files the target's first commit holds beside README.md). Returns (bare, clones)."""
         base = os.path.join(self.root, name)
         os.makedirs(base)
         bare = os.path.join(base, "remote.git")
@@ -77,6 +77,8 @@ class World:
         sh(["git", "init", "-q", "--bare", bare], env=self.env)
         sh(["git", "config", "core.logAllRefUpdates", "always"], cwd=bare, env=self.env)
         sh(["git", "init", "-q", seed], env=self.env)
+        if seed_from:
+            shutil.copytree(seed_from, seed, dirs_exist_ok=True)
         with open(os.path.join(seed, "README.md"), "w") as f:
             f.write("bench\n")
         sh(["git", "add", "."], cwd=seed, env=self.env)
