@@ -173,7 +173,8 @@ pub(super) fn run(ctx: &mut Ctx, args: RunArgs) -> CliResult<()> {
             if opts.mode == Mode::Once && end == RunEnd::Done && s.landed == 0 {
                 not_landed = Some(if s.failed > 0 { "it failed".into() } else { "its claim was lost".into() });
             }
-            ("worker", end, json!({"landed": s.landed, "failed": s.failed, "lost": s.lost}))
+            let check_runs = r.check_runs.load(std::sync::atomic::Ordering::Relaxed);
+            ("worker", end, json!({"landed": s.landed, "failed": s.failed, "lost": s.lost, "check_runs": check_runs}))
         }
         RoleCmd::Planner(p) => {
             let goal = match (p.goal, p.goal_file) {
@@ -327,7 +328,8 @@ fn run_agents(ctx: &mut Ctx, w: &WorkerArgs) -> CliResult<()> {
                         let (end, stats) = crate::runner::worker::run(&mut r, &opts).map_err(run_error)?;
                         let pushes = swarm.publishes.load(std::sync::atomic::Ordering::Relaxed);
                         let lost = swarm.lost.load(std::sync::atomic::Ordering::Relaxed);
-                        Ok(AgentEnd { end, stats, pushes, lost })
+                        let check_runs = r.check_runs.load(std::sync::atomic::Ordering::Relaxed);
+                        Ok(AgentEnd { end, stats, pushes, lost, check_runs })
                     })();
                     if res.is_ok() {
                         std::mem::forget(_stop_all);
@@ -362,7 +364,7 @@ fn agents_end(
     results: Vec<(String, CliResult<AgentEnd>)>,
     opts: &WorkerOptions,
 ) -> CliResult<()> {
-    let (mut landed, mut failed, mut lost_claims, mut pushes, mut lost_races) = (0, 0, 0, 0, 0);
+    let (mut landed, mut failed, mut lost_claims, mut pushes, mut lost_races, mut check_runs) = (0, 0, 0, 0, 0, 0);
     let mut agents = Vec::new();
     let mut ends = Vec::new();
     let mut first_error = None;
@@ -375,6 +377,7 @@ fn agents_end(
                 lost_claims += a.stats.lost;
                 pushes += a.pushes;
                 lost_races += a.lost;
+                check_runs += a.check_runs;
                 agents.push(json!({"agent": id, "end": end_name(&a.end), "landed": a.stats.landed,
                     "failed": a.stats.failed, "lost": a.stats.lost}));
             }
@@ -397,10 +400,14 @@ fn agents_end(
         [(w, _)] => w.clone(),
         many => many.iter().map(|(w, n)| format!("{n} {w}")).collect::<Vec<_>>().join(", "),
     };
+    let checks = match check_runs {
+        0 => String::new(),
+        n => format!(", {n} run(s) of the check"),
+    };
     ctx.out.note(format!(
         "{base}: {} agents exit: {why}; {landed} landed, {failed} failed, {lost_claims} lost; {} update(s) of the \
          state ref for {} landing(s) and {} claim(s) (at most {} landings in one), {pushes} push(es), {lost_races} \
-         lost race(s)",
+         lost race(s){checks}",
         w.agents, figures.batches, figures.landings, figures.claims, figures.widest
     ));
     let mut hints: Vec<&str> = ends.iter().filter_map(end_hint).collect();
@@ -410,7 +417,7 @@ fn agents_end(
     }
     ctx.out.doc(&json!({
         "role": "worker", "agent": base, "agents": agents, "landed": landed, "failed": failed, "lost": lost_claims,
-        "pushes": pushes, "lost_races": lost_races,
+        "pushes": pushes, "lost_races": lost_races, "check_runs": check_runs,
         "batches": figures.batches, "batched_landings": figures.landings, "batched_claims": figures.claims,
     }));
     if let Some((id, mut e)) = first_error {
@@ -459,6 +466,8 @@ struct AgentEnd {
     end: RunEnd,
     stats: crate::runner::worker::WorkerStats,
     pushes: u64,
+    /// Runs of the check the agent's runner made.
+    check_runs: u64,
     lost: u64,
 }
 

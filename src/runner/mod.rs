@@ -98,6 +98,8 @@ pub(crate) struct Runner<'a> {
     pub contain: contained::Policy,
     /// The process environment, as it was at the start: what its agents' environments are cut from.
     pub env: Arc<Environment>,
+    /// Runs of the check this runner made (each one, its baselines and the checks of a batch's prefixes included).
+    pub check_runs: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) use crate::ops::cycle::budget_spent as cycle_budget_spent;
@@ -146,6 +148,7 @@ impl<'a> Runner<'a> {
             desk,
             contain: Default::default(),
             env,
+            check_runs: Default::default(),
         }
     }
 }

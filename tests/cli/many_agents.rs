@@ -297,6 +297,7 @@ fn a_batch_runs_the_check_once_on_its_tip_where_strict_runs_it_on_each_landing()
         assert!(list.iter().all(|t| t["status"] == "done"), "{policy}: {list:?}\n{}", o.stderr);
         landed_once(&env, &bare, &list);
         let n = std::fs::read_to_string(&runs).unwrap_or_default().lines().count();
+        assert_eq!(o.json()["check_runs"].as_u64(), Some(n as u64), "{policy}: the runner counts every run");
         match policy {
             "tip" => assert!((1..=most).contains(&n), "{policy}: the check ran {n} times for 4 landings\n{}", o.stderr),
             _ => assert_eq!(n, most, "{policy}: the check ran {n} times for 4 landings\n{}", o.stderr),

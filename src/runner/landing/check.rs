@@ -124,6 +124,7 @@ impl<'a, 'r> Landing<'a, 'r> {
         commit: ObjectId,
     ) -> Result<(crate::check::CheckRun, Vec<String>, bool), Abort> {
         let (r, keeper) = (self.r, self.keeper);
+        r.check_runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let report = self.job.settings.check_report.clone();
         let warm = !self.job.settings.check_clean;
         let checkout =
