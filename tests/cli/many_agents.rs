@@ -348,9 +348,10 @@ fn a_batch_whose_tip_fails_the_check_is_bisected_and_only_the_breaking_landing_f
         "{files}"
     );
     // The four in one batch: its tip, the three prefixes before it at once, the tip without the culprit, the culprit
-    // alone — and the three others landed together.
+    // alone (five when a loaded machine made the culprit finish last: no tip without it) — and the three others
+    // landed together.
     let n = std::fs::read_to_string(&runs).unwrap_or_default().lines().count();
-    assert_eq!(n, 6, "the check ran {n} times\n{}", o.stderr);
+    assert!(n == 6 || n == 5, "the check ran {n} times\n{}", o.stderr);
     let log = env.sw(c, &["log", "--json"]).ok().json();
     let together = log.as_array().into_iter().flatten().any(|e| {
         let mut dones: Vec<&Value> = if e["op"] == "done" { vec![&e["task"]] } else { vec![] };
