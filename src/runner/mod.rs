@@ -240,7 +240,16 @@ impl Runner<'_> {
 
     pub(crate) fn settings(&self, config: &Config) -> Result<RunSettings, RunError> {
         config.check().map_err(RunError::Settings)?;
-        let mut s = RunSettings::from_config(&self.git_config.apply(config)).map_err(RunError::Settings)?;
+        let mut s = RunSettings::from_config(&self.git_config.apply(config)).map_err(|e| {
+            // Only this clone's `git config swarm.*` overrides break it: name them, not swarm.toml.
+            match RunSettings::from_config(config) {
+                Ok(_) => RunError::Setup(format!(
+                    "this clone's git config: {e} (it overrides swarm.toml: `git config --get-regexp '^swarm\\.'` \
+                     lists the overrides; set it right, or remove it with `git config --unset swarm.<table>.<key>`)"
+                )),
+                Err(_) => RunError::Settings(e),
+            }
+        })?;
         if let Some(c) = &self.check {
             s.check = Some(c.clone()).filter(|c| !c.trim().is_empty());
         }

@@ -270,6 +270,18 @@ fn git_config_overrides_swarm_toml_for_this_clone_s_runners_only() {
     let o = env.sw(&c0, &["--agent", "w0", "run", "worker", "--once"]).code(2);
     assert!(o.stderr.contains("git config swarm.run.chek") && o.stderr.contains("check"), "{}", o.stderr);
     env.sw(&c0, &["status"]).ok();
+    // A bad value there is named as this clone's git config, not as swarm.toml's, before any claim.
+    env.git(&c0, &["config", "--unset", "swarm.run.chek"]);
+    env.git(&c0, &["config", "swarm.run.checkPolicy", "bogus"]);
+    let id2 = env.sw(&c0, &["add", "another"]).ok().line();
+    let o = env.sw(&c0, &["--agent", "w0", "run", "worker", "--once"]).code(1);
+    assert!(
+        o.stderr.contains("this clone's git config") && o.stderr.contains("check_policy = 'bogus'"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("swarm.toml: [run]"), "{}", o.stderr);
+    assert_eq!(env.sw(&c0, &["show", &id2, "--json"]).ok().json()["status"], "open", "nothing claimed");
 }
 
 #[test]
